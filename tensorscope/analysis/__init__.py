@@ -1,0 +1,1 @@
+"""Explanations of failures and hazards, over plain recorded facts (torch-free)."""

@@ -1,0 +1,172 @@
+"""Finding the user's line behind an event, cheaply.
+
+Every tensor op of the program can pass through the instrumentation, so these
+helpers are on the hot path: a frame walk comparing ``co_filename`` against a
+cached verdict costs well under a microsecond (see NOTE [Hot path] in
+``patches.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import sys
+import sysconfig
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIB_DIRS = tuple(
+    {os.path.realpath(p) + os.sep for p in (sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib"), sysconfig.get_paths().get("stdlib")) if p}
+)
+
+
+def is_tensorscope_file(filename: str) -> bool:
+    """True for tensorscope's own source files (hidden from tracebacks)."""
+    return filename.startswith(_PACKAGE_DIR)
+
+
+class UserCode:
+    """Decides which source files are the program's own (cached per filename).
+
+    The program's own files are the script itself and any file below the
+    script's folder that is not an installed library (site-packages) or
+    tensorscope itself.
+    """
+
+    def __init__(self, program_path: str | None):
+        self.program = os.path.realpath(program_path) if program_path else None
+        self.root = os.path.dirname(self.program) + os.sep if self.program else None
+        self._verdict: dict[str, bool] = {}
+        if program_path is not None:
+            self._verdict[program_path] = True
+        self._verdict["<stdin>"] = True
+
+    def __contains__(self, filename: str) -> bool:
+        verdict = self._verdict.get(filename)
+        if verdict is None:
+            verdict = self._verdict[filename] = self._classify(filename)
+        return verdict
+
+    def _classify(self, filename: str) -> bool:
+        if not filename or filename.startswith("<"):
+            return False
+        path = os.path.realpath(filename)
+        if path == self.program:
+            return True
+        if path.startswith(_PACKAGE_DIR) or "site-packages" in path or "dist-packages" in path:
+            return False
+        if any(path.startswith(d) for d in _LIB_DIRS):
+            return False
+        return self.root is not None and path.startswith(self.root)
+
+
+def user_frame(frame, user: UserCode):
+    """The innermost frame at or above `frame` that runs the program's own code, or None."""
+    verdict = user._verdict
+    while frame is not None:
+        fn = frame.f_code.co_filename
+        v = verdict.get(fn)
+        if v is None:
+            v = fn in user
+        if v:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def library_name(frame) -> str:
+    """A short name for a library frame, e.g. ``torch/optim/sgd.py:_single_tensor_sgd``."""
+    fn = frame.f_code.co_filename
+    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
+        i = fn.rfind(marker)
+        if i >= 0:
+            fn = fn[i + len(marker):]
+            break
+    else:
+        fn = os.path.basename(fn)
+    return f"{fn}:{frame.f_code.co_name}"
+
+
+# --- source positions -------------------------------------------------------
+
+_positions_cache: dict = {}
+
+
+def call_segment(frame) -> str | None:
+    """The exact source text of the expression the frame is executing (Python 3.11+).
+
+    Uses ``co_positions`` of the current instruction, so for ``y.detach().zero_()``
+    inside a longer line it gives that call, not the whole line.
+    """
+    code = frame.f_code
+    positions = _positions_cache.get(code)
+    if positions is None:
+        get = getattr(code, "co_positions", None)
+        if get is None:
+            return None
+        positions = _positions_cache[code] = list(get())
+    idx = frame.f_lasti // 2
+    if idx >= len(positions):
+        return None
+    line, end_line, col, end_col = positions[idx]
+    if line is None or col is None or end_line is None or end_col is None:
+        return None
+    lines = [linecache.getline(code.co_filename, n) for n in range(line, end_line + 1)]
+    if not lines or not lines[0]:
+        return None
+    if len(lines) == 1:
+        return _slice_utf8(lines[0], col, end_col)
+    parts = [_slice_utf8(lines[0], col, None)] + lines[1:-1] + [_slice_utf8(lines[-1], 0, end_col)]
+    return "".join(parts)
+
+
+def _slice_utf8(text: str, start: int, end: int | None) -> str:
+    # co_positions columns are UTF-8 byte offsets.
+    raw = text.encode("utf-8")
+    return raw[start:end].decode("utf-8", "replace")
+
+
+def receiver(segment: str | None, op: str) -> str | None:
+    """The expression an in-place op writes through, from the source of the call.
+
+    ``tmp.mul_(2)`` -> ``tmp``; ``y.detach().zero_()`` -> ``y.detach()``;
+    ``x[0] = 1`` -> ``x``; ``x += 1`` -> ``x``; ``torch.relu_(h)`` -> ``h``.
+    """
+    if not segment:
+        return None
+    text = segment.strip()
+    try:
+        node = ast.parse(text, mode="exec").body[0]
+    except (SyntaxError, IndexError, ValueError):
+        return None
+    try:
+        if isinstance(node, ast.AugAssign):
+            return ast.unparse(node.target)
+        if isinstance(node, ast.Assign) and node.targets and isinstance(node.targets[0], ast.Subscript):
+            return ast.unparse(node.targets[0].value)
+        if isinstance(node, ast.Expr):
+            expr = node.value
+            if isinstance(expr, ast.Subscript):
+                return ast.unparse(expr.value)
+            if isinstance(expr, ast.Call):
+                func = expr.func
+                if isinstance(func, ast.Attribute) and func.attr == op:
+                    return ast.unparse(func.value)
+                if expr.args:
+                    return ast.unparse(expr.args[0])
+                return ast.unparse(expr)
+            return ast.unparse(expr)
+    except Exception:  # ast.unparse on odd trees
+        return None
+    return None
+
+
+def source_line(filename: str, line: int | None) -> str:
+    """The stripped source text of a line ('' when unavailable)."""
+    if not line:
+        return ""
+    return linecache.getline(filename, line).strip()
+
+
+def current_thread_frame(depth: int):
+    return sys._getframe(depth + 1)

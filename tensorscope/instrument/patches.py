@@ -1,0 +1,344 @@
+"""Wrapping the PyTorch entry points that matter for aliasing and autograd.
+
+NOTE [Hot path]
+A TorchFunctionMode or TorchDispatchMode sees every op but costs 1.3x to 1.8x on
+a small training loop before recording anything. Instead, only the entry points
+that create aliases, write in place, change ``requires_grad``, switch grad mode
+or run backward are wrapped; every other op runs untouched at full speed.
+Wrappers for alias/creation ops record only when called directly from the
+program's own code (one frame check); in-place writes are always checked
+against the tensors saved for backward (a dict lookup by storage), because an
+optimizer or an ``nn.ReLU(inplace=True)`` writes from inside a library.
+
+NOTE [Invisible frames]
+A wrapper that lets an exception through removes its own frame (and any other
+tensorscope frame) from the traceback before re-raising, so ``traceback``
+output inside the program is what plain python prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+import torch
+
+from tensorscope.instrument import saved, state
+from tensorscope.instrument.frames import is_tensorscope_file
+
+_Tensor = torch.Tensor
+_TensorBase = torch._C.TensorBase
+
+# In-place Tensor methods that are not writes of data, or are handled apart.
+_NOT_WRITES = {
+    "requires_grad_", "share_memory_", "detach_", "_coalesced_", "_dtensor__new__",
+    "resize_as_sparse_", "sparse_resize_", "sparse_resize_and_clear_", "squeeze_", "unsqueeze_",
+    "t_", "transpose_", "swapaxes_", "swapdims_", "as_strided_",
+}
+_INPLACE_DUNDERS = {
+    "__iadd__": "iadd", "__isub__": "isub", "__imul__": "imul", "__itruediv__": "itruediv",
+    "__idiv__": "idiv", "__ifloordiv__": "ifloordiv", "__imod__": "imod", "__ipow__": "ipow",
+    "__iand__": "iand", "__ior__": "ior", "__ixor__": "ixor", "__ilshift__": "ilshift",
+    "__irshift__": "irshift", "__setitem__": "setitem",
+}
+# Ops that return a tensor sharing storage with their input.
+ALIAS_METHODS = {
+    "detach": True, "view": True, "view_as": True, "reshape": True, "reshape_as": True,
+    "expand": True, "expand_as": True, "as_strided": True, "t": True, "transpose": True,
+    "permute": True, "squeeze": True, "unsqueeze": True, "flatten": True, "unflatten": True,
+    "narrow": True, "select": True, "unbind": True, "split": True, "chunk": True,
+    "diagonal": True, "movedim": True, "swapaxes": True, "unfold": True, "__getitem__": True,
+    "view_as_real": True, "real": False, "imag": False,
+}
+COPY_METHODS = ("clone", "contiguous", "to", "cuda", "cpu", "new_tensor", "double", "float", "half",
+                "numpy", "item", "tolist", "new_zeros", "new_ones", "new_empty", "new_full", "type")
+FACTORIES = ("tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
+             "randint", "arange", "linspace", "eye", "zeros_like", "ones_like", "empty_like",
+             "full_like", "rand_like", "randn_like", "randperm", "clone", "stack", "cat")
+
+
+def strip_traceback(e: BaseException) -> None:
+    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames])."""
+    tb = e.__traceback__
+    while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    head = tb
+    while tb is not None:
+        nxt = tb.tb_next
+        while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
+            nxt = nxt.tb_next
+        tb.tb_next = nxt
+        tb = nxt
+    e.__traceback__ = head
+
+
+def _target(args, kwargs):
+    if args:
+        return args[0]
+    return kwargs.get("input", kwargs.get("self"))
+
+
+def make_write(op, orig):
+    def write(*args, **kwargs):
+        rec = state.recorder
+        if rec is None or not rec.active:
+            return orig(*args, **kwargs)
+        target = _target(args, kwargs)
+        pre = rec.pre_write(target)
+        try:
+            out = orig(*args, **kwargs)
+        except BaseException as e:
+            rec.on_error(e, op, target, sys._getframe(1), "write")
+            strip_traceback(e)
+            raise
+        rec.post_write(pre, target, op, sys._getframe(1))
+        return out
+
+    return _named(write, orig)
+
+
+def make_foreach_write(op, orig):
+    def write(*args, **kwargs):
+        rec = state.recorder
+        if rec is None or not rec.active:
+            return orig(*args, **kwargs)
+        targets = _target(args, kwargs)
+        pres = [rec.pre_write(t) for t in targets] if isinstance(targets, (list, tuple)) else []
+        try:
+            out = orig(*args, **kwargs)
+        except BaseException as e:
+            strip_traceback(e)
+            raise
+        frame = sys._getframe(1)
+        for pre, t in zip(pres, targets):
+            rec.post_write(pre, t, op, frame)
+        return out
+
+    return _named(write, orig)
+
+
+def make_alias(op, orig, shares_counter):
+    def alias(*args, **kwargs):
+        rec = state.recorder
+        if rec is None or not rec.active:
+            return orig(*args, **kwargs)
+        try:
+            out = orig(*args, **kwargs)
+        except BaseException as e:
+            rec.on_error(e, op, _target(args, kwargs), sys._getframe(1), "alias")
+            strip_traceback(e)
+            raise
+        frame = sys._getframe(1)
+        if frame.f_code.co_filename in rec.user:
+            rec.on_alias(op, _target(args, kwargs), out, frame, shares_counter)
+        return out
+
+    return _named(alias, orig)
+
+
+def make_copy(op, orig, kind="copy"):
+    def copy(*args, **kwargs):
+        rec = state.recorder
+        if rec is None or not rec.active:
+            return orig(*args, **kwargs)
+        try:
+            out = orig(*args, **kwargs)
+        except BaseException as e:
+            rec.on_error(e, op, _target(args, kwargs), sys._getframe(1), kind)
+            strip_traceback(e)
+            raise
+        frame = sys._getframe(1)
+        if frame.f_code.co_filename in rec.user:
+            rec.on_copy(op, _target(args, kwargs) if kind == "copy" else None, out, frame, kind, kwargs)
+        return out
+
+    return _named(copy, orig)
+
+
+def make_requires_grad(orig):
+    def requires_grad_(self, requires_grad=True):
+        rec = state.recorder
+        if rec is None or not rec.active:
+            return orig(self, requires_grad)
+        try:
+            out = orig(self, requires_grad)
+        except BaseException as e:
+            rec.on_error(e, "requires_grad_", self, sys._getframe(1), "requires_grad")
+            strip_traceback(e)
+            raise
+        rec.on_requires_grad(self, bool(requires_grad), sys._getframe(1), "requires_grad_")
+        return out
+
+    return _named(requires_grad_, orig)
+
+
+def make_backward(op, orig):
+    def backward(*args, **kwargs):
+        rec = state.recorder
+        if rec is None or not rec.active:
+            return orig(*args, **kwargs)
+        ctx = rec.before_backward(op, args, kwargs, sys._getframe(1))
+        try:
+            out = orig(*args, **kwargs)
+        except BaseException as e:
+            rec.after_backward(ctx, e)
+            strip_traceback(e)
+            raise
+        rec.after_backward(ctx, None)
+        return out
+
+    return _named(backward, orig)
+
+
+def make_grad_mode(mode, action, orig):
+    def method(self, *args, **kwargs):
+        rec = state.recorder
+        out = orig(self, *args, **kwargs)
+        if rec is not None and rec.active:
+            rec.on_grad_mode(mode, action, sys._getframe(1))
+        return out
+
+    return _named(method, orig)
+
+
+def _named(wrapper, orig):
+    try:
+        wrapper.__name__ = orig.__name__
+        wrapper.__qualname__ = getattr(orig, "__qualname__", orig.__name__)
+        wrapper.__doc__ = orig.__doc__
+    except (AttributeError, TypeError):
+        pass
+    wrapper.__wrapped__ = orig
+    return wrapper
+
+
+class Patcher:
+    """Installs the wrappers and takes every one of them back out."""
+
+    def __init__(self):
+        self._undo: list = []
+
+    def _set(self, owner, name, value):
+        had = name in vars(owner)
+        old = vars(owner).get(name)
+        setattr(owner, name, value)
+        self._undo.append((owner, name, had, old))
+
+    def install(self) -> None:
+        t = _Tensor
+        for name in dir(t):
+            if name.endswith("_") and not name.startswith("_") and name not in _NOT_WRITES:
+                orig = getattr(t, name, None)
+                if callable(orig):
+                    self._set(t, name, make_write(name, orig))
+        for dunder, op in _INPLACE_DUNDERS.items():
+            orig = getattr(t, dunder, None)
+            if orig is not None:
+                self._set(t, dunder, make_write(op, orig))
+        for name in ("detach_",):
+            self._set(t, name, make_write(name, getattr(t, name)))
+        self._set(t, "requires_grad_", make_requires_grad(t.requires_grad_))
+        for name, shares in ALIAS_METHODS.items():
+            orig = getattr(t, name, None)
+            if orig is not None and callable(orig) and not isinstance(orig, property):
+                self._set(t, name, make_alias(name.strip("_"), orig, shares))
+        for name in COPY_METHODS:
+            orig = getattr(t, name, None)
+            if orig is not None and callable(orig):
+                self._set(t, name, make_copy(name, orig))
+        # module-level functions
+        for name in dir(torch):
+            if name.endswith("_") and not name.startswith("_") and name not in _NOT_WRITES:
+                orig = getattr(torch, name)
+                if callable(orig) and not isinstance(orig, type):
+                    self._set(torch, name, make_write(name, orig))
+            elif name.startswith("_foreach_") and name.endswith("_"):
+                self._set(torch, name, make_foreach_write(name, getattr(torch, name)))
+        for name in dir(torch._C._nn):
+            if name.endswith("_") and not name.startswith("_"):
+                self._set(torch._C._nn, name, make_write(name, getattr(torch._C._nn, name)))
+        for name in FACTORIES:
+            orig = getattr(torch, name, None)
+            if orig is not None:
+                kind = "copy" if name == "clone" else "create"
+                self._set(torch, name, make_copy(name, orig, kind))
+        self._install_properties()
+        self._install_grad_modes()
+        self._set(torch.autograd, "backward", make_backward("backward", torch.autograd.backward))
+        self._set(torch.autograd, "grad", make_backward("grad", torch.autograd.grad))
+        self._set(torch.autograd.graph, "disable_saved_tensors_hooks", saved.disable_saved_tensors_hooks)
+
+    def _install_properties(self) -> None:
+        data = _TensorBase.data
+        requires_grad = _TensorBase.requires_grad
+        get_data, set_data = data.__get__, data.__set__
+        get_rg, set_rg = requires_grad.__get__, requires_grad.__set__
+
+        def data_get(self):
+            out = get_data(self)
+            rec = state.recorder
+            if rec is not None and rec.active:
+                frame = sys._getframe(1)
+                if frame.f_code.co_filename in rec.user:
+                    rec.on_alias("data", self, out, frame, False)
+            return out
+
+        def data_set(self, value):
+            rec = state.recorder
+            if rec is None or not rec.active:
+                return set_data(self, value)
+            pre = rec.pre_write(self)
+            try:
+                set_data(self, value)
+            except BaseException as e:
+                strip_traceback(e)
+                raise
+            rec.post_data_set(pre, self, value, sys._getframe(1))
+
+        def rg_get(self):
+            return get_rg(self)
+
+        def rg_set(self, value):
+            try:
+                set_rg(self, value)
+            except BaseException as e:
+                rec = state.recorder
+                if rec is not None:
+                    rec.on_error(e, "requires_grad", self, sys._getframe(1), "requires_grad")
+                strip_traceback(e)
+                raise
+            rec = state.recorder
+            if rec is not None and rec.active:
+                rec.on_requires_grad(self, bool(value), sys._getframe(1), "requires_grad =")
+
+        self._set(_Tensor, "data", property(data_get, data_set, doc=data.__doc__))
+        self._set(_Tensor, "requires_grad", property(rg_get, rg_set, doc=requires_grad.__doc__))
+
+    def _install_grad_modes(self) -> None:
+        for cls, mode in ((torch.no_grad, "no_grad"), (torch.enable_grad, "enable_grad"),
+                          (torch.inference_mode, "inference_mode")):
+            self._set(cls, "__enter__", make_grad_mode(mode, "enter", cls.__enter__))
+            self._set(cls, "__exit__", make_grad_mode(mode, "exit", cls.__exit__))
+        self._set(torch.set_grad_enabled, "__init__",
+                  make_grad_mode("set_grad_enabled", "set", torch.set_grad_enabled.__init__))
+
+    def uninstall(self) -> None:
+        for owner, name, had, old in reversed(self._undo):
+            try:
+                if had:
+                    setattr(owner, name, old)
+                else:
+                    delattr(owner, name)
+            except (AttributeError, TypeError):
+                pass
+        self._undo.clear()
+
+
+@contextmanager
+def installed():
+    p = Patcher()
+    p.install()
+    try:
+        yield p
+    finally:
+        p.uninstall()

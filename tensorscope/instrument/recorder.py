@@ -1,0 +1,254 @@
+"""The recording state of one run: events, tensor ids and saved-tensor records.
+
+Only weak references to tensors are kept (see NOTE [No tensor kept alive]).
+Everything the recorder hands to the analysis is plain data: ids like ``t3``
+and ``s1``, numbers and strings.
+
+NOTE [No tensor kept alive]
+Tensor ids are keyed by ``id(t)`` and guarded by a ``weakref.ref(t)``: a dead
+tensor's id can be reused by Python, so a lookup is only valid while the
+weak reference still points at the same object. Storage sharing is only
+claimed among tensors alive at the same moment, because freed memory is
+reused at once (same ``data_ptr`` and even the same StorageImpl address).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from collections import OrderedDict
+
+import torch
+
+from tensorscope.instrument.frames import UserCode, call_segment, library_name, receiver, user_frame
+
+_Tensor = torch.Tensor
+
+
+def describe(t) -> dict:
+    """Plain facts about a tensor, never raising (functorch wrappers, sparse and nested tensors included)."""
+    d: dict = {}
+    try:
+        d["shape"] = list(t.shape)
+        d["dtype"] = str(t.dtype).replace("torch.", "")
+        d["device"] = str(t.device)
+        d["requires_grad"] = bool(t.requires_grad)
+        d["is_leaf"] = bool(t.is_leaf)
+        gf = t.grad_fn
+        d["grad_fn"] = gf.name() if gf is not None else None
+    except Exception:
+        pass
+    try:
+        d["version"] = t._version
+    except Exception:
+        d["version"] = None
+    try:
+        stride = list(t.stride())
+        itemsize = t.element_size()
+        offset = t.storage_offset()
+        numel = t.numel()
+        extent = 0 if numel == 0 else (sum((s - 1) * st for s, st in zip(t.shape, stride)) + 1) * itemsize
+        d["stride"] = stride
+        d["storage_offset"] = offset
+        d["nbytes"] = numel * itemsize
+        d["byte_range"] = [offset * itemsize, offset * itemsize + extent]
+        d["data_ptr"] = t.data_ptr()
+    except Exception:
+        d.setdefault("stride", None)
+    try:
+        storage = t.untyped_storage()
+        d["_storage_key"] = storage._cdata
+        d["_storage_nbytes"] = storage.nbytes()
+        d["_storage_ptr"] = storage.data_ptr()
+    except Exception:
+        d["_storage_key"] = None
+    try:
+        d["is_view"] = bool(t._is_view())
+    except Exception:
+        d["is_view"] = False
+    return d
+
+
+def ranges_overlap(a, b) -> bool:
+    return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
+
+
+class Recorder:
+    """Holds what one run of a program recorded."""
+
+    def __init__(self, program_path: str | None, *, max_events: int = 20000, per_site: int = 20):
+        self.user = UserCode(program_path)
+        self.max_events = max_events
+        self.per_site = per_site
+        self.events: list[dict] = []
+        self.seq = 0
+        self.site_counts: dict = {}
+        self.aggregated = 0
+        self.lock = threading.Lock()
+        # tensors
+        self._ids: dict[int, tuple] = {}
+        self._n_tensors = 0
+        self.tensor_facts: dict[str, dict] = {}  # tid -> last description (plain data)
+        self.tensor_created: dict[str, dict] = {}  # tid -> {"file","line","how","source"}
+        self.tensor_names: dict[str, list] = {}  # tid -> names seen at events
+        # storages: key -> [sid, [weakrefs of tensors seen on it]]
+        self._storages: dict[int, list] = {}
+        self._n_storages = 0
+        # saved tensors: storage key -> {packed id: weakref(packed)}
+        self.pending: dict[int, dict] = {}
+        self._n_saved = 0
+        self.node_lines: OrderedDict = OrderedDict()  # node sequence nr -> (file, line)
+        # backward bookkeeping
+        self.freed_nodes: list[tuple[set, dict]] = []  # (sequence nrs, backward event)
+        # outcomes
+        self.saved_failure: dict | None = None
+        self.failure: dict | None = None
+        self.hazards: list[dict] = []
+        self._hazard_keys: set = set()
+        self.notes: list[str] = []
+        self.features: set[str] = set()
+
+    # --- ids ------------------------------------------------------------------
+
+    def tid(self, t) -> str:
+        """The stable id (``t3``) of a live tensor, assigned in first-seen order."""
+        k = id(t)
+        entry = self._ids.get(k)
+        if entry is not None and entry[0]() is t:
+            return entry[1]
+        self._n_tensors += 1
+        tid = f"t{self._n_tensors}"
+        try:
+            ref = weakref.ref(t, self._forget(k))
+        except TypeError:
+            ref = lambda: None  # noqa: E731  (not weak-referenceable: never matched again)
+        self._ids[k] = (ref, tid)
+        return tid
+
+    def _forget(self, k):
+        ids = self._ids
+
+        def callback(ref, k=k):
+            entry = ids.get(k)
+            if entry is not None and entry[0] is ref:
+                del ids[k]
+
+        return callback
+
+    def live_tensors(self) -> dict:
+        """tid -> tensor for every tensor seen and still alive."""
+        out = {}
+        for ref, tid in list(self._ids.values()):
+            t = ref()
+            if t is not None:
+                out[tid] = t
+        return out
+
+    def note_tensor(self, t, facts: dict | None = None) -> str:
+        """Assign an id, remember the tensor's facts and storage; return the id."""
+        tid = self.tid(t)
+        if facts is None:
+            facts = describe(t)
+        key = facts.get("_storage_key")
+        if key is not None:
+            facts["storage"] = self.storage_id(key, t)
+        self.tensor_facts[tid] = facts
+        return tid
+
+    def storage_id(self, key: int, t) -> str:
+        """``s1``-style id of a storage, shared only among tensors alive at the same time."""
+        entry = self._storages.get(key)
+        if entry is not None:
+            refs = [r for r in entry[1] if r() is not None]
+            if refs:
+                if not any(r() is t for r in refs):
+                    try:
+                        refs.append(weakref.ref(t))
+                    except TypeError:
+                        pass
+                entry[1] = refs[-64:]
+                return entry[0]
+        self._n_storages += 1
+        sid = f"s{self._n_storages}"
+        try:
+            refs = [weakref.ref(t)]
+        except TypeError:
+            refs = []
+        self._storages[key] = [sid, refs]
+        return sid
+
+    def tensors_on_storage(self, key: int):
+        entry = self._storages.get(key)
+        if entry is None:
+            return []
+        return [t for t in (r() for r in entry[1]) if t is not None]
+
+    # --- events ---------------------------------------------------------------
+
+    def allow(self, kind: str, frame) -> bool:
+        """Count an event at this site; True while it may be recorded in full detail."""
+        site = (kind, frame.f_code.co_filename, frame.f_lineno)
+        n = self.site_counts.get(site, 0) + 1
+        self.site_counts[site] = n
+        if n > self.per_site or len(self.events) >= self.max_events:
+            self.aggregated += 1
+            return False
+        return True
+
+    def emit(self, kind: str, frame, **data) -> dict:
+        self.seq += 1
+        event = {"seq": self.seq, "kind": kind, "file": frame.f_code.co_filename if frame else None,
+                 "line": frame.f_lineno if frame else None}
+        event.update(data)
+        self.events.append(event)
+        return event
+
+    def names_in(self, frame, tensors) -> dict[int, list[str]]:
+        """Names bound to each of `tensors` in the frame's locals (by identity)."""
+        wanted = {id(t) for t in tensors}
+        found: dict[int, list[str]] = {}
+        try:
+            items = list(frame.f_locals.items())
+        except Exception:
+            return found
+        for name, value in items:
+            if id(value) in wanted and isinstance(value, _Tensor):
+                found.setdefault(id(value), []).append(name)
+        return found
+
+    # --- failures and hazards ---------------------------------------------------
+
+    def remember_failure(self, context: dict) -> None:
+        if self.failure is None:
+            self.failure = context
+
+    def add_hazard(self, key, hazard: dict) -> None:
+        if key in self._hazard_keys:
+            return
+        self._hazard_keys.add(key)
+        self.hazards.append(hazard)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # --- locations ----------------------------------------------------------------
+
+    def location(self, frame) -> dict:
+        """Where an event happened: the user's line, and the library frame if the op ran inside one."""
+        uf = user_frame(frame, self.user)
+        loc = {"file": None, "line": None, "segment": None, "library": None, "frame": uf}
+        if uf is not None:
+            loc["file"] = uf.f_code.co_filename
+            loc["line"] = uf.f_lineno
+            loc["segment"] = call_segment(uf)
+        if uf is not frame and frame is not None:
+            loc["library"] = library_name(frame)
+        return loc
+
+    def alias_expr(self, loc: dict, op: str) -> str | None:
+        if loc["library"] is None:
+            return receiver(loc["segment"], op)
+        return loc["segment"]
+

@@ -1,0 +1,58 @@
+"""Switching the instrumentation on around one program run, and off again."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from tensorscope.instrument import saved, snapshot as _snapshot, state
+from tensorscope.instrument.patches import Patcher
+from tensorscope.instrument.tracker import Tracker, make_tracker
+
+
+def new_tracker(program_path: str | None) -> Tracker:
+    return make_tracker(program_path)
+
+
+class _Control:
+    def __init__(self, tracker: Tracker, patcher: Patcher):
+        self.tracker = tracker
+        self.patcher = patcher
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Stop recording (the program has finished); hooks of live graphs keep working."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self.tracker.active = False
+        if saved.hooks_on_top():
+            saved.pop()
+        self.patcher.uninstall()
+
+
+@contextmanager
+def active(tracker: Tracker, device: str = "auto"):
+    """Install the wrappers and saved-tensor hooks for the duration of a run."""
+    patcher = Patcher()
+    state.recorder = tracker
+    patcher.install()
+    saved.push()
+    control = _Control(tracker, patcher)
+    if device != "auto":
+        from tensorscope.instrument import device as _device
+
+        _device.install(device, tracker, patcher)
+    tracker.active = True
+    try:
+        yield control
+    finally:
+        control.stop()
+
+
+def snapshot(tracker: Tracker, main_globals, exc) -> dict:
+    active_before = tracker.active
+    tracker.active = False
+    try:
+        return _snapshot.take(tracker, main_globals, exc)
+    finally:
+        tracker.active = active_before

@@ -1,0 +1,3 @@
+"""The one piece of global state: the recorder of the run in progress (None when idle)."""
+
+recorder = None

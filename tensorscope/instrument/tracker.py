@@ -1,0 +1,470 @@
+"""The callbacks the wrappers and hooks call: turning live tensors into recorded facts.
+
+Every method here must never raise into the program: each body is guarded, and
+a failure inside tensorscope only loses detail.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+import torch
+
+from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
+from tensorscope.instrument.recorder import Recorder, describe, ranges_overlap
+
+_Tensor = torch.Tensor
+_current_node = torch._C._current_autograd_node
+_MAX_NODE_LINES = 200_000
+_MAX_BACKWARDS = 256
+_MAX_WALK = 20_000
+
+
+def _byte_range(t):
+    try:
+        itemsize = t.element_size()
+        start = t.storage_offset() * itemsize
+        if t.numel() == 0:
+            return [start, start]
+        extent = (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * itemsize
+        return [start, start + extent]
+    except Exception:
+        return None
+
+
+class Tracker(Recorder):
+    """A Recorder with the callbacks of the wrappers (patches.py) and hooks (saved.py)."""
+
+    active = False
+
+    # --- in-place writes ----------------------------------------------------------
+
+    def pre_write(self, target):
+        try:
+            v0 = target._version
+        except Exception:
+            return None
+        if not self.pending:
+            return (v0, None)
+        try:
+            d = self.pending.get(target.untyped_storage()._cdata)
+        except Exception:
+            return (v0, None)
+        if not d:
+            return (v0, None)
+        snap = []
+        for ref in list(d.values()):
+            p = ref()
+            if p is not None:
+                snap.append((p, p.tensor._version))
+        return (v0, snap)
+
+    def post_write(self, pre, target, op, frame):
+        if pre is None:
+            return
+        try:
+            self._post_write(pre, target, op, frame)
+        except Exception:
+            pass
+
+    def _post_write(self, pre, target, op, frame, data_set_value=None):
+        v0, snap = pre
+        v1 = target._version
+        hits = []
+        if snap:
+            rng = _byte_range(target)
+            for p, pv in snap:
+                if p.tensor._version != pv:
+                    hits.append((p, True))
+                elif ranges_overlap(rng, p.byte_range) and data_set_value is None:
+                    hits.append((p, False))
+        uf = user_frame(frame, self.user)
+        detailed = uf is not None and self.allow("write", uf)
+        if not hits and not detailed:
+            return
+        loc = self._loc(frame, uf)
+        alias = receiver(loc["segment"], op) if loc["library"] is None else loc["segment"]
+        info = {"op": op, "file": loc["file"], "line": loc["line"], "segment": loc["segment"],
+                "alias": alias, "library": loc["library"], "version_before": v0, "version_after": v1,
+                "grad_enabled": torch.is_grad_enabled(), "seq": self.seq + 1}
+        tid = self.note_tensor(target)
+        info["tensor"] = tid
+        for p, bumped in hits:
+            w = dict(info, bumped=bumped)
+            if bumped:
+                if p.writes is None:
+                    p.writes = []
+                if len(p.writes) < 64:
+                    p.writes.append(w)
+            else:
+                if p.silent is None:
+                    p.silent = []
+                if len(p.silent) < 64:
+                    p.silent.append(w)
+        if detailed:
+            names = self.names_in(uf, [target]).get(id(target), []) if loc["library"] is None else []
+            if names:
+                self._add_names(tid, names)
+            also = self._also_changed(target, tid)
+            self.emit("write", uf, op=op, tensor=tid, alias=alias, names=names, version_before=v0,
+                      version_after=v1, also_changed=also, library=loc["library"],
+                      grad_enabled=info["grad_enabled"], saved_hits=[
+                          {"saved": p.tid, "bumped": b} for p, b in hits])
+
+    def _also_changed(self, target, tid):
+        key = self.tensor_facts.get(tid, {}).get("_storage_key")
+        if key is None:
+            return []
+        rng = _byte_range(target)
+        out = []
+        for other in self.tensors_on_storage(key):
+            if other is target:
+                continue
+            if ranges_overlap(rng, _byte_range(other)):
+                out.append(self.note_tensor(other))
+        return out
+
+    def post_data_set(self, pre, target, value, frame):
+        """``x.data = y``: x now shares y's storage, without a version bump."""
+        try:
+            uf = user_frame(frame, self.user)
+            loc = self._loc(frame, uf)
+            tid = self.note_tensor(target)
+            src = self.note_tensor(value) if isinstance(value, _Tensor) else None
+            self.swaps = getattr(self, "swaps", {})
+            self.swaps[tid] = {"op": "data_set", "file": loc["file"], "line": loc["line"],
+                               "segment": loc["segment"], "alias": f"{receiver(loc['segment'], 'data') or ''}".strip() or None,
+                               "library": loc["library"], "bumped": False, "tensor": tid, "source": src}
+            if uf is not None and self.allow("write", uf):
+                names = self.names_in(uf, [target]).get(id(target), [])
+                self._add_names(tid, names)
+                self.emit("write", uf, op="data_set", tensor=tid, alias=names[0] if names else None,
+                          names=names, version_before=pre[0] if pre else None,
+                          version_after=target._version, also_changed=[], library=loc["library"],
+                          source=src, grad_enabled=torch.is_grad_enabled(), saved_hits=[])
+        except Exception:
+            pass
+
+    # --- aliases, copies, creation ----------------------------------------------------
+
+    def on_alias(self, op, base, out, frame, shares_counter):
+        try:
+            if not self.allow("alias", frame):
+                return
+            outs = out if isinstance(out, (list, tuple)) else (out,)
+            base_id = self.note_tensor(base) if isinstance(base, _Tensor) else None
+            ids = []
+            for o in outs:
+                if isinstance(o, _Tensor):
+                    tid = self.note_tensor(o)
+                    ids.append(tid)
+                    self.tensor_created.setdefault(tid, {
+                        "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op,
+                        "source": base_id, "shares_version_counter": shares_counter})
+            if not ids:
+                return
+            self.emit("alias", frame, op=op, tensor=ids[0] if len(ids) == 1 else ids, base=base_id,
+                      shares_version_counter=shares_counter, grad_enabled=torch.is_grad_enabled())
+        except Exception:
+            pass
+
+    def on_copy(self, op, source, out, frame, kind, kwargs):
+        try:
+            if not self.allow(kind, frame):
+                return
+            src = self.note_tensor(source) if isinstance(source, _Tensor) else None
+            if isinstance(out, _Tensor):
+                tid = self.note_tensor(out)
+                self.tensor_created.setdefault(tid, {
+                    "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op, "source": src})
+                data = {"op": op, "tensor": tid, "requires_grad": bool(out.requires_grad),
+                        "grad_enabled": torch.is_grad_enabled()}
+                if src is not None:
+                    data["source"] = src
+                self.emit(kind, frame, **data)
+            elif src is not None:  # item(), tolist(), numpy(): the value leaves autograd
+                data = {"op": op, "tensor": None, "source": src, "leaves_autograd": True}
+                if op == "numpy":
+                    data["shares_storage"] = True
+                self.emit("copy", frame, **data)
+        except Exception:
+            pass
+
+    def on_requires_grad(self, t, value, frame, how):
+        try:
+            uf = user_frame(frame, self.user)
+            if uf is None or not self.allow("requires_grad", uf):
+                return
+            tid = self.note_tensor(t)
+            names = self.names_in(uf, [t]).get(id(t), [])
+            self._add_names(tid, names)
+            self.emit("requires_grad", uf, tensor=tid, value=value, how=how, names=names,
+                      library=None if uf is frame else library_name(frame))
+        except Exception:
+            pass
+
+    def on_grad_mode(self, mode, action, frame):
+        try:
+            caller = frame
+            if caller.f_code.co_filename.endswith("_contextlib.py"):
+                caller = caller.f_back
+                decorator = True
+            else:
+                decorator = False
+            if caller is None or caller.f_code.co_filename not in self.user:
+                return
+            if not self.allow("grad_mode", caller):
+                return
+            self.emit("grad_mode", caller, mode=mode, action=action, enabled=torch.is_grad_enabled(),
+                      decorator=decorator)
+        except Exception:
+            pass
+
+    # --- errors -----------------------------------------------------------------------
+
+    def on_error(self, e, op, target, frame, where):
+        try:
+            if self.failure is not None:
+                return
+            uf = user_frame(frame, self.user)
+            loc = self._loc(frame, uf)
+            ctx = {"where": where, "op": op, "file": loc["file"], "line": loc["line"],
+                   "segment": loc["segment"], "library": loc["library"],
+                   "alias": receiver(loc["segment"], op) if loc["library"] is None else loc["segment"],
+                   "exception_type": type(e).__name__, "message": str(e)[:2000],
+                   "grad_enabled": torch.is_grad_enabled()}
+            if isinstance(target, _Tensor):
+                tid = self.note_tensor(target)
+                ctx["tensor"] = tid
+                try:
+                    base = target._base
+                    if base is not None:
+                        ctx["base"] = self.note_tensor(base)
+                        ctx["base_is_leaf"] = bool(base.is_leaf)
+                        ctx["base_requires_grad"] = bool(base.requires_grad)
+                except Exception:
+                    pass
+                if uf is not None:
+                    ctx["names"] = self.names_in(uf, [target]).get(id(target), [])
+            self.failure = ctx
+        except Exception:
+            pass
+
+    # --- saved tensors ----------------------------------------------------------------
+
+    def on_pack(self, p, t, frame):
+        uf = user_frame(frame, self.user)
+        if uf is not None:
+            p.file = uf.f_code.co_filename
+            p.line = uf.f_lineno
+        try:
+            key = t.untyped_storage()._cdata
+        except Exception:
+            return
+        p.storage_key = key
+        p.byte_range = _byte_range(t)
+        p.tid = self.tid(t)
+        if p.seq_nr is not None and p.line is not None:
+            lines = self.node_lines
+            lines[p.seq_nr] = (p.file, p.line)
+            if len(lines) > _MAX_NODE_LINES:
+                lines.popitem(last=False)
+        pending = self.pending
+        d = pending.get(key)
+        if d is None:
+            d = pending[key] = {}
+        pid = id(p)
+
+        def drop(ref, key=key, pid=pid, pending=pending):
+            dd = pending.get(key)
+            if dd is not None and dd.get(pid) is ref:
+                del dd[pid]
+                if not dd:
+                    del pending[key]
+
+        d[pid] = weakref.ref(p, drop)
+        if uf is not None and self.allow("saved", uf):
+            if p.tid not in self.tensor_facts:
+                self.note_tensor(t)
+            self.emit("saved", uf, tensor=p.tid, version=p.version, output=p.is_output)
+
+    def on_stale_unpack(self, p):
+        if self.saved_failure is not None:
+            return
+        node = _current_node()
+        facts = {
+            "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
+            "saved_file": p.file, "saved_line": p.line, "node": node.name() if node is not None else None,
+            "output_node": p.node, "is_output": p.is_output,
+            "writes": list(p.writes or []), "silent": list(p.silent or []),
+        }
+        try:
+            facts["names"] = self.tensor_names.get(p.tid, [])
+        except Exception:
+            pass
+        self.saved_failure = facts
+
+    def on_unpack_check_silent(self, p):
+        silent = list(p.silent or [])
+        swap = None
+        if not p.is_output and p.storage_key is not None:
+            try:
+                if p.tensor.untyped_storage()._cdata != p.storage_key:
+                    swap = getattr(self, "swaps", {}).get(p.tid)
+            except Exception:
+                pass
+        if not silent and swap is None:
+            return
+        node = _current_node()
+        writes = silent + ([swap] if swap else [])
+        self.add_hazard((p.tid, p.seq_nr), {
+            "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
+            "saved_file": p.file, "saved_line": p.line, "node": node.name() if node is not None else None,
+            "writes": writes, "backward": self._current_backward,
+        })
+
+    # --- backward -----------------------------------------------------------------------
+
+    _current_backward = None
+
+    def before_backward(self, op, args, kwargs, frame):
+        try:
+            uf = user_frame(frame, self.user)
+            loc = self._loc(frame, uf)
+            roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+            if isinstance(roots, _Tensor):
+                roots = [roots]
+            roots = [r for r in (roots or []) if isinstance(r, _Tensor)]
+            retain = kwargs.get("retain_graph")
+            create = kwargs.get("create_graph", False)
+            if op == "backward" and len(args) > 2:
+                retain = args[2]
+            if op == "backward" and len(args) > 3:
+                create = args[3]
+            if op == "grad" and len(args) > 3:
+                retain = args[3]
+            if retain is None:
+                retain = bool(create)
+            seq_now = torch._C._autograd._get_sequence_nr()
+            ctx = {"op": op, "file": loc["file"], "line": loc["line"], "segment": loc["segment"],
+                   "retain_graph": bool(retain), "seq_now": seq_now, "roots": [], "event": None,
+                   "library": loc["library"]}
+            root_facts = []
+            for r in roots:
+                f = {"tensor": self.note_tensor(r), "requires_grad": bool(r.requires_grad),
+                     "grad_fn": r.grad_fn.name() if r.grad_fn is not None else None,
+                     "dtype": str(r.dtype).replace("torch.", ""), "shape": list(r.shape),
+                     "is_leaf": bool(r.is_leaf)}
+                root_facts.append(f)
+            ctx["roots"] = root_facts
+            if uf is not None:
+                names = self.names_in(uf, roots)
+                for r, f in zip(roots, root_facts):
+                    f["names"] = names.get(id(r), [])
+                    self._add_names(f["tensor"], f["names"])
+            leaves = []
+            if uf is not None and self.allow("backward", uf):
+                leaves = self._leaves(roots)
+                ctx["event"] = self.emit("backward", uf, op=op, roots=[f["tensor"] for f in root_facts],
+                                         retain_graph=bool(retain), create_graph=bool(create),
+                                         leaves_with_grad=[], ok=None)
+            ctx["leaves"] = leaves
+            self._current_backward = {"file": loc["file"], "line": loc["line"], "segment": loc["segment"]}
+            return ctx
+        except Exception:
+            return None
+
+    def _leaves(self, roots):
+        """Ids of the leaf tensors a backward from `roots` accumulates into (AccumulateGrad nodes)."""
+        out = []
+        seen = set()
+        stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+        n = 0
+        while stack and n < _MAX_WALK:
+            node = stack.pop()
+            n += 1
+            try:
+                for nxt, _ in node.next_functions:
+                    if nxt is None:
+                        continue
+                    if hasattr(nxt, "variable"):
+                        v = nxt.variable
+                        k = id(v)
+                        if k not in seen:
+                            seen.add(k)
+                            out.append(v)
+                    else:
+                        stack.append(nxt)
+            except Exception:
+                continue
+        return out
+
+    def after_backward(self, ctx, error):
+        if ctx is None:
+            return
+        try:
+            self._current_backward = None
+            record = {"file": ctx["file"], "line": ctx["line"], "segment": ctx["segment"],
+                      "retain_graph": ctx["retain_graph"], "seq_now": ctx["seq_now"], "ok": error is None,
+                      "roots": ctx["roots"], "op": ctx["op"]}
+            self.backwards.append(record)
+            if len(self.backwards) > _MAX_BACKWARDS:
+                del self.backwards[0]
+            event = ctx["event"]
+            if event is not None:
+                event["ok"] = error is None
+                got = []
+                for v in ctx["leaves"]:
+                    try:
+                        if v.grad is not None:
+                            tid = self.note_tensor(v)
+                            got.append(tid)
+                    except Exception:
+                        pass
+                event["leaves_with_grad"] = got
+            ctx["leaves"] = None
+            if error is not None and self.failure is None:
+                failure = {"where": "backward", "op": ctx["op"], "file": ctx["file"], "line": ctx["line"],
+                           "segment": ctx["segment"], "exception_type": type(error).__name__,
+                           "message": str(error)[:2000], "roots": ctx["roots"],
+                           "saved": self.saved_failure, "library": ctx["library"],
+                           "backwards_before": self.backwards[:-1][-32:]}
+                self.failure = failure
+        except Exception:
+            pass
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _loc(self, frame, uf):
+        loc = {"file": None, "line": None, "segment": None, "library": None}
+        if uf is not None:
+            loc["file"] = uf.f_code.co_filename
+            loc["line"] = uf.f_lineno
+            loc["segment"] = call_segment(uf)
+        if frame is not None and uf is not frame:
+            loc["library"] = library_name(frame)
+        return loc
+
+    def _add_names(self, tid, names):
+        if not names:
+            return
+        known = self.tensor_names.setdefault(tid, [])
+        for n in names:
+            if n not in known:
+                known.append(n)
+
+
+def _getframe(depth=1):
+    return sys._getframe(depth + 1)
+
+
+def make_tracker(program_path, **kwargs) -> Tracker:
+    t = Tracker(program_path, **kwargs)
+    t.backwards = []
+    t.swaps = {}
+    return t
+
+
+def describe_tensor(t):
+    return describe(t)

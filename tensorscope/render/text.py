@@ -1,0 +1,214 @@
+"""The terminal form: diagnosis panel, tensor table, storage map and timeline (rich).
+
+Deterministic: ids like ``t3``/``s1`` and no raw addresses.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+_BAR = 40
+
+
+def render(doc: dict, *, width: int | None = None, color: bool | None = None) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, width=width or 100, color_system="standard" if color else None,
+                      force_terminal=bool(color), highlight=False, soft_wrap=False)
+    names = {t["id"]: t["names"] for t in doc["tensors"]}
+    _header(console, doc)
+    if doc.get("diagnosis"):
+        console.print(diagnosis_panel(doc["diagnosis"], "Diagnosis"))
+    for h in doc.get("hazards") or []:
+        console.print(diagnosis_panel(h, "Hazard (nothing raised)"))
+    if doc["tensors"]:
+        console.print(tensor_table(doc))
+        console.print(storage_map(doc))
+    if doc["events"]:
+        console.print(timeline(doc, names))
+    return buf.getvalue()
+
+
+def _label(tid, names) -> str:
+    if tid is None:
+        return "?"
+    n = names.get(tid) or []
+    return f"{n[0]} ({tid})" if n else tid
+
+
+def _header(console, doc) -> None:
+    p = doc["program"]
+    line = Text()
+    line.append(f"tensorscope {doc['command']} ", style="bold")
+    line.append(f"{p['path']}")
+    line.append(f"  exit status {p['exit_status']}")
+    if p.get("exception"):
+        e = p["exception"]
+        at = f" at line {e['line']}" if e.get("line") else ""
+        line.append(f"  {e['type']}{at}", style="red")
+    line.append(f"  torch {doc['torch_version']}", style="dim")
+    console.print(line)
+    if doc.get("device_mode") and doc["device_mode"] != "auto":
+        console.print(f"device mode: {doc['device_mode']}")
+    for note in doc.get("notes") or []:
+        console.print(f"note: {note}", style="yellow")
+    s = doc["events_summary"]
+    if s.get("aggregated"):
+        console.print(f"events: {s['recorded']} recorded in detail, {s['aggregated']} more counted per line "
+                      f"(limit {s['per_site_limit']} per line, {s['max_events']} in all)", style="dim")
+
+
+def _quote(place: dict | None, label: str) -> Text | None:
+    if not place or not place.get("line"):
+        return None
+    t = Text()
+    t.append(f"{label:>9} ", style="bold")
+    t.append(f"{place.get('file') or ''}:{place['line']}  ", style="dim")
+    t.append(place.get("code") or "")
+    extra = []
+    if place.get("node"):
+        extra.append(place["node"])
+    if place.get("alias"):
+        extra.append(f"through `{place['alias']}`")
+    if place.get("library"):
+        extra.append(f"inside {place['library']}")
+    if extra:
+        t.append("   (" + ", ".join(extra) + ")", style="cyan")
+    return t
+
+
+def diagnosis_panel(d: dict, heading: str) -> Panel:
+    parts = [Text(d["title"], style="bold"), Text(d["explanation"])]
+    for place, label in ((d.get("culprit"), "culprit"), (d.get("saved_by"), "saved by"),
+                         (d.get("backward"), "backward")):
+        q = _quote(place, label)
+        if q is not None:
+            parts.append(q)
+    if d.get("alias_chain"):
+        chain = Text("alias chain: ", style="bold")
+        chain.append(" -> ".join(f"`{c['code']}` line {c['line']}" for c in d["alias_chain"]))
+        last = d["alias_chain"][-1]
+        if last.get("what"):
+            chain.append(f"  ({last['what']})", style="dim")
+        parts.append(chain)
+    for w in d.get("other_writes") or []:
+        parts.append(Text(f"also wrote  line {w['line']}  {w.get('code', '')}", style="dim"))
+    parts.append(Text.assemble(("fix: ", "bold green"), d.get("fix") or ""))
+    return Panel(Group(*parts), title=f"{heading}: {d['kind']}", border_style="red", expand=True)
+
+
+def _fmt_shape(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")" if shape is not None else "?"
+
+
+def tensor_table(doc) -> Table:
+    table = Table(title="Tensors", title_justify="left", show_lines=False, pad_edge=False)
+    for col in ("id", "names", "shape", "stride", "dtype", "device", "storage", "bytes", "view of",
+                "ver", "vc", "req_grad", "leaf", "grad_fn", "grad"):
+        table.add_column(col, overflow="fold")
+    for t in doc["tensors"]:
+        rng = t.get("byte_range")
+        table.add_row(
+            t["id"] + ("" if t["alive"] else " †"),
+            ", ".join(t["names"]) or "-",
+            _fmt_shape(t.get("shape")),
+            _fmt_shape(t.get("stride")),
+            str(t.get("dtype")),
+            str(t.get("device")),
+            str(t.get("storage") or "-"),
+            f"{rng[0]}..{rng[1]}" if rng else "-",
+            t.get("view_of") or "-",
+            str(t.get("version")),
+            t.get("version_counter") or "-",
+            _yn(t.get("requires_grad")),
+            _yn(t.get("is_leaf")),
+            t.get("grad_fn") or "-",
+            "-" if t.get("has_grad") is None else _yn(t["has_grad"]),
+        )
+    table.caption = "† not alive at the end (facts as last seen); vc = version counter group; grad = .grad set (leaves only)"
+    return table
+
+
+def _yn(v) -> str:
+    return "-" if v is None else ("yes" if v else "no")
+
+
+def storage_map(doc) -> Group:
+    """One block per storage; each tensor's byte range drawn as a bar, version-counter groups marked."""
+    by_id = {t["id"]: t for t in doc["tensors"]}
+    blocks = [Text("Storage map", style="bold")]
+    devices = sorted({s["device"] for s in doc["storages"]})
+    for device in devices:
+        for s in (s for s in doc["storages"] if s["device"] == device):
+            size = s.get("nbytes") or max((by_id[t]["byte_range"] or [0, 0])[1] for t in s["tensors"]) or 1
+            head = Text(f"{s['id']}  {device}  {size} bytes", style="bold")
+            if len(s["tensors"]) > 1:
+                head.append(f"  shared by {len(s['tensors'])} tensors", style="yellow")
+            blocks.append(head)
+            for tid in s["tensors"]:
+                t = by_id[tid]
+                rng = t.get("byte_range") or [0, 0]
+                lo = int(rng[0] * _BAR / size)
+                hi = max(lo + 1, int(round(rng[1] * _BAR / size))) if rng[1] > rng[0] else lo
+                bar = "." * lo + "#" * (hi - lo) + "." * max(0, _BAR - hi)
+                name = ", ".join(t["names"]) or tid
+                line = Text(f"  {tid:>4} [{bar[:_BAR]}] {rng[0]}..{rng[1]}  {name}")
+                if t.get("stride") and 0 in (t.get("stride") or []):
+                    line.append("  stride 0: elements share memory", style="cyan")
+                line.append(f"  vc {t.get('version_counter') or '-'}", style="dim")
+                blocks.append(line)
+    return Group(*blocks)
+
+
+def _describe_event(e, names) -> str:
+    k = e["kind"]
+    lab = lambda tid: _label(tid, names)  # noqa: E731
+    if k == "create":
+        return f"create {lab(e['tensor'])} by torch.{e['op']}" + (" (requires_grad)" if e.get("requires_grad") else "")
+    if k == "alias":
+        tids = e["tensor"] if isinstance(e["tensor"], list) else [e["tensor"]]
+        vc = "shares version counter" if e.get("shares_version_counter") else "own version counter"
+        return f"alias {', '.join(lab(t) for t in tids)} = {e['op']} of {lab(e.get('base'))} (same storage, {vc})"
+    if k == "copy":
+        if e.get("tensor") is None:
+            return f"{e['op']}() of {lab(e.get('source'))}: value leaves autograd"
+        src = f" of {lab(e['source'])}" if e.get("source") else ""
+        rg = ", requires_grad" if e.get("requires_grad") else ""
+        return f"copy {lab(e['tensor'])} = {e['op']}{src} (new storage{rg})"
+    if k == "write":
+        via = f" through `{e['alias']}`" if e.get("alias") else ""
+        lib = f" inside {e['library']}" if e.get("library") else ""
+        text = f"write {e['op']}{via} into {lab(e['tensor'])}{lib}: version {e.get('version_before')} -> {e.get('version_after')}"
+        if e.get("also_changed"):
+            text += "; also changed " + ", ".join(lab(t) for t in e["also_changed"])
+        if e.get("grad_enabled") is False:
+            text += " (grad disabled)"
+        return text
+    if k == "requires_grad":
+        return f"requires_grad of {lab(e['tensor'])} set to {e['value']} ({e.get('how')})"
+    if k == "grad_mode":
+        return f"{e['mode']} {e['action']} (grad {'enabled' if e.get('enabled') else 'disabled'})"
+    if k == "saved":
+        return f"{lab(e['tensor'])} saved for backward at version {e['version']}" + (" (an output)" if e.get("output") else "")
+    if k == "backward":
+        got = ", ".join(lab(t) for t in e.get("leaves_with_grad") or []) or "none"
+        status = "ok" if e.get("ok") else "FAILED" if e.get("ok") is False else ""
+        return f"{e['op']}() from {', '.join(lab(t) for t in e.get('roots', []))} {status}; leaves with .grad: {got}"
+    return k
+
+
+def timeline(doc, names) -> Table:
+    table = Table(title="Timeline", title_justify="left", show_header=True, pad_edge=False)
+    table.add_column("line", justify="right")
+    table.add_column("code", overflow="fold", max_width=38)
+    table.add_column("event", overflow="fold")
+    for e in doc["events"]:
+        table.add_row(str(e.get("line") or ""), e.get("code") or "", _describe_event(e, names))
+    sites = doc["events_summary"].get("sites") or []
+    if sites:
+        table.caption = "more events at: " + "; ".join(f"line {s['line']} {s['kind']} x{s['count']}" for s in sites[:8])
+    return table

@@ -1,0 +1,119 @@
+"""The report: one plain, JSON-ready document built from what a run recorded.
+
+Torch-free by design (see the house style): it takes the recorder's plain data
+and the end-of-run snapshot, and everything after it (analysis, renderers)
+works on this document only.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+
+from tensorscope import __version__
+
+SCHEMA_VERSION = 1
+_PUBLIC_TENSOR_FIELDS = ("shape", "stride", "dtype", "device", "storage", "storage_offset", "data_ptr",
+                         "nbytes", "byte_range", "version", "requires_grad", "is_leaf", "grad_fn")
+
+
+def code_at(file: str | None, line: int | None) -> str:
+    if not file or not line:
+        return ""
+    return linecache.getline(file, line).strip()
+
+
+def display_path(file: str | None) -> str | None:
+    if not file:
+        return file
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:
+        return file
+    return file if rel.startswith("..") else rel
+
+
+def build(*, command: str, tracker, snap: dict, program: dict, torch_version: str, device_mode: str) -> dict:
+    """Assemble the report document (schema_version 1, see the JSON Schema in tensorscope/schema)."""
+    named = snap["named"]
+    alive = snap["alive"]
+    # which tensors to describe: named ones, tensors seen with names at events, temporaries written through
+    written = [e["tensor"] for e in tracker.events if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
+    chosen: list[str] = []
+    for tid in list(named) + list(tracker.tensor_names) + written:
+        if tid not in chosen and tid in tracker.tensor_facts:
+            chosen.append(tid)
+    failure = tracker.failure or {}
+    for key in ("tensor", "base"):
+        tid = failure.get(key)
+        if isinstance(tid, str) and tid not in chosen and tid in tracker.tensor_facts:
+            chosen.append(tid)
+    chosen.sort(key=lambda s: int(s[1:]))
+    # view_of may point at a tensor not otherwise chosen: include it
+    for tid in list(chosen):
+        base = snap["view_of"].get(tid)
+        if base and base not in chosen and base in tracker.tensor_facts:
+            chosen.append(base)
+    chosen.sort(key=lambda s: int(s[1:]))
+
+    tensors = []
+    for tid in chosen:
+        facts = tracker.tensor_facts[tid]
+        names = list(named.get(tid, []))
+        for n in tracker.tensor_names.get(tid, []):
+            if n not in names:
+                names.append(n)
+        entry = {"id": tid, "names": names, "alive": tid in alive}
+        for f in _PUBLIC_TENSOR_FIELDS:
+            entry[f] = facts.get(f)
+        entry["view_of"] = snap["view_of"].get(tid)
+        entry["version_counter"] = snap["counters"].get(tid)
+        entry["has_grad"] = snap["has_grad"].get(tid) if tid in alive else None
+        created = tracker.tensor_created.get(tid)
+        entry["created"] = ({"file": display_path(created["file"]), "line": created["line"],
+                             "code": code_at(created["file"], created["line"]), "how": created["how"]}
+                            if created else None)
+        tensors.append(entry)
+
+    storages: dict[str, dict] = {}
+    for entry in tensors:
+        sid = entry["storage"]
+        if not sid or not entry["alive"]:
+            continue
+        facts = tracker.tensor_facts[entry["id"]]
+        s = storages.setdefault(sid, {"id": sid, "device": entry["device"], "nbytes": facts.get("_storage_nbytes"),
+                                      "data_ptr": facts.get("_storage_ptr"), "tensors": []})
+        s["tensors"].append(entry["id"])
+    counters: dict[str, list] = {}
+    for entry in tensors:
+        if entry["version_counter"]:
+            counters.setdefault(entry["version_counter"], []).append(entry["id"])
+
+    events = []
+    for e in tracker.events:
+        ev = dict(e)
+        ev["code"] = code_at(e.get("file"), e.get("line"))
+        ev["file"] = display_path(e.get("file"))
+        events.append(ev)
+    sites = sorted(
+        ({"kind": k, "file": display_path(f), "line": line, "code": code_at(f, line), "count": n}
+         for (k, f, line), n in tracker.site_counts.items() if n > tracker.per_site),
+        key=lambda s: -s["count"])[:50]
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "tensorscope_version": __version__,
+        "torch_version": torch_version,
+        "command": command,
+        "program": program,
+        "device_mode": device_mode,
+        "tensors": tensors,
+        "storages": sorted(storages.values(), key=lambda s: int(s["id"][1:])),
+        "version_counters": [{"id": k, "tensors": v} for k, v in sorted(counters.items(), key=lambda kv: int(kv[0][1:]))],
+        "events": events,
+        "events_summary": {"recorded": len(events), "aggregated": tracker.aggregated,
+                           "per_site_limit": tracker.per_site, "max_events": tracker.max_events, "sites": sites},
+        "diagnosis": None,
+        "hazards": [],
+        "notes": list(tracker.notes),
+    }
+    return doc

@@ -1,0 +1,118 @@
+"""One run of tensorscope: program -> instrumentation -> recorded facts -> report document."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+from tensorscope import report, runner
+
+
+@dataclass
+class Result:
+    doc: dict
+    exit_status: int
+    interrupted: bool = False
+    timed_out: bool = False
+    os_exit: bool = False
+
+
+class Session:
+    """Runs one program under instrumentation and builds its report."""
+
+    def __init__(self, *, command, program, argv, source, json_mode, device, timeout):
+        self.command = command
+        self.program = program
+        self.argv = argv
+        self.source = source
+        self.json_mode = json_mode
+        self.device = device
+        self.timeout = timeout
+
+    def execute(self) -> Result:
+        saved_stdout_fd = None
+        if self.json_mode:
+            # The one JSON document owns stdout: the program's stdout goes to stderr.
+            sys.stdout.flush()
+            saved_stdout_fd = os.dup(1)
+            os.dup2(2, 1)
+        try:
+            return self._execute()
+        finally:
+            if saved_stdout_fd is not None:
+                try:
+                    sys.stdout.flush()
+                except Exception:
+                    pass
+                os.dup2(saved_stdout_fd, 1)
+                os.close(saved_stdout_fd)
+
+    def _execute(self) -> Result:
+        filename = runner.main_filename(self.program)
+        try:
+            code = runner.compile_program(self.source, filename)
+        except (SyntaxError, ValueError) as e:
+            runner.print_syntax_error(e)
+            return Result(self._static_doc(e, filename), 1)
+
+        import torch
+
+        from tensorscope.analysis import diagnose
+        from tensorscope.instrument import session as instrument
+
+        tracker = instrument.new_tracker(None if self.program == "-" else filename)
+        with instrument.active(tracker, device=self.device) as control:
+            outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
+                                 on_end=control.stop)
+            snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
+        program = {
+            "path": self.program,
+            "argv": [self.program, *self.argv],
+            "exit_status": outcome.exit_status,
+            "exception": _exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
+        }
+        doc = report.build(command=self.command, tracker=tracker, snap=snap, program=program,
+                           torch_version=torch.__version__, device_mode=self.device)
+        if outcome.timed_out:
+            doc["notes"].append(f"stopped after --timeout {self.timeout:g} s: the report is partial")
+        if outcome.interrupted:
+            doc["notes"].append("interrupted (KeyboardInterrupt): the report is partial")
+        diagnose.attach(doc, tracker, outcome)
+        outcome.main_globals = None
+        return Result(doc, outcome.exit_status, interrupted=outcome.interrupted,
+                      timed_out=outcome.timed_out, os_exit=outcome.os_exit)
+
+    def _static_doc(self, e, filename) -> dict:
+        """The report of a program that did not compile."""
+        from tensorscope import __version__
+
+        try:
+            import torch
+
+            torch_version = torch.__version__
+        except Exception:
+            torch_version = None
+        return {
+            "schema_version": report.SCHEMA_VERSION, "tensorscope_version": __version__,
+            "torch_version": torch_version, "command": self.command,
+            "program": {"path": self.program, "argv": [self.program, *self.argv], "exit_status": 1,
+                        "exception": {"type": type(e).__name__, "message": str(getattr(e, "msg", e)),
+                                      "file": report.display_path(filename), "line": getattr(e, "lineno", None)}},
+            "device_mode": self.device, "tensors": [], "storages": [], "version_counters": [], "events": [],
+            "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
+            "diagnosis": None, "hazards": [],
+            "notes": ["the program did not compile, so nothing ran"],
+        }
+
+
+def _exception_info(exc, user) -> dict | None:
+    if exc is None:
+        return None
+    file = line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in user:
+            file, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+        tb = tb.tb_next
+    return {"type": type(exc).__name__, "message": str(exc), "file": report.display_path(file), "line": line}
