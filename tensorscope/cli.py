@@ -39,7 +39,7 @@ def _err(text: str) -> None:
 _PROG_ARGS = typer.Argument(None, help="Arguments passed to the program (put them after --).", show_default=False)
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+@app.command()
 def run(
     program: str = typer.Argument(..., help="The program to run, or - to read it from stdin."),
     args: Optional[List[str]] = _PROG_ARGS,
@@ -53,7 +53,7 @@ def run(
     _main("run", program, args or [], json_, output, device.value, timeout, traceback_)
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+@app.command()
 def explain(
     program: Optional[str] = typer.Argument(None, help="A program to run and explain, or - to read an error text from stdin."),
     args: Optional[List[str]] = _PROG_ARGS,
@@ -96,6 +96,15 @@ def _main(command, program, args, json_, output, device, timeout, show_traceback
     except UsageError as e:
         _err(str(e))
         raise typer.Exit(ExitCode.USAGE)
+    # --- device check (tensorscope/instrument/device.py): --device cuda needs a usable GPU
+    if device == "cuda":
+        from tensorscope.instrument.device import cuda_unavailable_reason
+
+        reason = cuda_unavailable_reason()
+        if reason is not None:
+            _err(reason)
+            raise typer.Exit(ExitCode.USAGE)
+    # --- end device check
     session = Session(command=command, program=program, argv=args, source=source, json_mode=json_,
                       device=device, timeout=timeout)
     try:

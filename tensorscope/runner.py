@@ -14,9 +14,11 @@ import os
 import signal
 import sys
 import threading
+import traceback
 import types
 from dataclasses import dataclass, field
 
+from tensorscope.instrument.frames import is_tensorscope_file
 from tensorscope.instrument.patches import strip_traceback
 
 
@@ -104,6 +106,26 @@ def compile_program(source: bytes, filename: str):
     return compile(source, filename, "exec", dont_inherit=True)
 
 
+def _walk_stack(f):
+    """``traceback.walk_stack`` that ends at the program's outermost frame (see NOTE [Invisible frames]).
+
+    Under plain python the program's ``<module>`` frame is the bottom of the stack; under
+    tensorscope the runner and the command line lie below it. Anything that formats the
+    current stack (``traceback.print_stack``, logging's ``stack_info``, anomaly mode's
+    forward traceback) must not show them.
+    """
+    if f is None:
+        f = sys._getframe().f_back.f_back.f_back.f_back
+    while f is not None:
+        filename = f.f_code.co_filename
+        if is_tensorscope_file(filename):
+            if f.f_code is run.__code__:
+                return
+        else:
+            yield f, f.f_lineno
+        f = f.f_back
+
+
 def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=None, on_end=None) -> Outcome:
     """Execute compiled program code as ``__main__``; never raises for the program's own errors."""
     outcome = Outcome()
@@ -135,6 +157,8 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         raise OsExit(status)
 
     os._exit = os_exit
+    real_walk_stack = traceback.walk_stack
+    traceback.walk_stack = _walk_stack
     old_alarm = None
     if timeout:
         def on_alarm(signum, frame):
@@ -176,6 +200,7 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         if timeout and old_alarm is not None:
             signal.signal(signal.SIGALRM, old_alarm)
         os._exit = real_os_exit
+        traceback.walk_stack = real_walk_stack
         if not outcome.os_exit:
             _join_threads()
         _flush()
@@ -192,8 +217,6 @@ def _print_exception(e: BaseException) -> None:
     try:
         sys.excepthook(type(e), e, e.__traceback__)
     except Exception:
-        import traceback
-
         traceback.print_exception(type(e), e, e.__traceback__)
     _flush()
 

@@ -217,12 +217,29 @@ class Patcher:
 
     def __init__(self):
         self._undo: list = []
+        self._jit_builtins: list[int] = []
 
     def _set(self, owner, name, value):
         had = name in vars(owner)
         old = vars(owner).get(name)
         setattr(owner, name, value)
         self._undo.append((owner, name, had, old))
+        if callable(value) and not isinstance(owner, type):
+            self._keep_jit_builtin(value, getattr(value, "__wrapped__", None))
+
+    def _keep_jit_builtin(self, wrapper, orig) -> None:
+        """TorchScript resolves ``torch.zeros_like`` & co. by identity: register the wrapper as the same op."""
+        if orig is None:
+            return
+        try:
+            from torch.jit import _builtins
+
+            op = _builtins._find_builtin(orig)
+            if op is not None:
+                _builtins._register_builtin(wrapper, op)
+                self._jit_builtins.append(id(wrapper))
+        except Exception:
+            pass
 
     def install(self) -> None:
         t = _Tensor
@@ -332,6 +349,15 @@ class Patcher:
             except (AttributeError, TypeError):
                 pass
         self._undo.clear()
+        try:
+            from torch.jit import _builtins
+
+            table = _builtins._get_builtin_table()
+            for key in self._jit_builtins:
+                table.pop(key, None)
+        except Exception:
+            pass
+        self._jit_builtins.clear()
 
 
 @contextmanager
