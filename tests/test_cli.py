@@ -1,0 +1,136 @@
+"""The command line contract: exit codes, output modes, stdin, python -m (real CLI, real programs)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from _cli import run_cli, run_python
+
+
+def prog(tmp_path, code, name="prog.py"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(code).lstrip())
+    return p
+
+
+OK = """
+    import sys, torch
+    a = torch.ones(3, requires_grad=True)
+    b = a.detach()
+    print("argv", sys.argv[1:], "name", __name__)
+    print("err line", file=sys.stderr)
+"""
+
+
+def test_run_prints_program_output_then_report(tmp_path):
+    p = prog(tmp_path, OK)
+    rc, out, err, _ = run_cli("run", str(p), "--", "x", "--y", cwd=tmp_path)
+    assert rc == 0
+    assert out.startswith("argv ['x', '--y'] name __main__\n")
+    assert "Tensors" in out and "Storage map" in out and "Timeline" in out
+    assert err == "err line\n"
+
+
+def test_json_mode_is_one_document_and_program_stdout_goes_to_stderr(tmp_path):
+    p = prog(tmp_path, OK)
+    rc, out, err, doc = run_cli("run", str(p), "--json", cwd=tmp_path)
+    assert rc == 0
+    assert doc is not None and doc["schema_version"] == 1
+    assert doc["program"]["exit_status"] == 0
+    assert "argv [] name __main__" in err
+    a, = [t for t in doc["tensors"] if "a" in t["names"]]
+    b, = [t for t in doc["tensors"] if "b" in t["names"]]
+    assert a["storage"] == b["storage"] and a["version_counter"] == b["version_counter"]
+
+
+def test_output_file_leaves_program_output_byte_identical(tmp_path):
+    p = prog(tmp_path, OK)
+    expected = run_python(p, "1", cwd=tmp_path)
+    rc, out, err, _ = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), "--", "1", cwd=tmp_path)
+    assert (rc, out, err) == expected
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["program"]["argv"] == [str(p), "1"]
+    run_cli("run", "-o", str(tmp_path / "r.txt"), str(p), cwd=tmp_path)
+    assert "Storage map" in (tmp_path / "r.txt").read_text()
+
+
+@pytest.mark.parametrize("code,status", [
+    ("import sys\nsys.exit(3)\n", 3),
+    ("raise ValueError('boom')\n", 1),
+    ("import sys\nsys.exit('bye')\n", 1),
+    ("print('fine')\n", 0),
+])
+def test_exit_status_mirrors_python(tmp_path, code, status):
+    p = prog(tmp_path, code)
+    expected = run_python(p, cwd=tmp_path)
+    assert expected[0] == status
+    assert run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path)[:3] == expected
+    rc, _, err, doc = run_cli("run", "--json", str(p), cwd=tmp_path)
+    assert rc == status and doc["program"]["exit_status"] == status
+
+
+def test_program_from_stdin_and_python_dash_m(tmp_path):
+    rc, out, _, doc = run_cli("run", "-", "--json", stdin="import torch\nx = torch.zeros(2)\ny = x.view(2)\n", cwd=tmp_path)
+    assert rc == 0
+    x, = [t for t in doc["tensors"] if "x" in t["names"]]
+    y, = [t for t in doc["tensors"] if "y" in t["names"]]
+    assert y["view_of"] == x["id"] and y["storage"] == x["storage"]
+
+
+@pytest.mark.parametrize("args,code", [
+    (["run", "does/not/exist.py"], 2),
+    (["run", "."], 2),
+    (["run", "--bogus", "x.py"], 2),
+    (["explain", "--message", ""], 2),
+    (["explain", "--message", "RuntimeError: something unrelated"], 3),
+])
+def test_usage_errors_have_codes_and_no_traceback(tmp_path, args, code):
+    rc, out, err, _ = run_cli(*args, cwd=tmp_path)
+    assert rc == code
+    assert "Traceback" not in err and "Traceback" not in out
+    assert err.strip()
+
+
+def test_explain_exit_codes(tmp_path):
+    bad = prog(tmp_path, """
+        import torch
+        a = torch.tensor([1., 2, 3], requires_grad=True)
+        out = a.sigmoid()
+        out.detach().zero_()
+        out.sum().backward()
+    """, "bad.py")
+    fine = prog(tmp_path, """
+        import torch
+        x = torch.tensor(1.0, requires_grad=True)
+        y = x ** 2
+        y.detach().zero_()
+        y.backward()
+        print(x.grad.item())
+    """, "fine.py")
+    rc, out, err, doc = run_cli("explain", str(bad), "--json", cwd=tmp_path)
+    assert rc == 1 and doc["diagnosis"]["kind"] == "inplace-modified-saved-tensor"
+    assert doc["diagnosis"]["culprit"]["line"] == 4
+    assert doc["diagnosis"]["saved_by"]["line"] == 3
+    assert doc["diagnosis"]["backward"]["line"] == 5
+    rc, out, err, doc = run_cli("explain", str(fine), "--json", cwd=tmp_path)
+    assert rc == 0 and doc["diagnosis"] is None and doc["hazards"] == []
+    assert "2.0" in err  # the program's own stdout went to stderr
+
+
+def test_syntax_error_shown_as_python_shows_it(tmp_path):
+    p = prog(tmp_path, "def f(:\n    pass\n")
+    expected = run_python(p, cwd=tmp_path)
+    got = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path)[:3]
+    assert got == expected
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["program"]["exception"]["type"] == "SyntaxError"
+
+
+def test_version_flag_of_python_dash_m_help():
+    import subprocess
+    out = subprocess.run([sys.executable, "-m", "tensorscope", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "run" in out.stdout and "explain" in out.stdout

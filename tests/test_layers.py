@@ -1,0 +1,48 @@
+"""The shape of the house, checked by reading imports with ast (see ../shared/STYLE.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "tensorscope"
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+def modules(sub: str):
+    return sorted((PKG / sub).glob("*.py")) if (PKG / sub).is_dir() else [PKG / sub]
+
+
+def test_analysis_explain_render_and_report_are_torch_free():
+    for sub in ("analysis", "explain", "render", "report.py"):
+        for path in modules(sub):
+            bad = {m for m in imports(path) if m == "torch" or m.startswith("torch.")}
+            assert not bad, f"{path.name} imports {bad}: only tensorscope.instrument may touch torch"
+
+
+def test_only_the_cli_parses_arguments():
+    for path in PKG.rglob("*.py"):
+        if path.name == "cli.py":
+            continue
+        bad = {m for m in imports(path) if m.split(".")[0] in ("typer", "click", "argparse")}
+        assert not bad, f"{path.relative_to(PKG)} imports {bad}"
+
+
+def test_lower_layers_do_not_import_upper_ones():
+    upper = ("tensorscope.cli", "tensorscope.session", "tensorscope.render", "tensorscope.analysis")
+    for path in (PKG / "instrument").glob("*.py"):
+        bad = {m for m in imports(path) if m.startswith(upper)}
+        assert not bad, f"instrument/{path.name} imports {bad}"
+    for path in list((PKG / "analysis").glob("*.py")) + list((PKG / "explain").glob("*.py")):
+        bad = {m for m in imports(path) if m.startswith(("tensorscope.cli", "tensorscope.render", "tensorscope.session"))}
+        assert not bad, f"{path.name} imports {bad}"
