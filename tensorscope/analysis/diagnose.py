@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from tensorscope.analysis import inplace, silent
+from tensorscope.analysis import backward_twice, device_mismatch, inplace, no_grad_fn, silent, simple
 from tensorscope.analysis.common import Evidence, diagnosis, where
 
 # kind code -> explain(ev) returning a diagnosis dict, or None to fall back to the generic one
 EXPLAINERS = {
     inplace.CODE: inplace.explain,
+    backward_twice.CODE: backward_twice.explain,
+    no_grad_fn.CODE: no_grad_fn.explain,
+    device_mismatch.CODE: device_mismatch.explain,
+    **simple.EXPLAINERS,
 }
 
 
@@ -41,6 +45,8 @@ def attach(doc: dict, tracker, outcome) -> None:
 def diagnose(ev: Evidence) -> dict | None:
     failure = ev.failure
     exc = ev.exception
+    if failure is not None and exc is not None and not _same_message(failure.get("message"), exc.get("message")):
+        failure = ev.failure = None  # the program caught that one; explain the exception that ended it
     if failure is not None:
         text = f"{failure.get('exception_type')}: {failure.get('message')}"
     elif exc is not None and exc.get("type") not in ("KeyboardInterrupt", "SystemExit"):
@@ -54,10 +60,18 @@ def diagnose(ev: Evidence) -> dict | None:
         code = inplace.CODE
     explain = EXPLAINERS.get(code)
     if explain is not None:
-        d = explain(ev)
+        try:
+            d = explain(ev)
+        except Exception:  # a surprising program loses detail, never the report
+            d = None
         if d is not None:
             return d
     return generic(ev, code, text)
+
+
+def _same_message(a: str | None, b: str | None) -> bool:
+    a, b = (a or "")[:200], (b or "")[:200]
+    return not a or not b or a == b or a in b or b in a
 
 
 def generic(ev: Evidence, code: str, text: str) -> dict:

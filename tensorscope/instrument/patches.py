@@ -10,6 +10,14 @@ program's own code (one frame check); in-place writes are always checked
 against the tensors saved for backward (a dict lookup by storage), because an
 optimizer or an ``nn.ReLU(inplace=True)`` writes from inside a library.
 
+NOTE [Tensor is not a sequence]
+Assigning a Python ``__getitem__`` to ``torch.Tensor`` makes CPython fill the
+type's ``sq_item`` slot too, and from then on ``PySequence_Check(tensor)`` is
+true: ``torch.tensor([loss_a, loss_b])`` (a list of 0-d tensors) then fails with
+"len() of a 0-d tensor". After installing the wrappers the slot is cleared again,
+so indexing goes through ``mp_subscript`` (our wrapper) exactly as before and a
+tensor is no sequence, as under plain python.
+
 NOTE [Invisible frames]
 A wrapper that lets an exception through removes its own frame (and any other
 tensorscope frame) from the traceback before re-raising, so ``traceback``
@@ -55,6 +63,32 @@ COPY_METHODS = ("clone", "contiguous", "to", "cuda", "cpu", "new_tensor", "doubl
 FACTORIES = ("tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
              "randint", "arange", "linspace", "eye", "zeros_like", "ones_like", "empty_like",
              "full_like", "rand_like", "randn_like", "randperm", "clone", "stack", "cat")
+
+
+def _hide_sequence_protocol(cls) -> None:
+    """Clear ``cls``'s ``sq_item`` slot when our ``__getitem__`` filled it (see NOTE [Tensor is not a sequence])."""
+    try:
+        import ctypes
+
+        if sys.implementation.name != "cpython":
+            return
+        check = ctypes.pythonapi.PySequence_Check
+        check.argtypes = [ctypes.py_object]
+        probe = torch.empty(0)
+        if not check(probe):
+            return
+        word = ctypes.sizeof(ctypes.c_void_p)
+        seq_methods = ctypes.c_void_p.from_address(id(cls) + 13 * word).value  # tp_as_sequence
+        # a heap type's PySequenceMethods live inside its own PyHeapTypeObject
+        if not seq_methods or not id(cls) < seq_methods < id(cls) + type.__basicsize__:
+            return
+        sq_item = ctypes.c_void_p.from_address(seq_methods + 3 * word)
+        old = sq_item.value
+        sq_item.value = None
+        if check(probe):
+            sq_item.value = old
+    except Exception:
+        pass
 
 
 def strip_traceback(e: BaseException) -> None:
@@ -279,6 +313,7 @@ class Patcher:
             if orig is not None:
                 kind = "copy" if name == "clone" else "create"
                 self._set(torch, name, make_copy(name, orig, kind))
+        _hide_sequence_protocol(t)
         self._install_properties()
         self._install_grad_modes()
         self._set(torch.autograd, "backward", make_backward("backward", torch.autograd.backward))

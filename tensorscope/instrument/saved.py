@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import sys
-import weakref
 from contextlib import contextmanager
 
 import torch
@@ -35,7 +34,7 @@ class Packed:
     """What autograd keeps for one saved tensor while our hooks are active."""
 
     __slots__ = ("tensor", "version", "is_output", "node", "output_nr", "seq_nr", "file", "line",
-                 "storage_key", "byte_range", "tid", "writes", "silent", "__weakref__")
+                 "storage_key", "orig", "tid", "writes", "silent", "__weakref__")
 
     def __init__(self, tensor, version):
         self.tensor = tensor
@@ -47,7 +46,7 @@ class Packed:
         self.file = None
         self.line = None
         self.storage_key = None
-        self.byte_range = None
+        self.orig = None
         self.tid = None
         self.writes = None
         self.silent = None
@@ -165,6 +164,3 @@ def disable_saved_tensors_hooks(error_message):
         if ours:
             push()
 
-
-def keep_alive_check(p) -> bool:  # pragma: no cover - debugging aid
-    return weakref.ref(p)() is not None

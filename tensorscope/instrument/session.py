@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from tensorscope.instrument import saved, snapshot as _snapshot, state
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
+from torch.utils._device import _device_constructors  # device: see active()
 
 
 def new_tracker(program_path: str | None) -> Tracker:
@@ -35,6 +36,11 @@ def active(tracker: Tracker, device: str = "auto"):
     """Install the wrappers and saved-tensor hooks for the duration of a run."""
     patcher = Patcher()
     state.recorder = tracker
+    # --- device (tensorscope/instrument/device.py): torch caches its list of factories that honour
+    # `with torch.device(...)` / set_default_device on first use; fill it before the wrappers go in,
+    # or it holds the wrappers and those contexts silently stop working during the run.
+    _device_constructors()
+    # --- end device
     patcher.install()
     saved.push()
     control = _Control(tracker, patcher)

@@ -92,7 +92,7 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
             live[tid] = t
     # views: of which tensor
     view_of: dict[str, str] = {}
-    for tid, t in live.items():
+    for tid, t in list(live.items()):  # bases are added to `live` as they are found
         try:
             base = t._base
         except Exception:

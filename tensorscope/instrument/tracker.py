@@ -11,6 +11,7 @@ import weakref
 
 import torch
 
+from tensorscope.instrument import state
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, describe, ranges_overlap
 
@@ -48,13 +49,13 @@ class Tracker(Recorder):
         if not self.pending:
             return (v0, None)
         try:
-            d = self.pending.get(target.untyped_storage()._cdata)
+            refs = self.pending.get(target.untyped_storage()._cdata)
         except Exception:
             return (v0, None)
-        if not d:
+        if not refs:
             return (v0, None)
         snap = []
-        for ref in list(d.values()):
+        for ref in refs:
             p = ref()
             if p is not None:
                 snap.append((p, p.tensor._version))
@@ -77,7 +78,7 @@ class Tracker(Recorder):
             for p, pv in snap:
                 if p.tensor._version != pv:
                     hits.append((p, True))
-                elif ranges_overlap(rng, p.byte_range) and data_set_value is None:
+                elif data_set_value is None and ranges_overlap(rng, _byte_range(p.tensor)):
                     hits.append((p, False))
         uf = user_frame(frame, self.user)
         detailed = uf is not None and self.allow("write", uf)
@@ -91,6 +92,7 @@ class Tracker(Recorder):
         tid = self.note_tensor(target)
         info["tensor"] = tid
         for p, bumped in hits:
+            self.saved_tid(p)
             w = dict(info, bumped=bumped)
             if bumped:
                 if p.writes is None:
@@ -254,45 +256,61 @@ class Tracker(Recorder):
     # --- saved tensors ----------------------------------------------------------------
 
     def on_pack(self, p, t, frame):
+        """Remember a saved tensor: the forward line, and its storage for the write checks.
+
+        On the hot path (every tensor autograd saves): no tensor id, no byte range, no
+        per-save closure; dead entries of ``pending`` are swept in batches.
+        """
         uf = user_frame(frame, self.user)
         if uf is not None:
             p.file = uf.f_code.co_filename
             p.line = uf.f_lineno
-        try:
-            key = t.untyped_storage()._cdata
-        except Exception:
-            return
+        key = t.untyped_storage()._cdata
         p.storage_key = key
-        p.byte_range = _byte_range(t)
-        p.tid = self.tid(t)
+        p.orig = weakref.ref(t)
         if p.seq_nr is not None and p.line is not None:
-            lines = self.node_lines
-            lines[p.seq_nr] = (p.file, p.line)
-            if len(lines) > _MAX_NODE_LINES:
-                lines.popitem(last=False)
-        pending = self.pending
-        d = pending.get(key)
-        if d is None:
-            d = pending[key] = {}
-        pid = id(p)
-
-        def drop(ref, key=key, pid=pid, pending=pending):
-            dd = pending.get(key)
-            if dd is not None and dd.get(pid) is ref:
-                del dd[pid]
-                if not dd:
-                    del pending[key]
-
-        d[pid] = weakref.ref(p, drop)
+            self.node_lines[p.seq_nr] = (p.file, p.line)
+        refs = self.pending.get(key)
+        if refs is None:
+            self.pending[key] = [weakref.ref(p)]
+        else:
+            refs.append(weakref.ref(p))
+        self._packs += 1
+        if self._packs >= self._next_sweep:
+            self._sweep()
         if uf is not None and self.allow("saved", uf):
-            if p.tid not in self.tensor_facts:
-                self.note_tensor(t)
+            p.tid = self.note_tensor(t)
             self.emit("saved", uf, tensor=p.tid, version=p.version, output=p.is_output)
+
+    _packs = 0
+    _next_sweep = 4096
+
+    def _sweep(self):
+        """Drop saved-tensor records whose graph is gone; bound node_lines."""
+        pending = self.pending
+        for key in list(pending):
+            alive = [r for r in pending[key] if r() is not None]
+            if alive:
+                pending[key] = alive
+            else:
+                del pending[key]
+        lines = self.node_lines
+        while len(lines) > _MAX_NODE_LINES:
+            lines.popitem(last=False)
+        self._next_sweep = self._packs + max(4096, 2 * sum(len(v) for v in pending.values()))
+
+    def saved_tid(self, p):
+        if p.tid is None:
+            t = p.orig() if p.orig is not None else None
+            if t is not None:
+                p.tid = self.note_tensor(t)
+        return p.tid
 
     def on_stale_unpack(self, p):
         if self.saved_failure is not None:
             return
         node = _current_node()
+        self.saved_tid(p)
         facts = {
             "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
             "saved_file": p.file, "saved_line": p.line, "node": node.name() if node is not None else None,
@@ -317,6 +335,7 @@ class Tracker(Recorder):
         if not silent and swap is None:
             return
         node = _current_node()
+        self.saved_tid(p)
         writes = silent + ([swap] if swap else [])
         self.add_hazard((p.tid, p.seq_nr), {
             "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
@@ -370,6 +389,9 @@ class Tracker(Recorder):
                                          retain_graph=bool(retain), create_graph=bool(create),
                                          leaves_with_grad=[], ok=None)
             ctx["leaves"] = leaves
+            # kept only while this backward runs: the failure path may need the graph (see _freed_facts)
+            ctx["_roots"] = roots
+            ctx["_frame"] = uf
             self._current_backward = {"file": loc["file"], "line": loc["line"], "segment": loc["segment"]}
             return ctx
         except Exception:
@@ -424,6 +446,7 @@ class Tracker(Recorder):
                         pass
                 event["leaves_with_grad"] = got
             ctx["leaves"] = None
+            roots, uf = ctx.pop("_roots", None), ctx.pop("_frame", None)
             if error is not None and self.failure is None:
                 failure = {"where": "backward", "op": ctx["op"], "file": ctx["file"], "line": ctx["line"],
                            "segment": ctx["segment"], "exception_type": type(error).__name__,
@@ -431,8 +454,57 @@ class Tracker(Recorder):
                            "saved": self.saved_failure, "library": ctx["library"],
                            "backwards_before": self.backwards[:-1][-32:]}
                 self.failure = failure
+                if _is_freed_error(failure["message"]):
+                    failure["graph"] = self._freed_facts(roots or [], uf, failure["backwards_before"])
         except Exception:
             pass
+
+    def _freed_facts(self, roots, uf, earlier):
+        """Failure path of a backward through a freed graph: which nodes of it were freed, and which
+        of the calling frame's tensors lead into them (e.g. a hidden state carried across iterations)."""
+        prev = state.recorder
+        state.recorder = None  # probing unpacks live saved tensors: keep our hooks' bookkeeping out of it
+        try:
+            nodes = {}
+            budget = [_MAX_WALK]
+            _walk([r.grad_fn for r in roots if r.grad_fn is not None], nodes, budget, probe=True)
+            freed = sorted((s for s, n in nodes.items() if n["freed"]), reverse=True)
+            freed_set = set(freed)
+            # which earlier backward (index into `earlier`) went through each freed node, when its roots live on
+            freed_by = {}
+            live = self.live_tensors() if earlier else {}
+            for i, b in enumerate(earlier):
+                if b.get("retain_graph"):
+                    continue
+                ts = [live.get(r.get("tensor")) for r in b.get("roots") or []]
+                ts = [t for t in ts if t is not None and t.grad_fn is not None]
+                if not ts:
+                    continue
+                seen = {}
+                _walk([t.grad_fn for t in ts], seen, budget, probe=False)
+                for s in freed_set.intersection(seen):
+                    freed_by.setdefault(s, i)
+            local = []
+            items = list(uf.f_locals.items()) if uf is not None else []
+            for name, v in items:
+                if not isinstance(v, _Tensor) or name.startswith("__"):
+                    continue
+                gf = v.grad_fn
+                if gf is None:
+                    continue
+                seq = gf._sequence_nr()
+                mine = {}
+                _walk([gf], mine, budget, probe=False, stop=freed_set)
+                local.append({"name": name, "tensor": self.note_tensor(v), "seq": seq, "node": gf.name(),
+                              "in_failing_graph": seq in nodes, "reaches_freed": bool(freed_set & set(mine))})
+                if len(local) >= 64:
+                    break
+            return {"freed": [{"seq": s, "node": nodes[s]["node"], "freed_by": freed_by.get(s)} for s in freed[:64]],
+                    "nodes": len(nodes), "min_seq": min(nodes) if nodes else None, "locals": local}
+        except Exception:
+            return None
+        finally:
+            state.recorder = prev
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -453,6 +525,44 @@ class Tracker(Recorder):
         for n in names:
             if n not in known:
                 known.append(n)
+
+
+def _is_freed_error(message: str) -> bool:
+    return "second time" in message or "already been freed" in message
+
+
+def _node_freed(node) -> bool:
+    """True when reading one of the node's saved tensors fails because backward already freed it."""
+    names = [a[len("_raw_saved_"):] for a in dir(node) if a.startswith("_raw_saved_")]
+    attrs = ["_saved_" + n for n in names] or (["saved_tensors"] if hasattr(type(node), "saved_tensors") else [])
+    for a in attrs:
+        try:
+            getattr(node, a)
+        except RuntimeError as e:
+            if _is_freed_error(str(e)):
+                return True
+        except Exception:
+            pass
+    return False
+
+
+def _walk(stack, nodes, budget, probe, stop=()):
+    """Collect ``sequence nr -> {node, freed}`` over a graph (AccumulateGrad excluded), within ``budget``."""
+    while stack and budget[0] > 0:
+        node = stack.pop()
+        budget[0] -= 1
+        try:
+            if hasattr(node, "variable"):
+                continue
+            seq = node._sequence_nr()
+            if seq in nodes:
+                continue
+            nodes[seq] = {"node": node.name(), "freed": _node_freed(node) if probe else False}
+            if seq in stop:
+                continue
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+        except Exception:
+            continue
 
 
 def _getframe(depth=1):

@@ -106,30 +106,39 @@ def _fmt_shape(shape) -> str:
 
 
 def tensor_table(doc) -> Table:
-    table = Table(title="Tensors", title_justify="left", show_lines=False, pad_edge=False)
-    for col in ("id", "names", "shape", "stride", "dtype", "device", "storage", "bytes", "view of",
-                "ver", "vc", "req_grad", "leaf", "grad_fn", "grad"):
-        table.add_column(col, overflow="fold")
+    table = Table(title="Tensors", title_justify="left", pad_edge=False, show_edge=False)
+    table.add_column("tensor", overflow="fold", max_width=22)
+    table.add_column("shape / stride", overflow="fold")
+    table.add_column("dtype device", overflow="fold")
+    table.add_column("storage bytes", overflow="fold")
+    table.add_column("view of")
+    table.add_column("version")
+    table.add_column("autograd", overflow="fold")
     for t in doc["tensors"]:
         rng = t.get("byte_range")
+        names = ", ".join(t["names"])
+        label = f"{t['id']} {names}" if names else t["id"]
+        if not t["alive"]:
+            label += " †"
+        autograd = "requires_grad" if t.get("requires_grad") else "no grad"
+        if t.get("requires_grad"):
+            autograd += ", leaf" if t.get("is_leaf") else ""
+        if t.get("grad_fn"):
+            autograd += f", {t['grad_fn']}"
+        if t.get("has_grad") is not None and t.get("requires_grad"):
+            autograd += ", .grad set" if t["has_grad"] else ", .grad None"
         table.add_row(
-            t["id"] + ("" if t["alive"] else " †"),
-            ", ".join(t["names"]) or "-",
-            _fmt_shape(t.get("shape")),
-            _fmt_shape(t.get("stride")),
-            str(t.get("dtype")),
-            str(t.get("device")),
-            str(t.get("storage") or "-"),
-            f"{rng[0]}..{rng[1]}" if rng else "-",
+            label,
+            f"{_fmt_shape(t.get('shape'))} / {_fmt_shape(t.get('stride'))}",
+            f"{t.get('dtype')} {t.get('device')}",
+            f"{t.get('storage') or '-'} [{rng[0]}, {rng[1]})" if rng else str(t.get("storage") or "-"),
             t.get("view_of") or "-",
-            str(t.get("version")),
-            t.get("version_counter") or "-",
-            _yn(t.get("requires_grad")),
-            _yn(t.get("is_leaf")),
-            t.get("grad_fn") or "-",
-            "-" if t.get("has_grad") is None else _yn(t["has_grad"]),
+            f"{t.get('version')} {t.get('version_counter') or ''}".strip(),
+            autograd,
         )
-    table.caption = "† not alive at the end (facts as last seen); vc = version counter group; grad = .grad set (leaves only)"
+    table.caption = ("† not alive at the end (facts as last seen); version: value and counter group; "
+                     ".grad shown for leaves only")
+    table.caption_justify = "left"
     return table
 
 

@@ -1,0 +1,333 @@
+"""no-grad-fn: backward() on a tensor with no graph behind it; find the statement that cut the graph.
+
+A static backward slice over the user's source (from the root of the failing backward, back through
+the assignments of the same scope, into the user's own functions and ``forward`` methods it calls)
+looks for the constructs that leave autograd; recorded events (``requires_grad = False``, ``no_grad``
+regions, ``.detach()``/``.data``/``.item()`` calls) confirm it or stand in when the source says nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from tensorscope.analysis import source
+from tensorscope.analysis.common import Evidence, diagnosis, where
+from tensorscope.report import code_at, display_path
+
+CODE = "no-grad-fn"
+
+_INTEGER_METHODS = {"argmax", "argmin", "argsort", "long", "int", "bool", "short", "byte"}
+_LEAVE_METHODS = {"item": "item", "tolist": "tolist", "numpy": "numpy", "detach": "detach", "detach_": "detach"}
+_REWRAP = {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor",
+           "torch.from_numpy", "tensor", "as_tensor", "from_numpy"}
+_NO_GRAD = {"torch.no_grad", "no_grad", "torch.inference_mode", "inference_mode", "torch.set_grad_enabled",
+            "set_grad_enabled"}
+_NUMPY_TO_TORCH = {"clip": "torch.clamp", "exp": "torch.exp", "log": "torch.log", "abs": "torch.abs",
+                   "maximum": "torch.maximum", "minimum": "torch.minimum", "tanh": "torch.tanh", "sqrt": "torch.sqrt",
+                   "mean": "torch.mean", "sum": "torch.sum", "where": "torch.where", "sign": "torch.sign"}
+
+
+def _cut_of(node) -> tuple[str, ast.AST] | None:
+    """(what, the expression cut off) when ``node`` leaves autograd."""
+    if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, ast.Load):
+        return "data", node.value
+    if isinstance(node, ast.Compare) and not any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in node.ops):
+        return "compare", node
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    name = source.dotted(f)
+    if isinstance(f, ast.Attribute):
+        if f.attr in _LEAVE_METHODS and not name.startswith(("np.", "numpy.")):
+            return _LEAVE_METHODS[f.attr], f.value
+        if f.attr in _INTEGER_METHODS and not name.startswith(("np.", "numpy.")):
+            return "integer:" + f.attr, f.value
+    if name in ("torch.argmax", "torch.argmin", "torch.argsort"):
+        return "integer:" + name.split(".")[-1], node.args[0] if node.args else node
+    if name in _REWRAP and node.args and any(isinstance(n, ast.Name) for n in ast.walk(node.args[0])):
+        return ("from_numpy" if name.endswith("from_numpy") else "rewrap"), node.args[0]
+    if isinstance(f, ast.Name) and f.id in ("float", "int") and node.args and not isinstance(node.args[0], ast.Constant):
+        return "float", node.args[0]
+    return None
+
+
+def _no_grad_region(stmt) -> ast.AST | None:
+    """The ``with torch.no_grad():`` (or inference_mode / set_grad_enabled(False)) around a statement."""
+    for a in source.ancestors(stmt):
+        if isinstance(a, (ast.With, ast.AsyncWith)):
+            for item in a.items:
+                e = item.context_expr
+                if isinstance(e, ast.Call) and source.dotted(e.func) in _NO_GRAD:
+                    if source.dotted(e.func).endswith("set_grad_enabled"):
+                        if not (e.args and isinstance(e.args[0], ast.Constant) and e.args[0].value is False):
+                            continue
+                    return a
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in a.decorator_list:
+                if source.dotted(d.func if isinstance(d, ast.Call) else d) in _NO_GRAD:
+                    return d
+            return None
+    return None
+
+
+class _Slice:
+    """Statements the root of a backward depends on, with their distance from it."""
+
+    def __init__(self, file: str, module: ast.Module):
+        self.file = file
+        self.module = module
+        self.items: list[tuple[int, ast.AST]] = []  # (depth, statement or expression)
+        self.seen: set = set()
+        self.defs = {n.name: n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+    def add_expr(self, expr, scope, before: int, depth: int, in_loop=None) -> None:
+        if depth > 40:
+            return
+        self.items.append((depth, expr))
+        self._calls(expr, scope, depth)
+        stmts = source.scope_statements(scope)
+        for name in source.reads(expr):
+            self.add_name(name, scope, stmts, before, depth + 1, in_loop)
+
+    def add_name(self, name, scope, stmts, before, depth, in_loop) -> None:
+        defs = [s for s in stmts if name in source.assigned(s)[0] and s.lineno < before]
+        if not defs and in_loop is not None:  # first iteration of a loop: the assignment below us
+            defs = [s for s in source.scope_statements(in_loop) if name in source.assigned(s)[0]]
+        if not defs:
+            return
+        s = defs[-1]
+        key = (id(s), name)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        value = source.assigned(s)[1]
+        self.items.append((depth, s))
+        if value is not None:
+            self._calls(value, scope, depth)
+            for n in source.reads(value):
+                self.add_name(n, scope, stmts, s.lineno, depth + 1, source.loop_of(s))
+        if isinstance(s, ast.AugAssign):
+            self.add_name(name, scope, stmts, s.lineno, depth + 1, None)
+
+    def _calls(self, expr, scope, depth) -> None:
+        """Follow calls into the program's own functions and ``forward`` methods."""
+        for call in (n for n in ast.walk(expr) if isinstance(n, ast.Call)):
+            target = self._callee(call, scope)
+            if target is None or ("def", id(target)) in self.seen:
+                continue
+            self.seen.add(("def", id(target)))
+            for ret in (n for n in ast.walk(target) if isinstance(n, ast.Return) and n.value is not None):
+                self.add_expr(ret.value, target, ret.lineno, depth + 1)
+                self.items.append((depth + 1, ret))
+
+    def _callee(self, call, scope):
+        f = call.func
+        name = f.id if isinstance(f, ast.Name) else (f.attr if isinstance(f, ast.Attribute) else None)
+        d = self.defs.get(name) if name else None
+        if isinstance(d, ast.FunctionDef):
+            return d
+        if isinstance(d, ast.ClassDef):
+            return None
+        if isinstance(f, ast.Name):  # `net(x)` where `net = Net()` and Net is the program's own class
+            for s in source.scope_statements(scope) + source.scope_statements(self.module):
+                names, value = source.assigned(s)
+                if f.id in names and isinstance(value, ast.Call):
+                    cls = self.defs.get(source.dotted(value.func).split(".")[-1])
+                    if isinstance(cls, ast.ClassDef):
+                        for m in cls.body:
+                            if isinstance(m, ast.FunctionDef) and m.name in ("forward", "__call__"):
+                                return m
+        return None
+
+
+def _candidates(sl: _Slice) -> list[dict]:
+    out = []
+    for depth, item in sl.items:
+        stmt = item if isinstance(item, ast.stmt) else None
+        expr = source.assigned(item)[1] if stmt is not None and not isinstance(item, ast.Return) else (
+            item.value if isinstance(item, ast.Return) else item)
+        anchor = stmt if stmt is not None else item
+        if stmt is not None:
+            region = _no_grad_region(stmt)
+            if region is not None:
+                out.append({"what": "no_grad", "depth": depth, "line": region.lineno, "inner": stmt.lineno,
+                            "node": region, "expr": None, "order": 0})
+        if expr is None:
+            continue
+        for order, n in enumerate(reversed(list(ast.walk(expr)))):
+            cut = _cut_of(n)
+            if cut is not None:
+                out.append({"what": cut[0], "depth": depth, "line": getattr(n, "lineno", anchor.lineno),
+                            "node": n, "expr": cut[1], "order": order, "stmt": stmt})
+    return out
+
+
+def _pick(cands: list[dict]) -> dict | None:
+    """The cut nearest the graph's source: the deepest in the slice, the innermost in its statement."""
+    if not cands:
+        return None
+    return max(cands, key=lambda c: (c["depth"], c["what"] != "compare", -c["line"], c["order"]))
+
+
+def _numpy_funcs(sl: _Slice) -> list[str]:
+    found = []
+    for _, item in sl.items:
+        for n in ast.walk(item):
+            if isinstance(n, ast.Call):
+                name = source.dotted(n.func)
+                if name.startswith(("np.", "numpy.")) and name not in found:
+                    found.append(name)
+    return found
+
+
+def _static(ev: Evidence, f: dict):
+    file, line = f.get("file"), f.get("line")
+    module = source.tree(file)
+    stmt = source.statement_at(file, line)
+    if module is None or stmt is None:
+        return None, None
+    sl = _Slice(file, module)
+    scope = source.scope_of(stmt) or module
+    for root in source.call_roots(stmt) or [stmt]:
+        sl.add_expr(root, scope, stmt.lineno, 0, source.loop_of(stmt))
+    return _pick(_candidates(sl)), sl
+
+
+def _root_label(f: dict) -> str:
+    names = [n for r in f.get("roots") or [] for n in r.get("names") or []]
+    return f"`{names[0]}`" if names else "the tensor given to backward()"
+
+
+def _fix_for(c: dict, file: str, sl: _Slice | None, root: str) -> tuple[str, str]:
+    """(explanation sentence, fix) for a static cut."""
+    what, line = c["what"], c["line"]
+    code = source.code(file, line)
+    expr = source.text(c["expr"]) if c.get("expr") is not None else ""
+    if what == "no_grad":
+        inner = c["inner"]
+        return (f"Line {inner} (`{source.code(file, inner)}`) runs inside the no-grad block opened at line {line} "
+                f"(`{code}`), so autograd recorded nothing for it and {root} has no graph.",
+                f"Move the forward pass (line {inner}) out of the `{code.rstrip(':')}` block: keep no_grad only for "
+                "evaluation, and run the pass you call backward() on with grad enabled.")
+    if what == "detach":
+        return (f"Line {line} (`{code}`) calls `.detach()` on `{expr}`, which returns a tensor with no grad_fn: "
+                f"everything computed from it, {root} included, is cut off from the graph.",
+                f"Drop the `.detach()` at line {line} (use `{expr}` itself); detach only values you log or use "
+                "as fixed targets.")
+    if what == "data":
+        return (f"Line {line} (`{code}`) reads `{expr}.data`, a tensor outside autograd with no grad_fn, so "
+                f"{root} is not connected to the parameters.",
+                f"Use `{expr}` instead of `{expr}.data` at line {line}; `.data` bypasses autograd.")
+    if what in ("item", "tolist", "float"):
+        how = {"item": f"`{expr}.item()`", "tolist": f"`{expr}.tolist()`", "float": f"`float({expr})`"}[what]
+        return (f"Line {line} (`{code}`) turns the tensor into Python numbers with {how}; a tensor built again "
+                f"from them is a new leaf with no history, so {root} has no grad_fn.",
+                f"Keep the computation in tensors: use `{expr}` itself where line {line} uses {how} (call "
+                ".item() only for logging), e.g. `scaled = loss * 0.5`.")
+    if what in ("numpy", "from_numpy"):
+        funcs = [fn for fn in _numpy_funcs(sl) if fn.split(".")[-1] in _NUMPY_TO_TORCH] if sl else []
+        alt = ", ".join(f"`{_NUMPY_TO_TORCH[fn.split('.')[-1]]}` for `{fn}`" for fn in funcs)
+        return (f"Line {line} (`{code}`) takes the values out to NumPy; NumPy operations are not recorded, "
+                f"and `torch.from_numpy` makes a new leaf with no grad_fn, so {root} has no graph.",
+                "Do the post-processing with torch ops on the tensor instead of a NumPy round trip"
+                + (f" ({alt})" if alt else "") + f", and drop the `.numpy()`/`torch.from_numpy` at line {line}.")
+    if what == "rewrap":
+        node = c["expr"]
+        if isinstance(node, (ast.List, ast.Tuple)):
+            parts = ", ".join(source.text(e) for e in node.elts)
+            better = f"`torch.stack([{parts}])` (or add them directly)"
+        else:
+            better = f"`{expr}` itself"
+        return (f"Line {line} (`{code}`) builds a new tensor with `torch.tensor(...)`, which copies the values of "
+                f"`{expr}` and drops their history: the result is a leaf with no grad_fn.",
+                f"Replace `torch.tensor({expr})` at line {line} with {better}, so the result keeps its grad_fn.")
+    if what.startswith("integer:"):
+        op = what.split(":", 1)[1]
+        return (f"Line {line} (`{code}`) calls `{op}`, which returns integer values; integers have no gradient, "
+                f"so {root} computed from them has no grad_fn.",
+                f"Compute the loss from the floating-point scores, not from `{op}` (e.g. "
+                "`F.cross_entropy(logits, labels)`); keep argmax and accuracy for reporting under torch.no_grad().")
+    if what == "compare":
+        return (f"Line {line} (`{code}`) compares tensors (`{source.text(c['node'])}`), which gives a bool "
+                f"tensor with no gradient, so {root} has no grad_fn.",
+                "Use a differentiable loss of the scores instead of a comparison (e.g. `F.cross_entropy`), "
+                "and compute accuracy only for reporting.")
+    return (f"Line {line} (`{code}`) cut the graph.", f"Keep line {line} in torch ops that autograd records.")
+
+
+def _runtime(ev: Evidence, f: dict) -> tuple[dict, str, str] | None:
+    """Recorded events that explain a graph-less root: frozen parameters, grad mode switched off."""
+    events = ev.doc.get("events") or []
+    bseq = max((e["seq"] for e in events if e.get("kind") == "backward" and e.get("line") == f.get("line")), default=None)
+    before = [e for e in events if bseq is None or e["seq"] < bseq]
+    frozen = [e for e in before if e.get("kind") == "requires_grad" and e.get("value") is False]
+    root = _root_label(f)
+    if frozen:
+        e = frozen[-1]
+        lines = sorted({x["line"] for x in frozen})
+        lib = f" (inside {e['library']})" if e.get("library") else ""
+        code = source.code(e.get("file"), e.get("line"))
+        return (e, f"Line {e['line']} (`{code}`){lib} set requires_grad=False on {len(frozen)} tensor(s)"
+                   + (f" (lines {', '.join(map(str, lines))})" if len(lines) > 1 else "")
+                   + f", and nothing else {root} depends on requires grad, so it has no grad_fn.",
+                f"Keep requires_grad=True on the parameters you train: freeze only the part meant to stay fixed "
+                f"at line {e['line']} (e.g. `for p in backbone.parameters(): p.requires_grad = False`), and make "
+                "sure the new head is left trainable.")
+    off = [e for e in before if e.get("kind") == "grad_mode" and e.get("enabled") is False and e.get("action") == "set"]
+    if off:
+        e = off[-1]
+        return (e, f"Line {e['line']} (`{source.code(e.get('file'), e.get('line'))}`) switched grad mode off for the code after it, so "
+                   f"{root} was computed without a graph.",
+                f"Remove `{source.code(e.get('file'), e.get('line'))}` at line {e['line']} (or re-enable with `torch.set_grad_enabled(True)`) "
+                "before the forward pass you call backward() on.")
+    cuts = [e for e in before if (e.get("kind") == "alias" and e.get("op") in ("detach", "data"))
+            or (e.get("kind") == "copy" and e.get("op") in ("item", "numpy", "tolist"))]
+    if cuts:
+        e = cuts[-1]
+        return (e, f"Line {e['line']} (`{source.code(e.get('file'), e.get('line'))}`) took a value out of autograd with `{e.get('op')}`; "
+                   f"{root} was computed from it and has no grad_fn.",
+                f"Keep the computation connected to the graph at line {e['line']}: drop the `{e.get('op')}`.")
+    return None
+
+
+def explain(ev: Evidence) -> dict | None:
+    f = ev.failure or {}
+    if f.get("where") != "backward":
+        return None
+    file, bline = f.get("file"), f.get("line")
+    root = _root_label(f)
+    roots = f.get("roots") or []
+    tensor = None
+    if roots:
+        r = roots[0]
+        tensor = {"id": r.get("tensor"), "names": r.get("names") or [], "version_at_save": None, "version_now": None}
+    try:
+        cut, sl = _static(ev, f)
+    except Exception:  # an odd program must not lose the diagnosis
+        cut, sl = None, None
+    evidence = ["backward roots: requires_grad=False, no grad_fn"]
+    int_root = next((r for r in roots if r.get("dtype") and not r["dtype"].startswith(("float", "complex", "bfloat"))), None)
+    rt = _runtime(ev, f) if cut is None else None
+    if cut is not None:
+        text, fix = _fix_for(cut, file, sl, root)
+        culprit = where(file, cut["line"], alias=source.text(cut["expr"]) if cut.get("expr") is not None else None)
+        evidence.append("static backward slice of the root through the program's assignments")
+    elif rt is not None:
+        e, text, fix = rt
+        culprit = {"file": display_path(e.get("file")) if e.get("file") else None, "line": e.get("line"),
+                   "code": code_at(e.get("file"), e.get("line")), "alias": (e.get("names") or [None])[0]}
+        if e.get("library"):
+            culprit["library"] = e["library"]
+        evidence.append(f"recorded {e.get('kind')} event at line {e.get('line')}")
+    else:
+        text = (f"Nothing {root} is computed from requires grad: no input or parameter on its way has "
+                "requires_grad=True, so autograd recorded no graph.")
+        fix = ("Create the tensors you want gradients for with `requires_grad=True` (e.g. "
+               "`w = torch.randn(3, requires_grad=True)`), or use nn.Parameter / a module's parameters.")
+        culprit = where(file, bline)
+    if int_root is not None and cut is None:
+        text += f" ({root} has dtype {int_root['dtype']}: integer tensors never require grad.)"
+    explanation = (f"backward() at line {bline} was called on {root}, which has requires_grad=False and no "
+                   f"grad_fn. " + text)
+    return diagnosis(CODE, explanation=explanation, fix=fix, culprit=culprit, backward=where(file, bline),
+                     tensor=tensor, evidence=evidence)

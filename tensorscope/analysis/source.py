@@ -1,0 +1,213 @@
+"""Reading the user's source with ``ast``: statements, scopes, loops and assignments (torch-free)."""
+
+from __future__ import annotations
+
+import ast
+import linecache
+
+_trees: dict = {}
+
+
+def tree(file: str | None) -> ast.Module | None:
+    """The parsed module of ``file`` (cached), or None when it cannot be read or parsed."""
+    if not file:
+        return None
+    if file in _trees:
+        return _trees[file]
+    text = "".join(linecache.getlines(file))
+    try:
+        t = ast.parse(text) if text else None
+    except (SyntaxError, ValueError):
+        t = None
+    if t is not None:
+        for parent in ast.walk(t):
+            for child in ast.iter_child_nodes(parent):
+                child._ts_parent = parent  # type: ignore[attr-defined]
+    _trees[file] = t
+    return t
+
+
+def parent(node):
+    return getattr(node, "_ts_parent", None)
+
+
+def ancestors(node):
+    p = parent(node)
+    while p is not None:
+        yield p
+        p = parent(p)
+
+
+def statement_at(file: str | None, line: int | None) -> ast.stmt | None:
+    """The innermost statement that starts at, or spans, ``line``."""
+    t = tree(file)
+    if t is None or not line:
+        return None
+    best = None
+    for node in ast.walk(t):
+        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or (node.lineno, -(node.end_lineno or 0)) >= (best.lineno, -(best.end_lineno or 0)):
+                best = node
+    return best
+
+
+def scope_of(node) -> ast.AST | None:
+    """The function (or module) whose body holds ``node``."""
+    for a in ancestors(node):
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module, ast.Lambda)):
+            return a
+    return None
+
+
+def loop_of(node) -> ast.AST | None:
+    """The innermost ``for``/``while`` loop around ``node`` inside its scope."""
+    for a in ancestors(node):
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
+            return a
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module, ast.ClassDef)):
+            return None
+    return None
+
+
+def scope_statements(scope) -> list[ast.stmt]:
+    """Every statement of a scope, in source order, without entering nested functions or classes."""
+    out = []
+
+    def visit(stmts):
+        for s in stmts:
+            out.append(s)
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                visit(getattr(s, field, []) or [])
+            for h in getattr(s, "handlers", []) or []:
+                visit(h.body)
+            for c in getattr(s, "cases", []) or []:
+                visit(c.body)
+
+    visit(getattr(scope, "body", []) if not isinstance(scope, ast.Lambda) else [])
+    return out
+
+
+def target_names(target) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in target_names(e)]
+    if isinstance(target, ast.Starred):
+        return target_names(target.value)
+    return []
+
+
+def assigned(stmt) -> tuple[list[str], ast.AST | None]:
+    """Names a statement binds and the expression they come from."""
+    if isinstance(stmt, ast.Assign):
+        return [n for t in stmt.targets for n in target_names(t)], stmt.value
+    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        return target_names(stmt.target), stmt.value
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return target_names(stmt.target), stmt.iter
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        names = [n for item in stmt.items if item.optional_vars is not None for n in target_names(item.optional_vars)]
+        return names, None
+    return [], None
+
+
+def reads(expr) -> list[str]:
+    """Names read by an expression, in order, each once."""
+    out = []
+    if expr is None:
+        return out
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in out:
+            out.append(n.id)
+    return out
+
+
+def self_updates(stmts) -> list[tuple[str, ast.stmt]]:
+    """``x = f(x, ...)`` and ``x += ...`` statements: names carried from one iteration to the next."""
+    out = []
+    for s in stmts:
+        names, value = assigned(s)
+        if isinstance(s, ast.AugAssign):
+            out.extend((n, s) for n in names)
+        elif isinstance(s, ast.Assign):
+            r = reads(value)
+            out.extend((n, s) for n in names if n in r)
+    return out
+
+
+def dotted(expr) -> str:
+    """``torch.nn.functional.relu`` for an attribute chain, '' otherwise."""
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def text(node) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:
+        return ""
+
+
+def call_roots(stmt, method: str = "backward") -> list[ast.AST]:
+    """The tensors a statement runs backward from: ``loss`` in ``loss.backward()``, the first argument of
+    ``torch.autograd.backward(...)``/``torch.autograd.grad(...)``."""
+    out = []
+    for n in ast.walk(stmt):
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and f.attr == method and not dotted(f).startswith(("torch.", "autograd.")):
+            out.append(f.value)
+        elif dotted(f) in ("torch.autograd.backward", "autograd.backward", "torch.autograd.grad", "autograd.grad"):
+            if n.args:
+                out.append(n.args[0])
+            else:
+                out.extend(k.value for k in n.keywords if k.arg in ("tensors", "outputs"))
+    return out
+
+
+def code(file: str | None, line: int | None) -> str:
+    """The source of a line without its trailing comment, for quoting in sentences."""
+    import io
+    import tokenize
+
+    from tensorscope.report import code_at
+
+    raw = code_at(file, line)
+    if "#" not in raw:
+        return raw
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(raw).readline):
+            if tok.type == tokenize.COMMENT:
+                return raw[: tok.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return raw
+
+
+def definition(file: str | None, line: int | None, name: str | None) -> ast.stmt | None:
+    """The last statement before ``line``, in the same scope, that binds ``name``."""
+    stmt = statement_at(file, line)
+    if stmt is None or not name:
+        return None
+    scope = scope_of(stmt) or tree(file)
+    found = None
+    for s in scope_statements(scope):
+        if s.lineno < stmt.lineno and name in assigned(s)[0]:
+            found = s
+    return found
+
+
+def bound_name(file: str | None, line: int | None) -> str | None:
+    """The single name a line assigns (``w = torch.tensor(...)`` -> ``w``)."""
+    stmt = statement_at(file, line)
+    names = assigned(stmt)[0] if stmt is not None else []
+    return names[0] if len(names) == 1 else None
