@@ -42,24 +42,34 @@ class Tracker(Recorder):
     # --- in-place writes ----------------------------------------------------------
 
     def pre_write(self, target):
+        """Versions before an in-place write: the target's, its saved tensors', its known storage-mates'."""
         try:
             v0 = target._version
         except Exception:
             return None
-        if not self.pending:
-            return (v0, None)
+        if not self.pending and not self._storages:
+            return (v0, None, None)
         try:
-            refs = self.pending.get(target.untyped_storage()._cdata)
+            key = target.untyped_storage()._cdata
         except Exception:
-            return (v0, None)
+            return (v0, None, None)
+        mates = None
+        entry = self._storages.get(key)
+        if entry is not None:
+            mates = []
+            for r in entry[1][-8:]:
+                t = r()
+                if t is not None and t is not target:
+                    mates.append((t, t._version))
+        refs = self.pending.get(key) if self.pending else None
         if not refs:
-            return (v0, None)
+            return (v0, None, mates)
         snap = []
         for ref in refs:
             p = ref()
             if p is not None:
                 snap.append((p, p.tensor._version))
-        return (v0, snap)
+        return (v0, snap, mates)
 
     def post_write(self, pre, target, op, frame):
         if pre is None:
@@ -70,7 +80,7 @@ class Tracker(Recorder):
             pass
 
     def _post_write(self, pre, target, op, frame, data_set_value=None):
-        v0, snap = pre
+        v0, snap, mates = pre
         v1 = target._version
         hits = []
         if snap:
@@ -108,24 +118,25 @@ class Tracker(Recorder):
             names = self.names_in(uf, [target]).get(id(target), []) if loc["library"] is None else []
             if names:
                 self._add_names(tid, names)
-            also = self._also_changed(target, tid)
+            also, bumped = self._also_changed(target, mates)
             self.emit("write", uf, op=op, tensor=tid, alias=alias, names=names, version_before=v0,
-                      version_after=v1, also_changed=also, library=loc["library"],
+                      version_after=v1, also_changed=also, also_bumped=bumped, library=loc["library"],
                       grad_enabled=info["grad_enabled"], saved_hits=[
                           {"saved": p.tid, "bumped": b} for p, b in hits])
 
-    def _also_changed(self, target, tid):
-        key = self.tensor_facts.get(tid, {}).get("_storage_key")
-        if key is None:
-            return []
+    def _also_changed(self, target, mates):
+        """Ids of the other live tensors whose bytes the write touched, and those whose version moved."""
+        if not mates:
+            return [], []
         rng = _byte_range(target)
-        out = []
-        for other in self.tensors_on_storage(key):
-            if other is target:
-                continue
+        also, bumped = [], []
+        for other, before in mates:
             if ranges_overlap(rng, _byte_range(other)):
-                out.append(self.note_tensor(other))
-        return out
+                tid = self.note_tensor(other)
+                also.append(tid)
+                if other._version != before:
+                    bumped.append(tid)
+        return also, bumped
 
     def post_data_set(self, pre, target, value, frame):
         """``x.data = y``: x now shares y's storage, without a version bump."""

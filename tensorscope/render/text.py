@@ -193,7 +193,9 @@ def _describe_event(e, names) -> str:
         lib = f" inside {e['library']}" if e.get("library") else ""
         text = f"write {e['op']}{via} into {lab(e['tensor'])}{lib}: version {e.get('version_before')} -> {e.get('version_after')}"
         if e.get("also_changed"):
-            text += "; also changed " + ", ".join(lab(t) for t in e["also_changed"])
+            bumped = set(e.get("also_bumped") or [])
+            text += "; also changed " + ", ".join(
+                lab(t) + ("" if t in bumped else " (its version did not move)") for t in e["also_changed"])
         if e.get("grad_enabled") is False:
             text += " (grad disabled)"
         return text
