@@ -25,6 +25,13 @@ def is_tensorscope_file(filename: str) -> bool:
     return filename.startswith(_PACKAGE_DIR)
 
 
+#: verdict for torch.compile's own frames: what runs under them is tracing, not the program's eager code
+COMPILER = "compiler"
+_COMPILER_PARTS = tuple(os.sep + p + os.sep for p in (
+    os.path.join("torch", "_dynamo"), os.path.join("torch", "_inductor"),
+    os.path.join("torch", "_functorch", "_aot_autograd"), os.path.join("torch", "fx", "experimental")))
+
+
 class UserCode:
     """Decides which source files are the program's own (cached per filename).
 
@@ -45,14 +52,17 @@ class UserCode:
         verdict = self._verdict.get(filename)
         if verdict is None:
             verdict = self._verdict[filename] = self._classify(filename)
-        return verdict
+        return verdict is True
 
-    def _classify(self, filename: str) -> bool:
+    def _classify(self, filename: str):
+        """True: the program's own code; False: a library; COMPILER: torch.compile's machinery."""
         if not filename or filename.startswith("<"):
             return False
         path = os.path.realpath(filename)
         if path == self.program:
             return True
+        if any(part in path for part in _COMPILER_PARTS):
+            return COMPILER
         if path.startswith(_PACKAGE_DIR) or "site-packages" in path or "dist-packages" in path:
             return False
         if any(path.startswith(d) for d in _LIB_DIRS):
@@ -61,15 +71,21 @@ class UserCode:
 
 
 def user_frame(frame, user: UserCode):
-    """The innermost frame at or above `frame` that runs the program's own code, or None."""
+    """The innermost frame at or above `frame` that runs the program's own code, or None.
+
+    None as well when the op runs under torch.compile's tracing machinery.
+    """
     verdict = user._verdict
     while frame is not None:
         fn = frame.f_code.co_filename
         v = verdict.get(fn)
         if v is None:
-            v = fn in user
-        if v:
+            fn in user
+            v = verdict[fn]
+        if v is True:
             return frame
+        if v is COMPILER:
+            return None
         frame = frame.f_back
     return None
 

@@ -33,6 +33,7 @@ import torch
 
 from tensorscope.instrument import saved, state
 from tensorscope.instrument.frames import is_tensorscope_file
+from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
 _TensorBase = torch._C.TensorBase
@@ -118,6 +119,8 @@ def make_write(op, orig):
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
         target = _target(args, kwargs)
+        if not inspectable(target):
+            return orig(*args, **kwargs)
         pre = rec.pre_write(target)
         try:
             out = orig(*args, **kwargs)
@@ -163,7 +166,7 @@ def make_alias(op, orig, shares_counter):
             strip_traceback(e)
             raise
         frame = sys._getframe(1)
-        if frame.f_code.co_filename in rec.user:
+        if frame.f_code.co_filename in rec.user and inspectable(out if not isinstance(out, (list, tuple)) else out[0] if out else None):
             rec.on_alias(op, _target(args, kwargs), out, frame, shares_counter)
         return out
 
@@ -182,7 +185,7 @@ def make_copy(op, orig, kind="copy"):
             strip_traceback(e)
             raise
         frame = sys._getframe(1)
-        if frame.f_code.co_filename in rec.user:
+        if frame.f_code.co_filename in rec.user and (not isinstance(out, _Tensor) or inspectable(out)):
             rec.on_copy(op, _target(args, kwargs) if kind == "copy" else None, out, frame, kind, kwargs)
         return out
 
@@ -192,7 +195,7 @@ def make_copy(op, orig, kind="copy"):
 def make_requires_grad(orig):
     def requires_grad_(self, requires_grad=True):
         rec = state.recorder
-        if rec is None or not rec.active:
+        if rec is None or not rec.active or not inspectable(self):
             return orig(self, requires_grad)
         try:
             out = orig(self, requires_grad)
@@ -233,6 +236,17 @@ def make_grad_mode(mode, action, orig):
         return out
 
     return _named(method, orig)
+
+
+def make_compile(orig):
+    def compile(*args, **kwargs):
+        rec = state.recorder
+        if rec is not None and rec.active:
+            rec.note("torch.compile was used: what runs inside compiled graphs is not inspected "
+                     "(their inputs, outputs, saved tensors and backward are)")
+        return orig(*args, **kwargs)
+
+    return _named(compile, orig)
 
 
 def _named(wrapper, orig):
@@ -319,6 +333,7 @@ class Patcher:
         self._set(torch.autograd, "backward", make_backward("backward", torch.autograd.backward))
         self._set(torch.autograd, "grad", make_backward("grad", torch.autograd.grad))
         self._set(torch.autograd.graph, "disable_saved_tensors_hooks", saved.disable_saved_tensors_hooks)
+        self._set(torch, "compile", make_compile(torch.compile))
 
     def _install_properties(self) -> None:
         data = _TensorBase.data
@@ -331,7 +346,7 @@ class Patcher:
             rec = state.recorder
             if rec is not None and rec.active:
                 frame = sys._getframe(1)
-                if frame.f_code.co_filename in rec.user:
+                if frame.f_code.co_filename in rec.user and inspectable(self):
                     rec.on_alias("data", self, out, frame, False)
             return out
 
@@ -360,7 +375,7 @@ class Patcher:
                 strip_traceback(e)
                 raise
             rec = state.recorder
-            if rec is not None and rec.active:
+            if rec is not None and rec.active and inspectable(self):
                 rec.on_requires_grad(self, bool(value), sys._getframe(1), "requires_grad =")
 
         self._set(_Tensor, "data", property(data_get, data_set, doc=data.__doc__))

@@ -26,6 +26,24 @@ from tensorscope.instrument.frames import UserCode, call_segment, library_name, 
 _Tensor = torch.Tensor
 
 
+_INSPECTABLE = {_Tensor: True, torch.nn.Parameter: True}
+
+
+def inspectable(t) -> bool:
+    """Plain tensors and the program's own subclasses; not torch's tracing tensors.
+
+    FakeTensor, FunctionalTensor and other ``torch.*`` subclasses appear while
+    ``torch.compile`` traces a function: what they do is not the program's eager
+    behaviour, so they are left out of the report.
+    """
+    kind = type(t)
+    verdict = _INSPECTABLE.get(kind)
+    if verdict is None:
+        verdict = _INSPECTABLE[kind] = (isinstance(t, _Tensor)
+                                        and not (getattr(kind, "__module__", "") or "").startswith("torch."))
+    return verdict
+
+
 def describe(t) -> dict:
     """Plain facts about a tensor, never raising (functorch wrappers, sparse and nested tensors included)."""
     d: dict = {}

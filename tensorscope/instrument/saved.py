@@ -24,7 +24,9 @@ import torch
 
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import user_frame
+from tensorscope.instrument.recorder import inspectable
 
+_Tensor = torch.Tensor
 _detach = torch._C.TensorBase.detach
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
@@ -98,7 +100,7 @@ def pack(t):
         p = Packed(t, t._version)
     p.seq_nr = seq
     rec = state.recorder
-    if rec is not None and rec.active:
+    if rec is not None and rec.active and (type(t) is _Tensor or inspectable(t)):
         try:
             rec.on_pack(p, t, sys._getframe(1))
         except Exception:

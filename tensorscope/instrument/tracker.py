@@ -13,7 +13,7 @@ import torch
 
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
-from tensorscope.instrument.recorder import Recorder, describe, ranges_overlap
+from tensorscope.instrument.recorder import Recorder, describe, inspectable, ranges_overlap
 
 _Tensor = torch.Tensor
 _current_node = torch._C._current_autograd_node
@@ -366,6 +366,8 @@ class Tracker(Recorder):
             if isinstance(roots, _Tensor):
                 roots = [roots]
             roots = [r for r in (roots or []) if isinstance(r, _Tensor)]
+            if roots and not inspectable(roots[0]):
+                return None
             retain = kwargs.get("retain_graph")
             create = kwargs.get("create_graph", False)
             if op == "backward" and len(args) > 2:
