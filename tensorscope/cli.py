@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
-from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -21,10 +19,7 @@ app = typer.Typer(
 )
 
 
-class DeviceMode(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
+DEVICE_MODES = ("auto", "cpu", "cuda")
 
 
 class UsageError(Exception):
@@ -44,13 +39,13 @@ def run(
     program: str = typer.Argument(..., help="The program to run, or - to read it from stdin."),
     args: Optional[List[str]] = _PROG_ARGS,
     json_: bool = typer.Option(False, "--json", help="Print one JSON document on stdout (the program's stdout goes to stderr)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to FILE (JSON if it ends in .json) and leave the program's output untouched."),
-    device: DeviceMode = typer.Option(DeviceMode.auto, "--device", help="auto: change nothing; cpu: run CUDA code on the CPU; cuda: make CUDA the default device."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report to FILE (JSON if it ends in .json) and leave the program's output untouched."),
+    device: str = typer.Option("auto", "--device", help="auto: change nothing; cpu: run CUDA code on the CPU; cuda: make CUDA the default device."),
+    timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial."),
     traceback_: bool = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error."),
 ) -> None:
     """Run PROGRAM as `python PROGRAM ARGS` would, then report its tensors, aliases, versions and autograd events."""
-    _main("run", program, args or [], json_, output, device.value, timeout, traceback_)
+    _main("run", program, args or [], json_, output, device, timeout, traceback_)
 
 
 @app.command()
@@ -59,9 +54,9 @@ def explain(
     args: Optional[List[str]] = _PROG_ARGS,
     message: Optional[str] = typer.Option(None, "--message", "-m", help="Explain this error text (nothing is run)."),
     json_: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to FILE and leave the program's output untouched."),
-    device: DeviceMode = typer.Option(DeviceMode.auto, "--device", help="As for run."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="As for run."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report to FILE and leave the program's output untouched."),
+    device: str = typer.Option("auto", "--device", help="As for run."),
+    timeout: Optional[str] = typer.Option(None, "--timeout", help="As for run."),
     traceback_: bool = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error."),
 ) -> None:
     """Explain the first backward failure of PROGRAM (or of a pasted error text): the line, the alias, the node, the fix."""
@@ -79,7 +74,7 @@ def explain(
     if program is None:
         _err("explain needs a program, - (an error text on stdin) or --message TEXT")
         raise typer.Exit(ExitCode.USAGE)
-    _main("explain", program, args or [], json_, output, device.value, timeout, traceback_)
+    _main("explain", program, args or [], json_, output, device, timeout, traceback_)
 
 
 def _main(command, program, args, json_, output, device, timeout, show_traceback) -> None:
@@ -88,9 +83,17 @@ def _main(command, program, args, json_, output, device, timeout, show_traceback
     if json_ and output is not None:
         _err("--json and --output cannot be combined")
         raise typer.Exit(ExitCode.USAGE)
-    if timeout is not None and timeout <= 0:
-        _err("--timeout must be a positive number of seconds")
+    if device not in DEVICE_MODES:
+        _err(f"--device must be one of {', '.join(DEVICE_MODES)}, not '{device}'")
         raise typer.Exit(ExitCode.USAGE)
+    if timeout is not None:
+        try:
+            timeout = float(timeout)
+        except ValueError:
+            timeout = -1.0
+        if not timeout > 0:
+            _err("--timeout must be a positive number of seconds")
+            raise typer.Exit(ExitCode.USAGE)
     try:
         source = _read_program(program)
     except UsageError as e:
@@ -177,9 +180,25 @@ def _read_program(program: str) -> bytes:
 
 
 def main() -> None:
-    """Entry point of the `tensorscope` command."""
+    """Entry point of the `tensorscope` command: one-line usage errors, documented exit codes."""
     try:
-        app()
+        from click import exceptions
+    except ImportError:  # newer typer releases vendor click
+        from typer._click import exceptions
+
+    try:
+        code = app(standalone_mode=False)
+    except exceptions.NoArgsIsHelpError as e:
+        sys.stdout.write(e.ctx.get_help() + "\n")
+        code = ExitCode.USAGE
+    except exceptions.UsageError as e:
+        where = e.ctx.command_path if e.ctx is not None else "tensorscope"
+        _err(f"{e.format_message()} (see '{where} --help')")
+        code = ExitCode.USAGE
+    except exceptions.Abort:
+        _err("interrupted")
+        code = ExitCode.INTERRUPTED
     except KeyboardInterrupt:
         _err("interrupted")
-        sys.exit(ExitCode.INTERRUPTED)
+        code = ExitCode.INTERRUPTED
+    sys.exit(int(code or 0))

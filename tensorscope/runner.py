@@ -81,28 +81,39 @@ def main_filename(path: str) -> str:
 
 
 def compile_program(source: bytes, filename: str):
-    """Compile like the interpreter does at start-up; raises SyntaxError with python's own wording."""
-    nul = source.find(b"\0")
-    if nul >= 0:
-        lineno = source.count(b"\n", 0, nul) + 1
-        start = source.rfind(b"\n", 0, nul) + 1
-        text = source[start:nul].decode("utf-8", "replace")
-        raise SyntaxError("source code cannot contain null bytes", (filename, lineno, None, text))
-    import tokenize
+    """Compile like the interpreter does at start-up; raises SyntaxError with python's own wording.
+
+    The interpreter's tokenizer reads the file line by line: the first line holding a NUL
+    byte or, without a coding cookie, bytes that are not UTF-8, decides the error.
+    """
     import io
+    import tokenize
 
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
     except SyntaxError:
-        encoding = None
-    if encoding in ("utf-8", "utf-8-sig"):
-        try:
-            source.decode("utf-8")
-        except UnicodeDecodeError as e:
-            lineno = source.count(b"\n", 0, e.start) + 1
-            raise SyntaxError(
-                f"Non-UTF-8 code starting with '\\x{source[e.start]:02x}' in file {filename} on line {lineno}, "
-                "but no encoding declared; see https://peps.python.org/pep-0263/ for details") from None
+        encoding = "utf-8"  # undecodable before any coding cookie: python reads it as UTF-8
+    check_utf8 = encoding in ("utf-8", "utf-8-sig")
+    start = 0
+    lineno = 1
+    while start < len(source):
+        end = source.find(b"\n", start)
+        end = len(source) if end < 0 else end + 1
+        line = source[start:end]
+        if check_utf8:
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise SyntaxError(
+                    f"Non-UTF-8 code starting with '\\x{line[e.start]:02x}' in file {filename} on line "
+                    f"{lineno}, but no encoding declared; see https://peps.python.org/pep-0263/ for details"
+                ) from None
+        nul = line.find(b"\0")
+        if nul >= 0:
+            text = line[:nul].decode("utf-8", "replace")
+            raise SyntaxError("source code cannot contain null bytes", (filename, lineno, None, text))
+        start = end
+        lineno += 1
     return compile(source, filename, "exec", dont_inherit=True)
 
 
@@ -131,16 +142,16 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
     outcome = Outcome()
     is_stdin = path == "-"
     main = types.ModuleType("__main__")
-    main.__dict__["__builtins__"] = builtins
+    g = main.__dict__  # same keys, in the same order, as python's own __main__
+    g["__annotations__"] = {}
+    g["__builtins__"] = builtins
     if is_stdin:
-        main.__dict__["__file__"] = "<stdin>"
-        main.__dict__["__loader__"] = importlib.machinery.BuiltinImporter
+        g["__loader__"] = importlib.machinery.BuiltinImporter
+        g["__file__"] = "<stdin>"
     else:
-        main.__dict__["__file__"] = main_filename(path)
-        main.__dict__["__loader__"] = importlib.machinery.SourceFileLoader("__main__", main_filename(path))
-    main.__dict__["__spec__"] = None
-    main.__dict__["__cached__"] = None
-    main.__dict__["__package__"] = None
+        g["__loader__"] = importlib.machinery.SourceFileLoader("__main__", main_filename(path))
+        g["__file__"] = main_filename(path)
+    g["__cached__"] = None
     saved_main = sys.modules.get("__main__")
     saved_argv = sys.argv
     saved_path0 = sys.path[0] if sys.path else None
@@ -159,6 +170,13 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
     os._exit = os_exit
     real_walk_stack = traceback.walk_stack
     traceback.walk_stack = _walk_stack
+    real_excepthook = sys.excepthook
+    sys.excepthook = sys.__excepthook__
+    saved_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(saved_limit + 200)
+    probe: dict = {}
+    exec(_PROBE, probe)  # at the depth the program's code will run at
+    limits = _RecursionLimit(saved_limit, saved_limit + 200, probe["depth"])
     old_alarm = None
     if timeout:
         def on_alarm(signum, frame):
@@ -201,6 +219,8 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
             signal.signal(signal.SIGALRM, old_alarm)
         os._exit = real_os_exit
         traceback.walk_stack = real_walk_stack
+        limits.restore()
+        sys.excepthook = real_excepthook
         if not outcome.os_exit:
             _join_threads()
         _flush()
@@ -210,6 +230,47 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
     return outcome
+
+
+_PROBE = compile(
+    "def f(n):\n    try:\n        return f(n + 1)\n    except RecursionError:\n        return n\n"
+    "depth = f(1)\n", "<tensorscope-probe>", "exec")
+
+
+class _RecursionLimit:
+    """Give the program the recursion depth it has under plain python.
+
+    The runner and the command line lie below the program's ``<module>`` frame; the limit
+    is raised by their depth, and ``sys.getrecursionlimit``/``setrecursionlimit`` are
+    shifted by the same amount, so the program sees and sets the numbers it would see.
+    """
+
+    def __init__(self, saved: int, probe_limit: int, probe_depth: int):
+        # Measured, not counted: C-level calls (exec, typer/click) use recursion levels too.
+        # Under plain python a module-level function can recurse `limit - 1` deep.
+        depth = (probe_limit - 1) - probe_depth
+        self.get, self.set = sys.getrecursionlimit, sys.setrecursionlimit
+        real_get, real_set, offset = self.get, self.set, depth
+
+        def getrecursionlimit():
+            return real_get() - offset
+
+        def setrecursionlimit(limit):
+            if not isinstance(limit, int):
+                return real_set(limit)
+            if limit < 1:
+                return real_set(limit)  # the same ValueError as python
+            return real_set(limit + offset)
+
+        getrecursionlimit.__doc__ = real_get.__doc__
+        setrecursionlimit.__doc__ = real_set.__doc__
+        self.saved = saved
+        real_set(saved + offset)
+        sys.getrecursionlimit, sys.setrecursionlimit = getrecursionlimit, setrecursionlimit
+
+    def restore(self):
+        sys.getrecursionlimit, sys.setrecursionlimit = self.get, self.set
+        self.set(self.saved)
 
 
 def _print_exception(e: BaseException) -> None:

@@ -121,14 +121,15 @@ def make_write(op, orig):
         target = _target(args, kwargs)
         if not inspectable(target):
             return orig(*args, **kwargs)
-        pre = rec.pre_write(target)
+        frame = sys._getframe(1)
+        pre = rec.pre_write(target, frame)
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
-            rec.on_error(e, op, target, sys._getframe(1), "write")
+            rec.on_error(e, op, target, frame, "write")
             strip_traceback(e)
             raise
-        rec.post_write(pre, target, op, sys._getframe(1))
+        rec.post_write(pre, target, op, frame)
         return out
 
     return _named(write, orig)
@@ -140,13 +141,13 @@ def make_foreach_write(op, orig):
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
         targets = _target(args, kwargs)
-        pres = [rec.pre_write(t) for t in targets] if isinstance(targets, (list, tuple)) else []
+        frame = sys._getframe(1)
+        pres = [rec.pre_write(t, frame) for t in targets] if isinstance(targets, (list, tuple)) else []
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
             strip_traceback(e)
             raise
-        frame = sys._getframe(1)
         for pre, t in zip(pres, targets):
             rec.post_write(pre, t, op, frame)
         return out
@@ -254,6 +255,7 @@ def _named(wrapper, orig):
         wrapper.__name__ = orig.__name__
         wrapper.__qualname__ = getattr(orig, "__qualname__", orig.__name__)
         wrapper.__doc__ = orig.__doc__
+        wrapper.__module__ = getattr(orig, "__module__", None) or wrapper.__module__
     except (AttributeError, TypeError):
         pass
     wrapper.__wrapped__ = orig
@@ -319,6 +321,14 @@ class Patcher:
                     self._set(torch, name, make_write(name, orig))
             elif name.startswith("_foreach_") and name.endswith("_"):
                 self._set(torch, name, make_foreach_write(name, getattr(torch, name)))
+        # F.relu_ & co. are the C functions themselves, bound at import time (F.relu(inplace=True) goes
+        # through torch.relu_, wrapped above; wrapping those Python functions would record twice)
+        functional = torch.nn.functional
+        for name in dir(functional):
+            if name.endswith("_") and not name.startswith("_"):
+                orig = getattr(functional, name)
+                if isinstance(orig, type(torch.relu_)) and not hasattr(orig, "__wrapped__"):
+                    self._set(functional, name, make_write(name, orig))
         for name in dir(torch._C._nn):
             if name.endswith("_") and not name.startswith("_"):
                 self._set(torch._C._nn, name, make_write(name, getattr(torch._C._nn, name)))
@@ -354,7 +364,7 @@ class Patcher:
             rec = state.recorder
             if rec is None or not rec.active:
                 return set_data(self, value)
-            pre = rec.pre_write(self)
+            pre = rec.pre_write(self, sys._getframe(1))
             try:
                 set_data(self, value)
             except BaseException as e:

@@ -24,6 +24,7 @@ import torch
 from tensorscope.instrument.frames import UserCode, call_segment, library_name, receiver, user_frame
 
 _Tensor = torch.Tensor
+_CO_OPTIMIZED = 0x0001
 
 
 _INSPECTABLE = {_Tensor: True, torch.nn.Parameter: True}
@@ -223,7 +224,16 @@ class Recorder:
         return event
 
     def names_in(self, frame, tensors) -> dict[int, list[str]]:
-        """Names bound to each of `tensors` in the frame's locals (by identity)."""
+        """Names bound to each of `tensors` in a module-level frame (by identity).
+
+        NOTE [No f_locals of running functions]
+        Reading ``f_locals`` of a running function frame (Python 3.11) leaves a snapshot
+        dict on the frame that keeps every local of that moment alive until the function
+        returns: a training loop would hold on to old batches. So function frames are
+        never read while the program runs; their names come from the source text.
+        """
+        if frame.f_code.co_flags & _CO_OPTIMIZED:
+            return {}
         wanted = {id(t) for t in tensors}
         found: dict[int, list[str]] = {}
         try:

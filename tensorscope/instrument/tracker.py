@@ -41,35 +41,37 @@ class Tracker(Recorder):
 
     # --- in-place writes ----------------------------------------------------------
 
-    def pre_write(self, target):
-        """Versions before an in-place write: the target's, its saved tensors', its known storage-mates'."""
+    def pre_write(self, target, frame):
+        """Before an in-place write: versions of the target, of the tensors saved on its storage,
+        and (for a write recorded in detail) of its known storage-mates."""
         try:
             v0 = target._version
         except Exception:
             return None
-        if not self.pending and not self._storages:
-            return (v0, None, None)
-        try:
-            key = target.untyped_storage()._cdata
-        except Exception:
-            return (v0, None, None)
-        mates = None
-        entry = self._storages.get(key)
-        if entry is not None:
-            mates = []
-            for r in entry[1][-8:]:
-                t = r()
-                if t is not None and t is not target:
-                    mates.append((t, t._version))
-        refs = self.pending.get(key) if self.pending else None
-        if not refs:
-            return (v0, None, mates)
-        snap = []
-        for ref in refs:
-            p = ref()
-            if p is not None:
-                snap.append((p, p.tensor._version))
-        return (v0, snap, mates)
+        uf = user_frame(frame, self.user)
+        detailed = uf is not None and self.allow("write", uf)
+        snap = mates = None
+        if self.pending or detailed:
+            try:
+                key = target.untyped_storage()._cdata
+            except Exception:
+                return (v0, None, None, uf, detailed)
+            if detailed:
+                entry = self._storages.get(key)
+                if entry is not None:
+                    mates = []
+                    for r in entry[1][-8:]:
+                        t = r()
+                        if t is not None and t is not target:
+                            mates.append((t, t._version))
+            refs = self.pending.get(key) if self.pending else None
+            if refs:
+                snap = []
+                for ref in refs:
+                    p = ref()
+                    if p is not None:
+                        snap.append((p, p.tensor._version))
+        return (v0, snap, mates, uf, detailed)
 
     def post_write(self, pre, target, op, frame):
         if pre is None:
@@ -80,7 +82,7 @@ class Tracker(Recorder):
             pass
 
     def _post_write(self, pre, target, op, frame, data_set_value=None):
-        v0, snap, mates = pre
+        v0, snap, mates, uf, detailed = pre
         v1 = target._version
         hits = []
         if snap:
@@ -90,8 +92,6 @@ class Tracker(Recorder):
                     hits.append((p, True))
                 elif data_set_value is None and ranges_overlap(rng, _byte_range(p.tensor)):
                     hits.append((p, False))
-        uf = user_frame(frame, self.user)
-        detailed = uf is not None and self.allow("write", uf)
         if not hits and not detailed:
             return
         loc = self._loc(frame, uf)
@@ -116,6 +116,8 @@ class Tracker(Recorder):
                     p.silent.append(w)
         if detailed:
             names = self.names_in(uf, [target]).get(id(target), []) if loc["library"] is None else []
+            if not names and loc["library"] is None and alias and alias.isidentifier():
+                names = [alias]
             if names:
                 self._add_names(tid, names)
             also, bumped = self._also_changed(target, mates)
@@ -149,7 +151,7 @@ class Tracker(Recorder):
             self.swaps[tid] = {"op": "data_set", "file": loc["file"], "line": loc["line"],
                                "segment": loc["segment"], "alias": f"{receiver(loc['segment'], 'data') or ''}".strip() or None,
                                "library": loc["library"], "bumped": False, "tensor": tid, "source": src}
-            if uf is not None and self.allow("write", uf):
+            if uf is not None and pre is not None and pre[4]:
                 names = self.names_in(uf, [target]).get(id(target), [])
                 self._add_names(tid, names)
                 self.emit("write", uf, op="data_set", tensor=tid, alias=names[0] if names else None,
@@ -383,20 +385,25 @@ class Tracker(Recorder):
                    "retain_graph": bool(retain), "seq_now": seq_now, "roots": [], "event": None,
                    "library": loc["library"]}
             root_facts = []
+            detailed = uf is not None and self.allow("backward", uf)
             for r in roots:
-                f = {"tensor": self.note_tensor(r), "requires_grad": bool(r.requires_grad),
+                # the full description only for recorded calls: a training loop calls this every step
+                f = {"tensor": self.note_tensor(r) if detailed else self.tid(r), "requires_grad": bool(r.requires_grad),
                      "grad_fn": r.grad_fn.name() if r.grad_fn is not None else None,
                      "dtype": str(r.dtype).replace("torch.", ""), "shape": list(r.shape),
                      "is_leaf": bool(r.is_leaf)}
                 root_facts.append(f)
             ctx["roots"] = root_facts
-            if uf is not None:
+            if detailed:
                 names = self.names_in(uf, roots)
+                receiver_name = receiver(loc["segment"], "backward") if loc["library"] is None else None
                 for r, f in zip(roots, root_facts):
                     f["names"] = names.get(id(r), [])
+                    if not f["names"] and receiver_name and receiver_name.isidentifier() and len(roots) == 1:
+                        f["names"] = [receiver_name]
                     self._add_names(f["tensor"], f["names"])
             leaves = []
-            if uf is not None and self.allow("backward", uf):
+            if detailed:
                 leaves = self._leaves(roots)
                 ctx["event"] = self.emit("backward", uf, op=op, roots=[f["tensor"] for f in root_facts],
                                          retain_graph=bool(retain), create_graph=bool(create),
@@ -461,6 +468,8 @@ class Tracker(Recorder):
             ctx["leaves"] = None
             roots, uf = ctx.pop("_roots", None), ctx.pop("_frame", None)
             if error is not None and self.failure is None:
+                for r in roots or []:
+                    self.note_tensor(r)
                 failure = {"where": "backward", "op": ctx["op"], "file": ctx["file"], "line": ctx["line"],
                            "segment": ctx["segment"], "exception_type": type(error).__name__,
                            "message": str(error)[:2000], "roots": ctx["roots"],
