@@ -50,6 +50,7 @@ import sys
 import types
 
 import torch
+import torch.utils._device as _torch_device
 from torch.overrides import TorchFunctionMode
 
 _PATCHES_MODULE = "tensorscope.instrument.patches"
@@ -162,9 +163,9 @@ class _CpuPlacement(TorchFunctionMode):
             if cpu_name is not None:
                 args = (args[0], cpu_name, *args[2:])
                 rewritten = True
-        elif not rewritten and "device" not in kwargs:
+        elif not rewritten and kwargs.get("device") is None:
             # with torch.device("cuda") / set_default_device("cuda") in the program
-            current = _device_module().CURRENT_DEVICE
+            current = _torch_device.CURRENT_DEVICE
             if current is not None and current.type == "cuda" and func in _constructors():
                 kwargs["device"] = _CPU
                 rewritten = True
@@ -178,9 +179,7 @@ class _CpuPlacement(TorchFunctionMode):
 
 
 def _device_module():
-    import torch.utils._device as m
-
-    return m
+    return _torch_device
 
 
 _constructor_set: frozenset | None = None

@@ -142,6 +142,10 @@ def _slice_utf8(text: str, start: int, end: int | None) -> str:
     return raw[start:end].decode("utf-8", "replace")
 
 
+# `torch.relu_(h)` and `F.relu_(h)` write through `h`, not through the module
+_MODULE_RECEIVERS = {"torch", "F", "functional", "nn.functional", "torch.nn.functional", "torch._C._nn"}
+
+
 def receiver(segment: str | None, op: str) -> str | None:
     """The expression an in-place op writes through, from the source of the call.
 
@@ -166,7 +170,8 @@ def receiver(segment: str | None, op: str) -> str | None:
                 return ast.unparse(expr.value)
             if isinstance(expr, ast.Call):
                 func = expr.func
-                if isinstance(func, ast.Attribute) and func.attr == op:
+                if isinstance(func, ast.Attribute) and func.attr == op and not (
+                        expr.args and ast.unparse(func.value) in _MODULE_RECEIVERS):
                     return ast.unparse(func.value)
                 if expr.args:
                     return ast.unparse(expr.args[0])

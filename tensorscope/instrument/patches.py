@@ -26,7 +26,9 @@ output inside the program is what plain python prints.
 
 from __future__ import annotations
 
+import os
 import sys
+import warnings
 from contextlib import contextmanager
 
 import torch
@@ -186,7 +188,9 @@ def make_copy(op, orig, kind="copy"):
             strip_traceback(e)
             raise
         frame = sys._getframe(1)
-        if frame.f_code.co_filename in rec.user and (not isinstance(out, _Tensor) or inspectable(out)):
+        src = _target(args, kwargs)
+        if (frame.f_code.co_filename in rec.user and (not isinstance(out, _Tensor) or inspectable(out))
+                and (not isinstance(src, _Tensor) or inspectable(src))):
             rec.on_copy(op, _target(args, kwargs) if kind == "copy" else None, out, frame, kind, kwargs)
         return out
 
@@ -237,6 +241,35 @@ def make_grad_mode(mode, action, orig):
         return out
 
     return _named(method, orig)
+
+
+def make_showwarnmsg(orig):
+    """Show a warning at the place python would name without tensorscope's wrappers.
+
+    A warning raised inside a wrapped call (by torch's C++ code, stacklevel 1) is located
+    by python at the wrapper's frame; it is moved to the frame that called the wrapper,
+    for display and for ``catch_warnings(record=True)`` alike. A stacklevel that reaches
+    below the program's ``<module>`` frame gives python's ``sys:1``.
+    """
+    runner_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner.py")
+
+    def _showwarnmsg(msg):
+        try:
+            if is_tensorscope_file(msg.filename or ""):
+                if msg.filename == runner_file:
+                    msg.filename, msg.lineno, msg.line = "sys", 1, None
+                else:
+                    f = sys._getframe(1)
+                    while f is not None and (is_tensorscope_file(f.f_code.co_filename)
+                                             or f.f_code.co_filename == warnings.__file__):
+                        f = f.f_back
+                    if f is not None:
+                        msg.filename, msg.lineno, msg.line = f.f_code.co_filename, f.f_lineno, None
+        except Exception:
+            pass
+        return orig(msg)
+
+    return _showwarnmsg
 
 
 def make_compile(orig):
@@ -327,7 +360,7 @@ class Patcher:
         for name in dir(functional):
             if name.endswith("_") and not name.startswith("_"):
                 orig = getattr(functional, name)
-                if isinstance(orig, type(torch.relu_)) and not hasattr(orig, "__wrapped__"):
+                if isinstance(orig, type(len)):
                     self._set(functional, name, make_write(name, orig))
         for name in dir(torch._C._nn):
             if name.endswith("_") and not name.startswith("_"):
@@ -344,6 +377,8 @@ class Patcher:
         self._set(torch.autograd, "grad", make_backward("grad", torch.autograd.grad))
         self._set(torch.autograd.graph, "disable_saved_tensors_hooks", saved.disable_saved_tensors_hooks)
         self._set(torch, "compile", make_compile(torch.compile))
+        self._set(warnings, "_showwarnmsg", make_showwarnmsg(warnings._showwarnmsg))
+        self._install_dispatch_mode_guard()
 
     def _install_properties(self) -> None:
         data = _TensorBase.data
@@ -390,6 +425,42 @@ class Patcher:
 
         self._set(_Tensor, "data", property(data_get, data_set, doc=data.__doc__))
         self._set(_Tensor, "requires_grad", property(rg_get, rg_set, doc=requires_grad.__doc__))
+
+    def _install_dispatch_mode_guard(self) -> None:
+        """Step our saved-tensor hooks aside while the program's own TorchDispatchMode is active.
+
+        With any saved-tensor hook, autograd detaches each unpacked tensor at dispatch level,
+        which a dispatch mode would see as an extra ``aten.detach``. Saves made inside the
+        program's dispatch modes are therefore not inspected (and said so).
+        """
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        enter, exit_ = TorchDispatchMode.__enter__, TorchDispatchMode.__exit__
+        popped: list = []
+
+        def __enter__(self):
+            out = enter(self)
+            rec = state.recorder
+            ours = rec is not None and rec.active and saved.hooks_on_top()
+            if ours:
+                saved.pop()
+                rec.note("saved tensors inside the program's TorchDispatchMode are not inspected")
+            popped.append((id(self), ours))
+            return out
+
+        def __exit__(self, *exc):
+            try:
+                return exit_(self, *exc)
+            finally:
+                for i in range(len(popped) - 1, -1, -1):
+                    if popped[i][0] == id(self):
+                        _, ours = popped.pop(i)
+                        if ours:
+                            saved.push()
+                        break
+
+        self._set(TorchDispatchMode, "__enter__", _named(__enter__, enter))
+        self._set(TorchDispatchMode, "__exit__", _named(__exit__, exit_))
 
     def _install_grad_modes(self) -> None:
         for cls, mode in ((torch.no_grad, "no_grad"), (torch.enable_grad, "enable_grad"),

@@ -28,6 +28,7 @@ _CO_OPTIMIZED = 0x0001
 
 
 _INSPECTABLE = {_Tensor: True, torch.nn.Parameter: True}
+_BASE_TF = _Tensor.__torch_function__.__func__
 
 
 def inspectable(t) -> bool:
@@ -40,7 +41,9 @@ def inspectable(t) -> bool:
     kind = type(t)
     verdict = _INSPECTABLE.get(kind)
     if verdict is None:
-        verdict = _INSPECTABLE[kind] = (isinstance(t, _Tensor)
+        # a subclass with its own __torch_function__ would see every metadata read of ours
+        own_tf = getattr(getattr(kind, "__torch_function__", None), "__func__", None) is not _BASE_TF
+        verdict = _INSPECTABLE[kind] = (isinstance(t, _Tensor) and not own_tf
                                         and not (getattr(kind, "__module__", "") or "").startswith("torch."))
     return verdict
 

@@ -82,6 +82,33 @@ def version_error_message(p: Packed) -> str:
 
 
 def pack(t):
+    if type(t) is not _Tensor or _dispatch_modes():
+        with _quiet():
+            return _pack(t)
+    return _pack(t)
+
+
+class _quiet:
+    """Our own reads and detach invisible to the program's __torch_function__ and dispatch modes
+    (autograd saves a tensor in C++ without either seeing it)."""
+
+    __slots__ = ("guards",)
+
+    def __enter__(self):
+        self.guards = (torch._C.DisableTorchFunctionSubclass(),
+                       torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)))
+        for g in self.guards:
+            g.__enter__()
+
+    def __exit__(self, *exc):
+        for g in reversed(self.guards):
+            g.__exit__(*exc)
+
+
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+
+
+def _pack(t):
     try:
         gf = t.grad_fn
         seq = _get_sequence_nr() - 1
