@@ -131,7 +131,7 @@ def make_write(op, orig):
             rec.on_error(e, op, target, frame, "write")
             strip_traceback(e)
             raise
-        rec.post_write(pre, target, op, frame)
+        rec.post_write(pre, target, op, frame, args[1] if op == "copy_" and len(args) > 1 else None)
         return out
 
     return _named(write, orig)

@@ -48,6 +48,12 @@ def inspectable(t) -> bool:
     return verdict
 
 
+def node_name(node) -> str:
+    """A backward node's name as PyTorch prints it in ``grad_fn=<...>``: ``CopyBackwards``, not
+    ``torch::autograd::CopyBackwards``."""
+    return type(node).__name__
+
+
 def describe(t) -> dict:
     """Plain facts about a tensor, never raising (functorch wrappers, sparse and nested tensors included)."""
     d: dict = {}
@@ -58,7 +64,7 @@ def describe(t) -> dict:
         d["requires_grad"] = bool(t.requires_grad)
         d["is_leaf"] = bool(t.is_leaf)
         gf = t.grad_fn
-        d["grad_fn"] = gf.name() if gf is not None else None
+        d["grad_fn"] = node_name(gf) if gf is not None else None
     except Exception:
         pass
     try:

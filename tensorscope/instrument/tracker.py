@@ -13,7 +13,7 @@ import torch
 
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
-from tensorscope.instrument.recorder import Recorder, describe, inspectable, ranges_overlap
+from tensorscope.instrument.recorder import Recorder, describe, inspectable, node_name, ranges_overlap
 
 _Tensor = torch.Tensor
 _current_node = torch._C._current_autograd_node
@@ -73,15 +73,15 @@ class Tracker(Recorder):
                         snap.append((p, p.tensor._version))
         return (v0, snap, mates, uf, detailed)
 
-    def post_write(self, pre, target, op, frame):
+    def post_write(self, pre, target, op, frame, source=None):
         if pre is None:
             return
         try:
-            self._post_write(pre, target, op, frame)
+            self._post_write(pre, target, op, frame, source=source)
         except Exception:
             pass
 
-    def _post_write(self, pre, target, op, frame, data_set_value=None):
+    def _post_write(self, pre, target, op, frame, data_set_value=None, source=None):
         v0, snap, mates, uf, detailed = pre
         v1 = target._version
         hits = []
@@ -121,7 +121,8 @@ class Tracker(Recorder):
             if names:
                 self._add_names(tid, names)
             also, bumped = self._also_changed(target, mates)
-            self.emit("write", uf, op=op, tensor=tid, alias=alias, names=names, version_before=v0,
+            extra = {"source": self.note_tensor(source)} if isinstance(source, _Tensor) and inspectable(source) else {}
+            self.emit("write", uf, op=op, tensor=tid, alias=alias, names=names, version_before=v0, **extra,
                       version_after=v1, also_changed=also, also_bumped=bumped, library=loc["library"],
                       grad_enabled=info["grad_enabled"], saved_hits=[
                           {"saved": p.tid, "bumped": b} for p, b in hits])
@@ -168,6 +169,19 @@ class Tracker(Recorder):
             if not self.allow("alias", frame):
                 return
             outs = out if isinstance(out, (list, tuple)) else (out,)
+            if isinstance(base, _Tensor) and outs and isinstance(outs[0], _Tensor):
+                try:
+                    copied = outs[0].untyped_storage()._cdata != base.untyped_storage()._cdata
+                except Exception:
+                    copied = False
+                if copied:  # reshape/flatten of a non-contiguous tensor: a copy, not an alias
+                    src = self.note_tensor(base)
+                    tid = self.note_tensor(outs[0])
+                    self.tensor_created.setdefault(tid, {
+                        "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op, "source": src})
+                    self.emit("copy", frame, op=op, tensor=tid, source=src,
+                              requires_grad=bool(outs[0].requires_grad), grad_enabled=torch.is_grad_enabled())
+                    return
             base_id = self.note_tensor(base) if isinstance(base, _Tensor) else None
             ids = []
             for o in outs:
@@ -326,7 +340,7 @@ class Tracker(Recorder):
         self.saved_tid(p)
         facts = {
             "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
-            "saved_file": p.file, "saved_line": p.line, "node": node.name() if node is not None else None,
+            "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
             "output_node": p.node, "is_output": p.is_output,
             "writes": list(p.writes or []), "silent": list(p.silent or []),
         }
@@ -352,7 +366,7 @@ class Tracker(Recorder):
         writes = silent + ([swap] if swap else [])
         self.add_hazard((p.tid, p.seq_nr), {
             "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
-            "saved_file": p.file, "saved_line": p.line, "node": node.name() if node is not None else None,
+            "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
             "writes": writes, "backward": self._current_backward,
         })
 
@@ -389,7 +403,7 @@ class Tracker(Recorder):
             for r in roots:
                 # the full description only for recorded calls: a training loop calls this every step
                 f = {"tensor": self.note_tensor(r) if detailed else self.tid(r), "requires_grad": bool(r.requires_grad),
-                     "grad_fn": r.grad_fn.name() if r.grad_fn is not None else None,
+                     "grad_fn": node_name(r.grad_fn) if r.grad_fn is not None else None,
                      "dtype": str(r.dtype).replace("torch.", ""), "shape": list(r.shape),
                      "is_leaf": bool(r.is_leaf)}
                 root_facts.append(f)
@@ -517,7 +531,7 @@ class Tracker(Recorder):
                 seq = gf._sequence_nr()
                 mine = {}
                 _walk([gf], mine, budget, probe=False, stop=freed_set)
-                local.append({"name": name, "tensor": self.note_tensor(v), "seq": seq, "node": gf.name(),
+                local.append({"name": name, "tensor": self.note_tensor(v), "seq": seq, "node": node_name(gf),
                               "in_failing_graph": seq in nodes, "reaches_freed": bool(freed_set & set(mine))})
                 if len(local) >= 64:
                     break
@@ -579,7 +593,7 @@ def _walk(stack, nodes, budget, probe, stop=()):
             seq = node._sequence_nr()
             if seq in nodes:
                 continue
-            nodes[seq] = {"node": node.name(), "freed": _node_freed(node) if probe else False}
+            nodes[seq] = {"node": node_name(node), "freed": _node_freed(node) if probe else False}
             if seq in stop:
                 continue
             stack.extend(n for n, _ in node.next_functions if n is not None)

@@ -192,6 +192,8 @@ def _describe_event(e, names) -> str:
         via = f" through `{e['alias']}`" if e.get("alias") else ""
         lib = f" inside {e['library']}" if e.get("library") else ""
         text = f"write {e['op']}{via} into {lab(e['tensor'])}{lib}: version {e.get('version_before')} -> {e.get('version_after')}"
+        if e.get("source"):
+            text += f" (values from {lab(e['source'])})"
         if e.get("also_changed"):
             bumped = set(e.get("also_bumped") or [])
             text += "; also changed " + ", ".join(

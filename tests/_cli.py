@@ -1,0 +1,127 @@
+"""Helpers for tests that drive the real `tensorscope` CLI in a subprocess.
+
+Everything here talks to tensorscope only through its command line and its JSON
+document (docs/CONTRACT.md); expected values are computed by the tests with torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SNIPPETS_DIR = REPO / "snippets"
+SCHEMA_PATH = REPO / "tensorscope" / "schema" / "report.schema.json"
+DEFAULT_TIMEOUT = 120
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    # The program must see the same environment under python and under tensorscope.
+    env.pop("PYTHONWARNINGS", None)
+    env["PYTHONHASHSEED"] = "0"
+    return env
+
+
+def run_python(path: str | os.PathLike, *args: str, cwd: str | os.PathLike = REPO,
+               timeout: float = DEFAULT_TIMEOUT) -> tuple[int, str, str]:
+    """`python PATH ARGS...` -> (returncode, stdout, stderr)."""
+    proc = subprocess.run([sys.executable, str(path), *args], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def run_cli(*args: str, cwd: str | os.PathLike = REPO, stdin: str | None = None,
+            timeout: float = DEFAULT_TIMEOUT) -> tuple[int, str, str, Any]:
+    """`python -m tensorscope ARGS...` -> (returncode, stdout, stderr, parsed_json).
+
+    parsed_json is the JSON document on stdout when `--json` was passed (None when
+    stdout is not valid JSON, so the caller's assertion shows the raw text), else None.
+    """
+    proc = subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=_env(),
+                          input=stdin, capture_output=True, text=True, timeout=timeout)
+    doc = None
+    if "--json" in args:
+        try:
+            doc = json.loads(proc.stdout)
+        except ValueError:
+            doc = None
+    return proc.returncode, proc.stdout, proc.stderr, doc
+
+
+def find_tensors(doc: dict, name: str) -> list[dict]:
+    """Every tensor record whose `names` include NAME."""
+    return [t for t in doc.get("tensors", []) if name in (t.get("names") or [])]
+
+
+def find_tensor(doc: dict, name: str) -> dict:
+    """The tensor record whose `names` include NAME (the alive one if several)."""
+    found = find_tensors(doc, name)
+    if len(found) > 1:
+        alive = [t for t in found if t.get("alive")]
+        if len(alive) == 1:
+            found = alive
+    if len(found) != 1:
+        summary = [(t.get("id"), t.get("names"), t.get("alive")) for t in doc.get("tensors", [])]
+        raise AssertionError(f"expected exactly one tensor named {name!r}, found {len(found)}; "
+                             f"tensors in report: {summary}")
+    return found[0]
+
+
+def tensor_by_id(doc: dict, tid: str) -> dict:
+    for t in doc.get("tensors", []):
+        if t.get("id") == tid:
+            return t
+    raise AssertionError(f"no tensor with id {tid!r} in report")
+
+
+def storage_by_id(doc: dict, sid: str) -> dict:
+    for s in doc.get("storages", []):
+        if s.get("id") == sid:
+            return s
+    raise AssertionError(f"no storage with id {sid!r} in report")
+
+
+def counter_by_id(doc: dict, vid: str) -> dict:
+    for v in doc.get("version_counters", []):
+        if v.get("id") == vid:
+            return v
+    raise AssertionError(f"no version counter with id {vid!r} in report")
+
+
+def find_events(doc: dict, kind: str, **match: Any) -> list[dict]:
+    """Events of KIND whose fields equal every MATCH item."""
+    return [e for e in doc.get("events", [])
+            if e.get("kind") == kind and all(e.get(k) == v for k, v in match.items())]
+
+
+def load_schema() -> dict | None:
+    if not SCHEMA_PATH.exists():
+        return None
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def validate_against_schema(doc: Any) -> bool:
+    """Validate DOC against tensorscope's JSON schema; False when the schema file is absent."""
+    schema = load_schema()
+    if schema is None:
+        return False
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    cls(schema).validate(doc)
+    return True
+
+
+def line_of(path: str | os.PathLike, code: str) -> int:
+    """1-based number of the single line of PATH whose code (before any comment) contains CODE."""
+    hits = [i for i, line in enumerate(Path(path).read_text().splitlines(), 1)
+            if code in line.split("#", 1)[0]]
+    if len(hits) != 1:
+        raise AssertionError(f"{code!r} found on lines {hits} of {path}, expected exactly one")
+    return hits[0]
