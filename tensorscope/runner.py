@@ -164,7 +164,11 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         sys.path.insert(0, folder)
     real_os_exit = os._exit
 
+    main_pid = os.getpid()
+
     def os_exit(status):
+        if os.getpid() != main_pid:  # a forked child (DataLoader worker, multiprocessing): exit now
+            real_os_exit(status)
         raise OsExit(status)
 
     os._exit = os_exit

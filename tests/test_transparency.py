@@ -1,0 +1,312 @@
+"""Transparency: under `tensorscope run -o FILE` a program behaves exactly as under `python prog.py`.
+
+Each program in tests/programs/ is run twice, concurrently, from the repository root with the same
+argv, stdin bytes and environment:
+
+    python tests/programs/P.py ARGS
+    python -m tensorscope run -o <tmp>/r.json tests/programs/P.py -- ARGS
+
+and the return code, stdout bytes and stderr bytes must be identical. The programs print the facts
+that would differ if tensorscope disturbed them (gradients, versions, weakref deaths, hook counts...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAMS = REPO / "tests" / "programs"
+PY = sys.executable
+TIMEOUT = 60  # seconds per subprocess (there is no pytest-timeout here)
+
+# (program, argv, stdin bytes)
+CASES = [
+    ("threads_dataloader.py", [], b""),
+    ("func_transforms.py", [], b""),
+    ("checkpoint_prog.py", [], b""),
+    ("custom_function.py", [], b""),
+    ("autograd_misc.py", [], b""),
+    ("saved_hooks_user.py", [], b""),
+    ("anomaly_ok.py", [], b""),
+    ("anomaly_error.py", [], b""),
+    ("grad_modes.py", [], b""),
+    ("compile_eager.py", [], b""),
+    pytest.param(
+        "compile_inductor.py", [], b"",
+        marks=[
+            pytest.mark.slow,
+            pytest.mark.skipif(not os.environ.get("TENSORSCOPE_SLOW"), reason="inductor compile is slow; set TENSORSCOPE_SLOW=1"),
+        ],
+    ),
+    ("dtypes_layouts.py", [], b""),
+    ("pkg_main.py", ["a", "b c", "--flag"], b"Alice\nrest of stdin\n"),
+    ("big_output.py", [], b""),
+    ("deep_recursion.py", [], b""),
+    ("recursion_limit.py", [], b""),
+    ("introspection.py", [], b""),
+    ("exit_3.py", [], b""),
+    ("exit_message.py", [], b""),
+    ("os_exit_5.py", [], b""),
+    ("keyboard_interrupt.py", [], b""),
+    ("custom_exception.py", [], b""),
+    ("user_warning.py", [], b""),
+    ("hostile_names.py", [], b""),
+]
+
+# The ONLY normalisation: default object reprs (`<function f at 0x7f...>`, `<... object at 0x...>`)
+# embed addresses that change between any two runs of plain python (ASLR), so they are masked in both
+# outputs. Nothing else is normalised: no timings are printed by these programs, paths are the same
+# because both runs share cwd and argv, and warnings/tracebacks must match byte for byte.
+_ADDR = re.compile(rb"0x[0-9a-fA-F]+")
+
+
+def normalise(data: bytes) -> bytes:
+    return _ADDR.sub(b"0xADDR", data)
+
+
+def base_env(**extra: str) -> dict:
+    env = dict(os.environ)
+    env.update(extra)
+    return env
+
+
+def _run(cmd, stdin: bytes, cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, input=stdin, capture_output=True, cwd=cwd, env=env, timeout=TIMEOUT)
+
+
+def run_pair(py_cmd, ts_cmd, stdin: bytes, cwd: Path = REPO, env: dict | None = None):
+    """Run plain python and tensorscope concurrently (2 cores: halves the wall time)."""
+    env = env or base_env()
+    with ThreadPoolExecutor(2) as pool:
+        f_py = pool.submit(_run, py_cmd, stdin, cwd, env)
+        f_ts = pool.submit(_run, ts_cmd, stdin, cwd, env)
+        return f_py.result(), f_ts.result()
+
+
+def short_diff(name: str, a: bytes, b: bytes, context: int = 3, max_lines: int = 40) -> str:
+    """A compact diff: the first differing line with some context, plus sizes."""
+    la, lb = a.splitlines(keepends=True), b.splitlines(keepends=True)
+    i = 0
+    while i < min(len(la), len(lb)) and la[i] == lb[i]:
+        i += 1
+    lo = max(0, i - context)
+    out = [f"{name}: python {len(a)} bytes/{len(la)} lines, tensorscope {len(b)} bytes/{len(lb)} lines; first difference at line {i + 1}"]
+    import difflib
+
+    tail_a = [x.decode("utf-8", "replace") for x in la[lo : i + max_lines]]
+    tail_b = [x.decode("utf-8", "replace") for x in lb[lo : i + max_lines]]
+    diff = list(difflib.unified_diff(tail_a, tail_b, "python", "tensorscope", n=context, lineterm=""))
+    out.extend(d.rstrip("\n") for d in diff[: max_lines])
+    return "\n".join(out)
+
+
+def expected_exit_status(returncode: int) -> int:
+    # a program that dies of KeyboardInterrupt re-raises SIGINT like python: the report says 130
+    return 130 if returncode == -signal.SIGINT else returncode
+
+
+def check_report(path: Path, returncode: int, problems: list) -> dict | None:
+    if not path.exists():
+        problems.append(f"report {path.name} was not written")
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError as err:
+        problems.append(f"report is not valid JSON: {err}")
+        return None
+    status = doc.get("program", {}).get("exit_status")
+    if status != expected_exit_status(returncode):
+        problems.append(f"report program.exit_status={status!r}, expected {expected_exit_status(returncode)}")
+    if doc.get("schema_version") != 1 or doc.get("command") != "run":
+        problems.append(f"report schema_version/command: {doc.get('schema_version')!r}/{doc.get('command')!r}")
+    return doc
+
+
+def compare(py: subprocess.CompletedProcess, ts: subprocess.CompletedProcess, problems: list) -> None:
+    if py.returncode != ts.returncode:
+        problems.append(f"returncode: python {py.returncode}, tensorscope {ts.returncode}")
+    if normalise(py.stdout) != normalise(ts.stdout):
+        problems.append(short_diff("stdout", normalise(py.stdout), normalise(ts.stdout)))
+    if normalise(py.stderr) != normalise(ts.stderr):
+        problems.append(short_diff("stderr", normalise(py.stderr), normalise(ts.stderr)))
+
+
+@pytest.mark.parametrize("prog,args,stdin", CASES)
+def test_program_is_transparent(prog, args, stdin, tmp_path):
+    rel = f"tests/programs/{prog}"
+    report = tmp_path / "r.json"
+    py_cmd = [PY, rel, *args]
+    ts_cmd = [PY, "-m", "tensorscope", "run", "-o", str(report), rel]
+    if args:
+        ts_cmd += ["--", *args]
+    py, ts = run_pair(py_cmd, ts_cmd, stdin)
+    problems: list = []
+    compare(py, ts, problems)
+    check_report(report, py.returncode, problems)
+    assert not problems, f"{prog}:\n" + "\n".join(problems)
+
+
+def test_relative_output_path_and_chdir(tmp_path):
+    """cwd elsewhere, absolute program path, relative -o: the program chdir()s, the report still lands in
+    the cwd tensorscope was started from."""
+    prog = str(PROGRAMS / "pkg_main.py")
+    env = base_env(PYTHONPATH=str(REPO))
+    py, ts = run_pair(
+        [PY, prog, "x"],
+        [PY, "-m", "tensorscope", "run", "-o", "r.json", prog, "--", "x"],
+        b"Bob\n",
+        cwd=tmp_path,
+        env=env,
+    )
+    problems: list = []
+    compare(py, ts, problems)
+    check_report(tmp_path / "r.json", py.returncode, problems)
+    stray = PROGRAMS / "r.json"
+    if stray.exists():
+        problems.append(f"report written relative to the program's new cwd: {stray}")
+        stray.unlink()
+    assert not problems, "\n".join(problems)
+
+
+JSON_CASES = [
+    # (program, tensorscope options placed after the program, as in `tensorscope run prog.py --json`?)
+    ("grad_modes.py", True),
+    ("exit_3.py", False),
+    ("custom_exception.py", False),
+]
+
+
+@pytest.mark.parametrize("prog,options_after", JSON_CASES)
+def test_json_mode(prog, options_after):
+    rel = f"tests/programs/{prog}"
+    ts_cmd = [PY, "-m", "tensorscope", "run", rel, "--json"] if options_after else [PY, "-m", "tensorscope", "run", "--json", rel]
+    py, ts = run_pair([PY, rel], ts_cmd, b"")
+    problems = []
+    if py.returncode != ts.returncode:
+        problems.append(f"returncode: python {py.returncode}, tensorscope --json {ts.returncode}")
+    text = ts.stdout.decode("utf-8", "replace")
+    try:
+        doc = json.loads(text)  # json.loads rejects anything after the one document
+    except ValueError as err:
+        problems.append(f"stdout is not exactly one JSON document: {err}; stdout starts {text[:200]!r}")
+        doc = None
+    if doc is not None:
+        status = doc.get("program", {}).get("exit_status")
+        if status != expected_exit_status(py.returncode):
+            problems.append(f"program.exit_status={status!r}, python returned {py.returncode}")
+    for stream in ("stdout", "stderr"):
+        want = normalise(getattr(py, stream))
+        if want and want not in normalise(ts.stderr):
+            problems.append(f"the program's {stream} is not on tensorscope's stderr:\n" + short_diff("stderr", want, normalise(ts.stderr)))
+    assert not problems, f"{prog} --json:\n" + "\n".join(problems)
+
+
+# ---- Ctrl-C and --timeout ----------------------------------------------------------------------
+
+
+def _wait_for_ready(proc: subprocess.Popen, deadline: float) -> bytes:
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    buf = b""
+    try:
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(timeout=left):
+                break
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            buf += chunk
+    finally:
+        sel.close()
+    return buf
+
+
+def _interrupt(cmd, how: str):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=base_env(), start_new_session=True)
+    try:
+        first = _wait_for_ready(proc, time.monotonic() + TIMEOUT)
+        assert first.startswith(b"ready\n"), f"{cmd}: no 'ready' line, got {first!r}"
+        time.sleep(0.5)  # let it run the loop a bit
+        if how == "group":  # what a terminal's Ctrl-C does: the whole foreground process group
+            os.killpg(proc.pid, signal.SIGINT)
+        else:  # `kill -INT pid`
+            os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, first + out, err
+
+
+@pytest.fixture
+def sigint_not_ignored():
+    # If this pytest was started with SIGINT ignored (a background job), children would inherit that.
+    old = signal.getsignal(signal.SIGINT)
+    if old == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+@pytest.mark.parametrize("how", ["group", "pid"])
+def test_ctrl_c(how, tmp_path, sigint_not_ignored):
+    rel = "tests/programs/forever_loop.py"
+    report = tmp_path / "r.json"
+    py_rc, py_out, py_err = _interrupt([PY, rel], how)
+    ts_rc, ts_out, ts_err = _interrupt([PY, "-m", "tensorscope", "run", "-o", str(report), rel], how)
+    assert py_rc == -signal.SIGINT and py_err.rstrip().endswith(b"KeyboardInterrupt"), (py_rc, py_err[-300:])
+    problems = []
+    if ts_rc != py_rc:
+        problems.append(f"returncode: python {py_rc}, tensorscope {ts_rc}")
+    if not ts_err.rstrip().endswith(b"KeyboardInterrupt"):
+        problems.append(f"stderr does not end with KeyboardInterrupt: {ts_err[-400:]!r}")
+    if not ts_err.startswith(b"Traceback (most recent call last):\n"):
+        problems.append(f"stderr does not start like python's traceback: {ts_err[:300]!r}")
+    if str(REPO / "tensorscope").encode() in ts_err:
+        problems.append(f"tensorscope's own frames in the traceback:\n{ts_err.decode(errors='replace')}")
+    if ts_out != py_out:
+        problems.append(f"stdout: python {py_out[:100]!r}, tensorscope {ts_out[:100]!r}")
+    check_report(report, py_rc, problems)
+    assert not problems, f"Ctrl-C ({how}):\n" + "\n".join(problems)
+
+
+def test_timeout(tmp_path):
+    rel = "tests/programs/forever_loop.py"
+    report = tmp_path / "r.json"
+    start = time.monotonic()
+    ts = subprocess.run(
+        [PY, "-m", "tensorscope", "run", "--timeout", "2", "-o", str(report), rel],
+        capture_output=True, cwd=REPO, env=base_env(), timeout=TIMEOUT,
+    )
+    elapsed = time.monotonic() - start
+    problems = []
+    if ts.returncode != 124:
+        problems.append(f"returncode {ts.returncode}, expected 124")
+    lines = [l for l in ts.stderr.decode("utf-8", "replace").splitlines() if l.strip()]
+    if len(lines) != 1 or "Traceback" in ts.stderr.decode("utf-8", "replace"):
+        problems.append(f"stderr is not a one-line message: {ts.stderr[-600:]!r}")
+    if ts.stdout != b"ready\n":
+        problems.append(f"stdout {ts.stdout[:200]!r}, expected b'ready\\n'")
+    if elapsed > 30:
+        problems.append(f"took {elapsed:.1f}s for --timeout 2")
+    if not report.exists():
+        problems.append("no partial report written")
+    else:
+        try:
+            json.loads(report.read_text())
+        except ValueError as err:
+            problems.append(f"partial report is not valid JSON: {err}")
+    assert not problems, "--timeout 2:\n" + "\n".join(problems)
