@@ -62,9 +62,15 @@ class Session:
         from tensorscope.instrument import session as instrument
 
         tracker = instrument.new_tracker(None if self.program == "-" else filename)
+        progress = Progress(tracker)
         with instrument.active(tracker, device=self.device) as control:
+            def on_end():
+                progress.stop()
+                control.stop()
+
+            progress.start()
             outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
-                                 on_end=control.stop)
+                                 on_end=on_end)
             snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
         program = {
             "path": self.program,
@@ -104,6 +110,72 @@ class Session:
             "diagnosis": None, "hazards": [],
             "notes": ["the program did not compile, so nothing ran"],
         }
+
+
+class Progress:
+    """A live line on stderr (events recorded, seconds elapsed) for long runs, only on a terminal.
+
+    Drawn after 2 s, redrawn twice a second, erased when the program ends; never written when
+    stderr is a file or a pipe, so logs and `-o` comparisons see nothing of it.
+    Set TENSORSCOPE_NO_PROGRESS=1 to switch it off.
+    """
+
+    DELAY = 2.0
+    PERIOD = 0.5
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.enabled = _stderr_is_tty() and not os.environ.get("TENSORSCOPE_NO_PROGRESS")
+        self.drawn = False
+        self._stop = None
+        self._thread = None
+
+    def start(self) -> None:
+        if not self.enabled:
+            return
+        import threading
+        import time
+
+        self._stop = threading.Event()
+        started = time.monotonic()
+
+        def loop():
+            if self._stop.wait(self.DELAY):
+                return
+            while True:
+                t = self.tracker
+                events = t.seq + t.aggregated
+                # cursor back to column 0 afterwards: the program's next output overwrites the line
+                line = f"\r\x1b[2Ktensorscope: {events:,} events, {time.monotonic() - started:.0f} s\r"
+                try:
+                    os.write(2, line.encode())
+                    self.drawn = True
+                except OSError:
+                    return
+                if self._stop.wait(self.PERIOD):
+                    return
+
+        self._thread = threading.Thread(target=loop, name="tensorscope-progress", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        if self.drawn:
+            try:
+                os.write(2, b"\r\x1b[2K")
+            except OSError:
+                pass
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return os.isatty(2)
+    except OSError:
+        return False
 
 
 def _exception_info(exc, user) -> dict | None:

@@ -215,11 +215,11 @@ def _fix_for(c: dict, file: str, sl: _Slice | None, root: str) -> tuple[str, str
                 f"Drop the `.detach()` at line {line} (use `{expr}` itself); detach only values you log or use "
                 "as fixed targets.")
     if what == "data":
-        return (f"Line {line} (`{code}`) reads `{expr}.data`, a tensor outside autograd with no grad_fn, so "
+        return (f"Line {line} (`{code}`) reads `{source.atom(expr)}.data`, a tensor outside autograd with no grad_fn, so "
                 f"{root} is not connected to the parameters.",
-                f"Use `{expr}` instead of `{expr}.data` at line {line}; `.data` bypasses autograd.")
+                f"Use `{expr}` instead of `{source.atom(expr)}.data` at line {line}; `.data` bypasses autograd.")
     if what in ("item", "tolist", "float"):
-        how = {"item": f"`{expr}.item()`", "tolist": f"`{expr}.tolist()`", "float": f"`float({expr})`"}[what]
+        how = {"item": f"`{source.atom(expr)}.item()`", "tolist": f"`{source.atom(expr)}.tolist()`", "float": f"`float({expr})`"}[what]
         return (f"Line {line} (`{code}`) turns the tensor into Python numbers with {how}; a tensor built again "
                 f"from them is a new leaf with no history, so {root} has no grad_fn.",
                 f"Keep the computation in tensors: use `{expr}` itself where line {line} uses {how} (call "

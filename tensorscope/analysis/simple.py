@@ -56,7 +56,7 @@ def _rewrite(segment: str, op: str, alias: str) -> str:
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
         call = node.value
         args = ", ".join([source.text(a) for a in call.args] + [f"{k.arg}={source.text(k.value)}" for k in call.keywords])
-        recv = source.text(call.func.value)
+        recv = source.atom(source.text(call.func.value))
         return f"{recv} = {recv}.{out_of_place(call.func.attr)}({args})"
     return f"{alias} = {alias}.clone()  # then write into the clone"
 
@@ -293,7 +293,7 @@ def numpy_requires_grad(ev: Evidence) -> dict | None:
     text = (f"Line {line} (`{source.code(file, line)}`) calls `.numpy()` on `{alias}`, which requires grad "
             f"(grad_fn {info.get('grad_fn') or 'set'}). A NumPy array shares the tensor's memory but autograd "
             "cannot follow it, so PyTorch asks you to leave the graph explicitly.")
-    fix = (f"Use `{alias}.detach(){'.cpu()' if cuda else ''}.numpy()` for logging or plotting"
+    fix = (f"Use `{source.atom(alias)}.detach(){'.cpu()' if cuda else ''}.numpy()` for logging or plotting"
            + ("" if cuda else " (add `.cpu()` for a CUDA tensor)") + "; keep the computation itself in torch ops.")
     return diagnosis("numpy-requires-grad", explanation=text, fix=fix, culprit=where(file, line, alias=alias),
                      tensor=_tensor(ev, f.get("tensor"), f.get("names")), evidence=["numpy() raised inside its wrapper"])

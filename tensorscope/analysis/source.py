@@ -211,3 +211,16 @@ def bound_name(file: str | None, line: int | None) -> str | None:
     stmt = statement_at(file, line)
     names = assigned(stmt)[0] if stmt is not None else []
     return names[0] if len(names) == 1 else None
+
+
+def atom(expr: str | None) -> str:
+    """``expr`` ready for a method call: ``w * 3`` -> ``(w * 3)``, ``model(x)`` unchanged."""
+    if not expr:
+        return expr or ""
+    try:
+        node = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError:
+        return f"({expr})"
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)):
+        return expr.strip()
+    return f"({expr.strip()})"

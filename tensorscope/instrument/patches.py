@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
 from contextlib import contextmanager
 
@@ -115,22 +116,30 @@ def _target(args, kwargs):
     return kwargs.get("input", kwargs.get("self"))
 
 
+_local = threading.local()
+
+
 def make_write(op, orig):
     def write(*args, **kwargs):
         rec = state.recorder
-        if rec is None or not rec.active:
+        if rec is None or not rec.active or getattr(_local, "in_write", False):
+            # inside another write wrapper: a TorchFunctionMode (e.g. set_default_device) sent the
+            # op through the wrappers a second time; the outer call records it once
             return orig(*args, **kwargs)
         target = _target(args, kwargs)
         if not inspectable(target):
             return orig(*args, **kwargs)
         frame = sys._getframe(1)
         pre = rec.pre_write(target, frame)
+        _local.in_write = True
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
             rec.on_error(e, op, target, frame, "write")
             strip_traceback(e)
             raise
+        finally:
+            _local.in_write = False
         rec.post_write(pre, target, op, frame, args[1] if op == "copy_" and len(args) > 1 else None)
         return out
 

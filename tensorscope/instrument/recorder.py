@@ -98,6 +98,13 @@ def describe(t) -> dict:
     return d
 
 
+def _on_storage(t, key) -> bool:
+    try:
+        return t.untyped_storage()._cdata == key
+    except Exception:
+        return False
+
+
 def ranges_overlap(a, b) -> bool:
     return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
 
@@ -188,7 +195,7 @@ class Recorder:
         """``s1``-style id of a storage, shared only among tensors alive at the same time."""
         entry = self._storages.get(key)
         if entry is not None:
-            refs = [r for r in entry[1] if r() is not None]
+            refs = [r for r in entry[1] if r() is not None and _on_storage(r(), key)]
             if refs:
                 if not any(r() is t for r in refs):
                     try:
@@ -210,7 +217,18 @@ class Recorder:
         entry = self._storages.get(key)
         if entry is None:
             return []
-        return [t for t in (r() for r in entry[1]) if t is not None]
+        out = []
+        for r in entry[1]:
+            t = r()
+            if t is None:
+                continue
+            try:  # `x.data = y` / set_ move a tensor to another storage
+                if t.untyped_storage()._cdata != key:
+                    continue
+            except Exception:
+                continue
+            out.append(t)
+        return out
 
     # --- events ---------------------------------------------------------------
 

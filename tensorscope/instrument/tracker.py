@@ -59,11 +59,7 @@ class Tracker(Recorder):
             if detailed:
                 entry = self._storages.get(key)
                 if entry is not None:
-                    mates = []
-                    for r in entry[1][-8:]:
-                        t = r()
-                        if t is not None and t is not target:
-                            mates.append((t, t._version))
+                    mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
             refs = self.pending.get(key) if self.pending else None
             if refs:
                 snap = []
@@ -292,6 +288,11 @@ class Tracker(Recorder):
         if uf is not None:
             p.file = uf.f_code.co_filename
             p.line = uf.f_lineno
+        elif self._current_backward is not None:
+            # saved during backward (create_graph), maybe on an autograd worker thread (CUDA):
+            # no user frame there; the user's line is the backward() call
+            p.file = self._current_backward["file"]
+            p.line = self._current_backward["line"]
         key = t.untyped_storage()._cdata
         p.storage_key = key
         p.orig = weakref.ref(t)
