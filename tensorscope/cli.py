@@ -42,10 +42,11 @@ def run(
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report to FILE (JSON if it ends in .json) and leave the program's output untouched."),
     device: str = typer.Option("auto", "--device", help="auto: change nothing; cpu: run CUDA code on the CPU; cuda: make CUDA the default device."),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial."),
+    ops: bool = typer.Option(False, "--ops", help="Also record one event per aten op (slower; see the benchmark)."),
     traceback_: bool = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error."),
 ) -> None:
     """Run PROGRAM as `python PROGRAM ARGS` would, then report its tensors, aliases, versions and autograd events."""
-    _main("run", program, args or [], json_, output, device, timeout, traceback_)
+    _main("run", program, args or [], json_, output, device, timeout, traceback_, ops)
 
 
 @app.command()
@@ -77,7 +78,7 @@ def explain(
     _main("explain", program, args or [], json_, output, device, timeout, traceback_)
 
 
-def _main(command, program, args, json_, output, device, timeout, show_traceback) -> None:
+def _main(command, program, args, json_, output, device, timeout, show_traceback, ops=False) -> None:
     from tensorscope.session import Session
 
     if json_ and output is not None:
@@ -109,7 +110,7 @@ def _main(command, program, args, json_, output, device, timeout, show_traceback
             raise typer.Exit(ExitCode.USAGE)
     # --- end device check
     session = Session(command=command, program=program, argv=args, source=source, json_mode=json_,
-                      device=device, timeout=timeout)
+                      device=device, timeout=timeout, ops=ops)
     try:
         result = session.execute()
         _emit(result.doc, json_, output)

@@ -21,7 +21,7 @@ class Result:
 class Session:
     """Runs one program under instrumentation and builds its report."""
 
-    def __init__(self, *, command, program, argv, source, json_mode, device, timeout):
+    def __init__(self, *, command, program, argv, source, json_mode, device, timeout, ops=False):
         self.command = command
         self.program = program
         self.argv = argv
@@ -29,6 +29,7 @@ class Session:
         self.json_mode = json_mode
         self.device = device
         self.timeout = timeout
+        self.ops = ops
 
     def execute(self) -> Result:
         saved_stdout_fd = None
@@ -63,7 +64,7 @@ class Session:
 
         tracker = instrument.new_tracker(None if self.program == "-" else filename)
         progress = Progress(tracker)
-        with instrument.active(tracker, device=self.device) as control:
+        with instrument.active(tracker, device=self.device, ops=self.ops) as control:
             def on_end():
                 progress.stop()
                 control.stop()

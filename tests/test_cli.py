@@ -134,3 +134,23 @@ def test_version_flag_of_python_dash_m_help():
     import subprocess
     out = subprocess.run([sys.executable, "-m", "tensorscope", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "run" in out.stdout and "explain" in out.stdout
+
+
+def test_ops_mode_records_aten_ops_with_writes(tmp_path):
+    p = prog(tmp_path, """
+        import torch
+        a = torch.ones(3)
+        b = a.view(3)
+        b.mul_(2)
+        c = a @ b
+    """)
+    rc, out, err, doc = run_cli("run", "--ops", "--json", str(p), cwd=tmp_path)
+    assert rc == 0
+    ops = [(e["line"], e["op"]) for e in doc["events"] if e["kind"] == "op"]
+    assert (3, "view") in ops and (4, "mul_") in ops and (5, "dot") in ops
+    mul, = [e for e in doc["events"] if e["kind"] == "op" and e["op"] == "mul_"]
+    b, = [t for t in doc["tensors"] if "b" in t["names"]]
+    assert mul["written"] == [b["id"]]
+    # the default mode records no op events
+    _, _, _, plain = run_cli("run", "--json", str(p), cwd=tmp_path)
+    assert not [e for e in plain["events"] if e["kind"] == "op"]

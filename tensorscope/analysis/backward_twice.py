@@ -43,8 +43,12 @@ def _carried(f: dict, graph: dict, culprit: dict | None) -> tuple[str | None, st
     horizon = (culprit or {}).get("seq_now") or 0
     local = graph.get("locals") or []
     root_names = [n for r in f.get("roots") or [] for n in r.get("names") or []]
+    def earlier(loc):  # in the graph an earlier backward went through (by seq nr when its roots are gone)
+        known = loc.get("in_earlier_graph")
+        return known if known is not None else loc["seq"] < horizon
+
     for loc in local:
-        if loc["name"] in root_names and loc["seq"] < horizon:
+        if loc["name"] in root_names and earlier(loc):
             return loc["name"], "same", None
     linked = [loc for loc in local if loc.get("reaches_freed")]
     stmt = source.statement_at(f.get("file"), f.get("line"))
@@ -55,7 +59,7 @@ def _carried(f: dict, graph: dict, culprit: dict | None) -> tuple[str | None, st
         for name, s in updates:
             if name in names:
                 return name, "carried", s.lineno
-    shared = [loc for loc in local if loc.get("in_failing_graph") and loc["seq"] < horizon]
+    shared = [loc for loc in local if loc.get("in_failing_graph") and earlier(loc)]
     if shared:
         best = max(shared, key=lambda loc: loc["seq"])
         return best["name"], "shared", None

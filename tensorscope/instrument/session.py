@@ -19,6 +19,7 @@ class _Control:
         self.tracker = tracker
         self.patcher = patcher
         self.stopped = False
+        self.ops = None
 
     def stop(self) -> None:
         """Stop recording (the program has finished); hooks of live graphs keep working."""
@@ -26,13 +27,15 @@ class _Control:
             return
         self.stopped = True
         self.tracker.active = False
+        if self.ops is not None:
+            self.ops.__exit__(None, None, None)
         if saved.hooks_on_top():
             saved.pop()
         self.patcher.uninstall()
 
 
 @contextmanager
-def active(tracker: Tracker, device: str = "auto"):
+def active(tracker: Tracker, device: str = "auto", ops: bool = False):
     """Install the wrappers and saved-tensor hooks for the duration of a run."""
     patcher = Patcher()
     state.recorder = tracker
@@ -48,6 +51,11 @@ def active(tracker: Tracker, device: str = "auto"):
         from tensorscope.instrument import device as _device
 
         _device.install(device, tracker, patcher)
+    if ops:
+        from tensorscope.instrument import ops as _ops
+
+        control.ops = _ops.install(tracker).__enter__()
+        tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
     tracker.active = True
     try:
         yield control

@@ -509,6 +509,7 @@ class Tracker(Recorder):
             freed_set = set(freed)
             # which earlier backward (index into `earlier`) went through each freed node, when its roots live on
             freed_by = {}
+            earlier_nodes = set()  # nodes of earlier backwards whose roots are still alive
             live = self.live_tensors() if earlier else {}
             for i, b in enumerate(earlier):
                 if b.get("retain_graph"):
@@ -521,6 +522,7 @@ class Tracker(Recorder):
                 _walk([t.grad_fn for t in ts], seen, budget, probe=False)
                 for s in freed_set.intersection(seen):
                     freed_by.setdefault(s, i)
+                earlier_nodes.update(seen)
             local = []
             items = list(uf.f_locals.items()) if uf is not None else []
             for name, v in items:
@@ -533,7 +535,8 @@ class Tracker(Recorder):
                 mine = {}
                 _walk([gf], mine, budget, probe=False, stop=freed_set)
                 local.append({"name": name, "tensor": self.note_tensor(v), "seq": seq, "node": node_name(gf),
-                              "in_failing_graph": seq in nodes, "reaches_freed": bool(freed_set & set(mine))})
+                              "in_failing_graph": seq in nodes, "reaches_freed": bool(freed_set & set(mine)),
+                              "in_earlier_graph": (seq in earlier_nodes) if earlier_nodes else None})
                 if len(local) >= 64:
                     break
             return {"freed": [{"seq": s, "node": nodes[s]["node"], "freed_by": freed_by.get(s)} for s in freed[:64]],

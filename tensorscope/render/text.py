@@ -207,6 +207,13 @@ def _describe_event(e, names) -> str:
         return f"{e['mode']} {e['action']} (grad {'enabled' if e.get('enabled') else 'disabled'})"
     if k == "saved":
         return f"{lab(e['tensor'])} saved for backward at version {e['version']}" + (" (an output)" if e.get("output") else "")
+    if k == "op":
+        text = f"aten.{e['op']}({', '.join(lab(t) for t in e.get('inputs') or [])}) -> {', '.join(lab(t) for t in e.get('outputs') or []) or '-'}"
+        if e.get("written"):
+            text += f"; writes {', '.join(lab(t) for t in e['written'])}"
+        if e.get("during_backward"):
+            text += " (during backward)"
+        return text
     if k == "backward":
         got = ", ".join(lab(t) for t in e.get("leaves_with_grad") or []) or "none"
         status = "ok" if e.get("ok") else "FAILED" if e.get("ok") is False else ""
