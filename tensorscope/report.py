@@ -44,14 +44,19 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         if tid not in chosen and tid in tracker.tensor_facts:
             chosen.append(tid)
     failure = tracker.failure or {}
-    for key in ("tensor", "base"):
-        tid = failure.get(key)
+    involved = [failure.get("tensor"), failure.get("base"), (failure.get("saved") or {}).get("tensor")]
+    involved += [h.get("tensor") for h in tracker.hazards]
+    for tid in involved:
         if isinstance(tid, str) and tid not in chosen and tid in tracker.tensor_facts:
             chosen.append(tid)
     chosen.sort(key=lambda s: int(s[1:]))
     # view_of may point at a tensor not otherwise chosen: include it
+    view_of = dict(snap["view_of"])
+    for tid, facts in tracker.tensor_facts.items():
+        if facts.get("_view_of") and tid not in view_of:
+            view_of[tid] = facts["_view_of"]
     for tid in list(chosen):
-        base = snap["view_of"].get(tid)
+        base = view_of.get(tid)
         if base and base not in chosen and base in tracker.tensor_facts:
             chosen.append(base)
     chosen.sort(key=lambda s: int(s[1:]))
@@ -66,7 +71,7 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         entry = {"id": tid, "names": names, "alive": tid in alive}
         for f in _PUBLIC_TENSOR_FIELDS:
             entry[f] = facts.get(f)
-        entry["view_of"] = snap["view_of"].get(tid)
+        entry["view_of"] = view_of.get(tid)
         entry["version_counter"] = snap["counters"].get(tid)
         entry["has_grad"] = snap["has_grad"].get(tid) if tid in alive else None
         created = tracker.tensor_created.get(tid)

@@ -35,6 +35,10 @@ class Evidence:
         names = self.tensor_names(tid)
         if names:
             return f"`{names[0]}`"
+        t = self.by_id.get(tid) if tid else None
+        base = t.get("view_of") if t else None
+        if base and self.tensor_names(base):
+            return f"tensor {tid} (a view of `{self.tensor_names(base)[0]}`)"
         return f"tensor {tid}" if tid else "a tensor"
 
 

@@ -188,6 +188,15 @@ class Recorder:
         key = facts.get("_storage_key")
         if key is not None:
             facts["storage"] = self.storage_id(key, t)
+        if facts.get("is_view"):
+            try:
+                base = t._base
+                if base is not None:
+                    facts["_view_of"] = self.tid(base)
+                    if facts["_view_of"] not in self.tensor_facts:
+                        self.note_tensor(base)
+            except Exception:
+                pass
         self.tensor_facts[tid] = facts
         return tid
 
