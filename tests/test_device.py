@@ -23,7 +23,7 @@ try:
     from _cli import (REPO, SNIPPETS_DIR, find_tensor, find_tensors, line_of, run_cli, run_python,
                       validate_against_schema)
 except ImportError:  # tests/ became a package
-    from tests._cli import (REPO, SNIPPETS_DIR, find_tensor, find_tensors, line_of, run_cli, run_python,
+    from tests._cli import (REPO, SNIPPETS_DIR, find_tensor, line_of, run_cli, run_python,
                             validate_against_schema)
 
 PROGRAMS = REPO / "tests" / "programs_cuda"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import linecache
 import os
-import sys
 import sysconfig
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -188,6 +187,3 @@ def source_line(filename: str, line: int | None) -> str:
         return ""
     return linecache.getline(filename, line).strip()
 
-
-def current_thread_frame(depth: int):
-    return sys._getframe(depth + 1)

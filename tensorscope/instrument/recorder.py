@@ -14,14 +14,13 @@ reused at once (same ``data_ptr`` and even the same StorageImpl address).
 
 from __future__ import annotations
 
-import sys
 import threading
 import weakref
 from collections import OrderedDict
 
 import torch
 
-from tensorscope.instrument.frames import UserCode, call_segment, library_name, receiver, user_frame
+from tensorscope.instrument.frames import UserCode
 
 _Tensor = torch.Tensor
 _CO_OPTIMIZED = 0x0001
@@ -296,23 +295,3 @@ class Recorder:
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
-
-    # --- locations ----------------------------------------------------------------
-
-    def location(self, frame) -> dict:
-        """Where an event happened: the user's line, and the library frame if the op ran inside one."""
-        uf = user_frame(frame, self.user)
-        loc = {"file": None, "line": None, "segment": None, "library": None, "frame": uf}
-        if uf is not None:
-            loc["file"] = uf.f_code.co_filename
-            loc["line"] = uf.f_lineno
-            loc["segment"] = call_segment(uf)
-        if uf is not frame and frame is not None:
-            loc["library"] = library_name(frame)
-        return loc
-
-    def alias_expr(self, loc: dict, op: str) -> str | None:
-        if loc["library"] is None:
-            return receiver(loc["segment"], op)
-        return loc["segment"]
-

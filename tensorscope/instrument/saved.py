@@ -23,7 +23,6 @@ from contextlib import contextmanager
 import torch
 
 from tensorscope.instrument import state
-from tensorscope.instrument.frames import user_frame
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor

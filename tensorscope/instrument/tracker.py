@@ -6,14 +6,13 @@ a failure inside tensorscope only loses detail.
 
 from __future__ import annotations
 
-import sys
 import weakref
 
 import torch
 
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
-from tensorscope.instrument.recorder import Recorder, describe, inspectable, node_name, ranges_overlap
+from tensorscope.instrument.recorder import Recorder, inspectable, node_name, ranges_overlap
 
 _Tensor = torch.Tensor
 _current_node = torch._C._current_autograd_node
@@ -605,16 +604,9 @@ def _walk(stack, nodes, budget, probe, stop=()):
             continue
 
 
-def _getframe(depth=1):
-    return sys._getframe(depth + 1)
-
-
 def make_tracker(program_path, **kwargs) -> Tracker:
     t = Tracker(program_path, **kwargs)
-    t.backwards = []
-    t.swaps = {}
+    t.backwards = []  # earlier backward calls (bounded), for backward-twice
+    t.swaps = {}  # tid -> the `x.data = y` that moved it to another storage
     return t
 
-
-def describe_tensor(t):
-    return describe(t)

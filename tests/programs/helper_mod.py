@@ -1,5 +1,4 @@
 """Sibling module imported by pkg_main.py."""
-import torch
 
 GREETING = "hello from helper_mod"
 
