@@ -11,7 +11,7 @@ import textwrap
 SLOW = textwrap.dedent("""
     import time, torch
     x = torch.zeros(3)
-    for i in range(35):
+    for i in range(28):
         x.add_(1)
         time.sleep(0.1)
     print("done")
