@@ -7,8 +7,10 @@ works on this document only.
 
 from __future__ import annotations
 
+import io
 import linecache
 import os
+import tokenize
 
 from tensorscope import __version__
 
@@ -18,9 +20,22 @@ _PUBLIC_TENSOR_FIELDS = ("shape", "stride", "dtype", "device", "storage", "stora
 
 
 def code_at(file: str | None, line: int | None) -> str:
+    """The source of a line as the report quotes it: stripped, without a trailing comment."""
     if not file or not line:
         return ""
-    return linecache.getline(file, line).strip()
+    return without_comment(linecache.getline(file, line).strip())
+
+
+def without_comment(text: str) -> str:
+    if "#" not in text:
+        return text
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                return text[:tok.start[1]].rstrip() or text
+    except (tokenize.TokenError, SyntaxError):  # a line of a longer statement
+        pass
+    return text
 
 
 def display_path(file: str | None) -> str | None:
