@@ -29,7 +29,7 @@ def _parse(text: str):
 def evidence(doc: dict, tracker) -> Evidence:
     return Evidence(
         doc=doc, failure=tracker.failure, saved_failure=tracker.saved_failure, hazards=tracker.hazards,
-        backwards=list(getattr(tracker, "backwards", [])), node_lines=tracker.node_lines,
+        backwards=list(tracker.backwards), node_lines=tracker.node_lines,
         created=tracker.tensor_created, names=tracker.tensor_names, exception=doc["program"]["exception"],
         by_id={t["id"]: t for t in doc["tensors"]},
     )

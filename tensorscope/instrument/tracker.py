@@ -38,6 +38,11 @@ class Tracker(Recorder):
 
     active = False
 
+    def __init__(self, program_path, **kwargs):
+        super().__init__(program_path, **kwargs)
+        self.backwards: list[dict] = []  # earlier backward calls (bounded), for backward-twice
+        self.swaps: dict[str, dict] = {}  # tid -> the `x.data = y` that moved it to another storage
+
     # --- in-place writes ----------------------------------------------------------
 
     def pre_write(self, target, frame):
@@ -143,7 +148,6 @@ class Tracker(Recorder):
             loc = self._loc(frame, uf)
             tid = self.note_tensor(target)
             src = self.note_tensor(value) if isinstance(value, _Tensor) else None
-            self.swaps = getattr(self, "swaps", {})
             self.swaps[tid] = {"op": "data_set", "file": loc["file"], "line": loc["line"],
                                "segment": loc["segment"], "alias": f"{receiver(loc['segment'], 'data') or ''}".strip() or None,
                                "library": loc["library"], "bumped": False, "tensor": tid, "source": src}
@@ -356,7 +360,7 @@ class Tracker(Recorder):
         if not p.is_output and p.storage_key is not None:
             try:
                 if p.tensor.untyped_storage()._cdata != p.storage_key:
-                    swap = getattr(self, "swaps", {}).get(p.tid)
+                    swap = self.swaps.get(p.tid)
             except Exception:
                 pass
         if not silent and swap is None:
@@ -605,8 +609,5 @@ def _walk(stack, nodes, budget, probe, stop=()):
 
 
 def make_tracker(program_path, **kwargs) -> Tracker:
-    t = Tracker(program_path, **kwargs)
-    t.backwards = []  # earlier backward calls (bounded), for backward-twice
-    t.swaps = {}  # tid -> the `x.data = y` that moved it to another storage
-    return t
+    return Tracker(program_path, **kwargs)
 
