@@ -104,9 +104,7 @@ class Report:
         return render(self.doc if full else summary(self.doc), "text", width=width, color=color)
 
     def _repr_html_(self) -> str:
-        import html
-
-        return "<pre>" + html.escape(self.render()) + "</pre>"
+        return html(self.doc)
 
     def _repr_pretty_(self, p, cycle) -> None:  # a terminal IPython shows the whole report
         p.text(self.render() if self._doc is not None else repr(self))
@@ -117,6 +115,19 @@ class Report:
         d = self._doc["diagnosis"]
         return (f"<tensorscope.Report: {len(self._doc['tensors'])} tensors, {len(self._doc['events'])} events, "
                 f"diagnosis {d['kind'] if d else None}, {len(self._doc['hazards'])} hazards>")
+
+
+def html(doc: dict) -> str:
+    """The HTML form of a report document (a notebook shows it)."""
+    try:
+        from tensorscope.render.html import render_html
+    except ImportError:  # until the HTML renderer is there: the terminal text, escaped
+        import html as html_
+
+        from tensorscope.render import render
+
+        return "<pre>" + html_.escape(render(doc, "text", width=100, color=False)) + "</pre>"
+    return render_html(doc)
 
 
 def summary(doc: dict) -> dict:
@@ -229,7 +240,7 @@ class recording(inspect):
     """``inspect()`` for code tensorscope runs itself (a pytest test, an IPython cell).
 
     ``filename`` decides which files are the user's code and ``scope`` is the namespace
-    whose names the report uses; the exception, if any, is handed to ``__exit__``
+    whose names the report uses (a dict, or a function giving it when the block exits); the exception, if any, is handed to ``__exit__``
     (it does not pass through this object's frame).
     """
 
@@ -342,6 +353,8 @@ def _finish(block: _Block, exc, where) -> dict:
 
 def _scope(where):
     """The names visible where the block ran: (merged dict, f_locals snapshot to empty afterwards)."""
+    if callable(where):  # a namespace read when the block exits (an IPython cell's user_ns)
+        where = where()
     if where is None or isinstance(where, dict):
         return where, None
     local_ns = where.f_locals
