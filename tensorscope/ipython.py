@@ -52,9 +52,16 @@ class TensorscopeMagics(Magics):
                           device=opts.get("device", "auto"), ops="ops" in opts)
         rep = block.__enter__()
         result = None
+        # IPython hides a last value followed by `;` by looking at the newest input of the history:
+        # make that the cell's own text while it runs, as for a cell without the magic
+        history = getattr(shell.history_manager, "input_hist_parsed", None)
+        if isinstance(history, list):
+            history.append(_transformed(shell, cell))
         try:
             result = shell.run_cell(cell, store_history=False)
         finally:
+            if isinstance(history, list) and history:
+                history.pop()
             exc = None if result is None else (result.error_in_exec or result.error_before_exec)
             block.__exit__(None, exc, None)
         self.last = (rep, None if exc is None else (id(exc), str(exc)))
@@ -97,9 +104,16 @@ class TensorscopeMagics(Magics):
 def _cell_filename(shell, cell: str) -> str:
     """The filename IPython is about to compile the cell under (whose lines are the user's code)."""
     try:
-        return shell.compile.get_code_name(cell, shell.transform_cell(cell), shell.execution_count)
+        return shell.compile.get_code_name(cell, _transformed(shell, cell), shell.execution_count)
     except Exception:  # an IPython without it: the files of the working folder count as the user's
         return "<ipython-cell>"
+
+
+def _transformed(shell, cell: str) -> str:
+    try:
+        return shell.transform_cell(cell)
+    except Exception:  # run_cell shows the error itself
+        return cell
 
 
 def _show(rep, *, as_json: bool, full: bool) -> None:
