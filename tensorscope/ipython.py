@@ -48,10 +48,13 @@ class TensorscopeMagics(Magics):
             return {k: v for k, v in shell.user_ns.items()
                     if not _HISTORY.match(k) and k not in shell.user_ns_hidden}
 
-        block = recording(_cell_filename(shell, cell), scope, explain="explain" in opts,
+        # the cell runs under the number of the cell holding the magic, as IPython shows it (`In [3]`)
+        count, saved_count = _cell_number(shell), shell.execution_count
+        block = recording(_cell_filename(shell, cell, count), scope, explain="explain" in opts,
                           device=opts.get("device", "auto"), ops="ops" in opts)
         rep = block.__enter__()
         result = None
+        shell.execution_count = count
         # IPython hides a last value followed by `;` by looking at the newest input of the history:
         # make that the cell's own text while it runs, as for a cell without the magic
         history = getattr(shell.history_manager, "input_hist_parsed", None)
@@ -60,6 +63,7 @@ class TensorscopeMagics(Magics):
         try:
             result = shell.run_cell(cell, store_history=False)
         finally:
+            shell.execution_count = saved_count
             if isinstance(history, list) and history:
                 history.pop()
             exc = None if result is None else (result.error_in_exec or result.error_before_exec)
@@ -101,10 +105,25 @@ class TensorscopeMagics(Magics):
         _display(render_text(doc))
 
 
-def _cell_filename(shell, cell: str) -> str:
+def _cell_number(shell) -> int:
+    """The execution count of the cell that called the magic (IPython names its code after it)."""
+    numbers = getattr(shell.compile, "_filename_map", None) or {}
+    frame = sys._getframe(1)
+    try:
+        while frame is not None:
+            number = numbers.get(frame.f_code.co_filename)
+            if isinstance(number, int):
+                return number
+            frame = frame.f_back
+    finally:
+        del frame
+    return shell.execution_count
+
+
+def _cell_filename(shell, cell: str, number: int) -> str:
     """The filename IPython is about to compile the cell under (whose lines are the user's code)."""
     try:
-        return shell.compile.get_code_name(cell, _transformed(shell, cell), shell.execution_count)
+        return shell.compile.get_code_name(cell, _transformed(shell, cell), number)
     except Exception:  # an IPython without it: the files of the working folder count as the user's
         return "<ipython-cell>"
 

@@ -35,6 +35,7 @@ def shell(tmp_path_factory):
     monkey.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
+    config.InteractiveShell.colors = "nocolor"
     shell = InteractiveShell.instance(config=config)
     shell.run_cell("%load_ext tensorscope")
     shell.run_cell("import torch\nx = torch.ones(3, requires_grad=True)")
@@ -46,21 +47,25 @@ def shell(tmp_path_factory):
         delattr(builtins, name)
 
 
-def run(shell, cell: str):
+def run(shell, cell: str, store_history: bool = False):
     """Run a cell; return (result, captured output with the displayed mimebundles)."""
     with capture_output() as captured:
-        result = shell.run_cell(cell)
+        result = shell.run_cell(cell, store_history=store_history)
     return result, captured
 
 
 def test_the_cell_magic_shows_the_diagnosis_as_text_and_html(shell):
-    result, out = run(shell, FAILING_CELL)
+    number = shell.execution_count
+    result, out = run(shell, FAILING_CELL, store_history=True)  # as a terminal or a notebook runs it
     assert result.success  # like %%capture, the magic shows the cell's exception and goes on
-    assert "RuntimeError" in out.stdout + out.stderr  # IPython's own traceback of the cell
+    shown = out.stdout + out.stderr  # IPython's own traceback of the cell, named as the cell is
+    assert f"Cell In[{number}], line 4" in shown and "RuntimeError: one of the variables" in shown
+    assert shell.execution_count == number + 1
     [bundle] = [o.data for o in out.outputs]
     assert set(bundle) == {"text/plain", "text/html"}
     text = bundle["text/plain"]
     assert "Diagnosis: inplace-modified-saved-tensor" in text
+    assert f"<ipython-input-{number}-" in text  # the file IPython compiled the cell's code under
     assert ":3  tmp.mul_(2)   (through `tmp`)" in text  # the cell's own line numbers
     assert ":1  z = (x * 2).sigmoid()   (SigmoidBackward0)" in text
     assert "alias chain: `tmp = z.detach()` line 2 -> `tmp.mul_(2)` line 3" in text
