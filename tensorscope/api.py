@@ -33,6 +33,7 @@ import sys
 import threading
 
 _CO_OPTIMIZED = 0x0001
+_CO_SUSPENDS = 0x0020 | 0x0080 | 0x0200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 _FROZEN_LOCALS = sys.version_info < (3, 13)  # PEP 667: from 3.13 f_locals is a proxy, no snapshot
 _lock = threading.Lock()
 _shared = None  # the recording in progress that blocks join (see NOTE [Nested blocks and threads])
@@ -194,6 +195,9 @@ class inspect:
 
     def __call__(self, func):
         code = getattr(func, "__code__", None)
+        if code is not None and code.co_flags & _CO_SUSPENDS:
+            raise TypeError("tensorscope.inspect() decorates plain functions: a generator or coroutine would "
+                            "run after the block exits; use `with tensorscope.inspect():` inside it")
         filename = code.co_filename if code is not None else "<unknown>"
         scope = getattr(func, "__globals__", None)
 

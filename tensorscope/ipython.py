@@ -13,6 +13,7 @@ import re
 import sys
 import traceback
 
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 # IPython's own history names: `_`, `__`, `_5`, `_i5`, `_ih`, `In`, `Out`, ... are not the user's tensors
@@ -50,9 +51,12 @@ class TensorscopeMagics(Magics):
 
         # the cell runs under the number of the cell holding the magic, as IPython shows it (`In [3]`)
         count, saved_count = _cell_number(shell), shell.execution_count
-        block = recording(_cell_filename(shell, cell, count), scope, explain="explain" in opts,
-                          device=opts.get("device", "auto"), ops="ops" in opts)
-        rep = block.__enter__()
+        try:
+            block = recording(_cell_filename(shell, cell, count), scope, explain="explain" in opts,
+                              device=opts.get("device", "auto"), ops="ops" in opts)
+            rep = block.__enter__()
+        except (ValueError, RuntimeError) as e:  # a bad --device, or a block already recording otherwise
+            raise UsageError(f"%%tensorscope: {e}") from None
         result = None
         shell.execution_count = count
         # IPython hides a last value followed by `;` by looking at the newest input of the history:

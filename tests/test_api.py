@@ -296,3 +296,13 @@ def test_inspect_inside_tensorscope_run_joins_the_run(tmp_path):
     assert code == 0, err
     assert "[('alias', 4), ('write', 5)]" in err  # the program's stdout goes to stderr under --json
     assert [(e["kind"], e["line"]) for e in doc["events"] if e["kind"] == "write"] == [("write", 5)]
+
+
+def test_a_generator_function_is_refused_as_decorated():
+    def gen():
+        yield torch.ones(1)
+
+    with pytest.raises(TypeError, match="decorates plain functions"):
+        tensorscope.inspect()(gen)
+    with pytest.raises(ValueError, match="device must be"):
+        tensorscope.inspect(device="gpu")

@@ -14,6 +14,7 @@ from _cli import validate_against_schema
 IPython = pytest.importorskip("IPython")
 
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from IPython.core.error import UsageError  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 from traitlets.config import Config  # noqa: E402
 
@@ -119,3 +120,17 @@ def test_a_clean_cell_and_its_last_expression(shell):
     assert "tensor([[0., 1.]," in out.stdout  # the cell's last expression is displayed as usual
     assert len(texts) == 1 and "Diagnosis" not in texts[0] and "exit status 0" in texts[0]
     assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None  # nothing left installed
+
+
+def test_bad_options_are_one_line_usage_errors(shell):
+    for line, words in (("--device=gpu", "device must be 'auto', 'cpu' or 'cuda'"), ("--color", "color")):
+        result, out = run(shell, f"%%tensorscope {line}\nnever_set = 1\n")
+        assert isinstance(result.error_in_exec, UsageError)
+        assert words in str(result.error_in_exec) and "Traceback" not in out.stdout + out.stderr
+    assert "never_set" not in shell.user_ns  # the cell did not run
+
+
+def test_a_terminal_shell_prints_the_text(shell, capsys):
+    shell.run_cell("%%tensorscope\nr = torch.zeros(2)\nr.add_(1);\n")
+    printed = capsys.readouterr().out
+    assert printed.startswith("tensorscope run <ipython-input-") and "<pre>" not in printed
