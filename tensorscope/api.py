@@ -320,9 +320,21 @@ def _start(filename: str, options) -> _Recording:
             raise RuntimeError(reason.replace("--device cuda", "tensorscope.inspect(device='cuda')"))
     tracker = instrument.new_tracker(filename)
     stack = contextlib.ExitStack()
-    # TODO(hooks): pass explain=(options[0] == "explain") once active() takes the mode
-    control = stack.enter_context(instrument.active(tracker, device=device, ops=ops))
+    kwargs = {}
+    if _takes_hooks(instrument.active):  # saved-tensor hooks for explain only, as the command line does
+        kwargs["hooks"] = options[0] == "explain"
+    control = stack.enter_context(instrument.active(tracker, device=device, ops=ops, **kwargs))
     return _Recording(tracker, options, stack, control)
+
+
+def _takes_hooks(active) -> bool:
+    """Whether instrument.active() chooses the saved-tensor hooks (``hooks=``); older ones always push them."""
+    import inspect as python_inspect
+
+    try:
+        return "hooks" in python_inspect.signature(active).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _leave(block: _Block) -> bool:
