@@ -79,9 +79,12 @@ def call_inspected(fn):
 
 @pytest.fixture(scope="module")
 def failed():
-    """One failing block shared by the report tests: (report, exception)."""
+    """One failing block shared by the report tests: (report, exception).
+
+    explain=True, as `tensorscope explain`: the saved-tensor hooks name the line that saved it.
+    """
     with pytest.raises(RuntimeError) as info:
-        with tensorscope.inspect() as rep:
+        with tensorscope.inspect(explain=True) as rep:
             stale_save()
     return rep, info.value
 

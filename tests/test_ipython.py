@@ -19,7 +19,7 @@ from IPython.utils.capture import capture_output  # noqa: E402
 from traitlets.config import Config  # noqa: E402
 
 FAILING_CELL = """\
-%%tensorscope
+%%tensorscope --explain
 z = (x * 2).sigmoid()
 tmp = z.detach()
 tmp.mul_(2)
