@@ -274,6 +274,25 @@ def test_other_threads_are_recorded_while_a_block_runs():
     assert torch.equal(shared, torch.full((4,), 2.0)) and nothing_installed()
 
 
+def test_a_block_on_another_thread_joins_the_running_one():
+    reports = {}
+
+    def worker():
+        t = torch.zeros(2)
+        with tensorscope.inspect() as reports["thread"]:
+            t.mul_(3)  # the thread's own block
+
+    with tensorscope.inspect() as outer:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        assert not nothing_installed()  # the thread's block left, the outer one still records
+    lines = lambda rep: [e["line"] for e in rep.events if e["kind"] == "write"]  # noqa: E731
+    assert lines(reports["thread"]) == [line_of("t.mul_(3)  # the thread's own block")]
+    assert lines(outer) == lines(reports["thread"])
+    assert nothing_installed()
+
+
 # --- cost and the command line -------------------------------------------------------------------
 
 def test_import_tensorscope_does_not_import_torch(tmp_path):
