@@ -6,8 +6,8 @@ the scope of the ``with`` statement (or the decorated function's module) instead
 program's ``__main__``.
 
 NOTE [Nested blocks and threads]
-The instrumentation is process-wide (it wraps ``torch.Tensor`` methods and pushes
-default saved-tensor hooks), so there is at most one recording at a time. An
+The instrumentation is process-wide (it wraps ``torch.Tensor`` methods and, to
+explain, pushes default saved-tensor hooks), so there is at most one recording at a time. An
 ``inspect()`` entered while one is running (a nested block, a decorated function
 calling itself, a block on another thread, or a program under ``tensorscope run``)
 joins it instead of starting a second one: it gets its own ``Report``, taken when
@@ -151,8 +151,8 @@ class inspect:
     and the README.
 
     Args:
-        explain: record for ``tensorscope explain`` rather than ``run`` (the report's
-            ``command``).
+        explain: record as ``tensorscope explain`` does rather than ``run``: with the
+            saved-tensor hooks that name the line whose node saved a tensor.
         device: ``"auto"`` (change nothing), ``"cpu"`` (CUDA placements go to the CPU) or
             ``"cuda"`` (CUDA is the default device), as ``--device``.
         ops: also record one event per aten op, as ``--ops`` (slower).
@@ -244,8 +244,9 @@ class recording(inspect):
     """``inspect()`` for code tensorscope runs itself (a pytest test, an IPython cell).
 
     ``filename`` decides which files are the user's code and ``scope`` is the namespace
-    whose names the report uses (a dict, or a function giving it when the block exits); the exception, if any, is handed to ``__exit__``
-    (it does not pass through this object's frame).
+    whose names the report uses (a dict, or a function giving it when the block exits);
+    the exception, if any, is handed to ``__exit__`` (it never passes through this
+    object's frames).
     """
 
     def __init__(self, filename: str, scope: dict | None, **options):
