@@ -288,11 +288,11 @@ def _join(filename: str, options) -> _Block:
         if rec is None:
             rec = _cli_recording(options) or _start(filename, options)
             _shared = rec
-        elif rec.options[1:] != options[1:] and rec.stack is not None:
+        elif rec.options[1] != options[1] and rec.stack is not None:
+            # the code would silently run on another device than the one it asked for
             raise RuntimeError(
-                f"tensorscope.inspect(device={options[1]!r}, ops={options[2]}) inside a block recording with "
-                f"device={rec.options[1]!r}, ops={rec.options[2]}: nested blocks share one recording, "
-                "so their device and ops options must match")
+                f"tensorscope.inspect(device={options[1]!r}) inside a block recording with "
+                f"device={rec.options[1]!r}: nested blocks share one recording, so their devices must match")
         rec.blocks += 1
         return _Block(rec, rec.tracker.seq, options, filename)
 
@@ -390,7 +390,7 @@ def _build(block: _Block, exc, scope) -> dict:
     from tensorscope.session import _exception_info
 
     tracker = block.recording.tracker
-    command, device, _ = block.options
+    command, device, ops = block.recording.options  # what was recorded, whatever a joined block asked for
     snap = instrument.snapshot(tracker, scope, exc)
     status = 0 if exc is None else 1
     path = report.display_path(block.filename) or "<unknown>"
@@ -400,6 +400,9 @@ def _build(block: _Block, exc, scope) -> dict:
     diagnose.attach(doc, tracker, runner.Outcome(exit_status=status, exception=exc))
     if block.since:
         _keep_events_since(doc, block.since)
+    if block.options != block.recording.options:
+        doc["notes"].append(f"this block asked for explain={block.options[0] == 'explain'}, ops={block.options[2]} "
+                            f"and joined a recording with explain={command == 'explain'}, ops={ops}")
     return doc
 
 

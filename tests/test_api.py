@@ -231,9 +231,13 @@ def test_nested_blocks_share_one_recording():
     assert lines(outer) == [line_of("a.add_(1)  # outer only"), line_of("a.mul_(2)  # both"),
                             line_of("a.sub_(1)  # outer only again")]
     with tensorscope.inspect():
-        with pytest.raises(RuntimeError, match="share one recording"):
-            with tensorscope.inspect(ops=True):
+        with tensorscope.inspect(ops=True, explain=True) as joined:
+            pass
+        with pytest.raises(RuntimeError, match="their devices must match"):
+            with tensorscope.inspect(device="cpu"):
                 pass
+    assert joined.doc["command"] == "run"
+    assert "joined a recording with explain=False, ops=False" in joined.doc["notes"][-1]
     assert nothing_installed()
 
 

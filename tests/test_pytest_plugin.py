@@ -132,4 +132,5 @@ def test_works_with_xdist(demo):
     result.assert_outcomes(passed=2, failed=3)
     out = result.stdout.str()
     check_inplace_section(out)
+    assert out.count("tensorscope hazards in passing tests") == 1  # listed by the controller only
     assert "test_demo.py::test_hazard\n" in out.split("tensorscope hazards in passing tests", 1)[1]
