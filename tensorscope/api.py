@@ -128,7 +128,7 @@ def html(doc: dict) -> str:
         from tensorscope.render import render
 
         return "<pre>" + html_.escape(render(doc, "text", width=100, color=False)) + "</pre>"
-    return render_html(doc)
+    return render_html(doc, fragment=True)  # one scoped <div>, to embed in a notebook's page
 
 
 def summary(doc: dict) -> dict:
