@@ -227,7 +227,7 @@ class inspect:
         if stack is None:
             stack = self._local.stack = []
         report = Report()
-        block = _join(filename, self.options)
+        block = _join(filename, self.options, getattr(self, "_root", None))
         stack.append((block, report))
         return report
 
@@ -243,16 +243,19 @@ class inspect:
 class recording(inspect):
     """``inspect()`` for code tensorscope runs itself (a pytest test, an IPython cell).
 
-    ``filename`` decides which files are the user's code and ``scope`` is the namespace
-    whose names the report uses (a dict, or a function giving it when the block exits);
+    ``filename`` decides which files are the user's code (the files below its folder, or
+    below ``root`` when given: a pytest rootdir, so a project's own modules count) and
+    ``scope`` is the namespace whose names the report uses (a dict, or a function giving
+    it when the block exits);
     the exception, if any, is handed to ``__exit__`` (it never passes through this
     object's frames).
     """
 
-    def __init__(self, filename: str, scope: dict | None, **options):
+    def __init__(self, filename: str, scope: dict | None, *, root: str | None = None, **options):
         super().__init__(**options)
         self._filename = filename
         self._scope = scope
+        self._root = root
 
     def __enter__(self) -> Report:
         return self._enter(self._filename)
@@ -281,12 +284,12 @@ class _Block:
         self.filename = filename
 
 
-def _join(filename: str, options) -> _Block:
+def _join(filename: str, options, root: str | None = None) -> _Block:
     global _shared
     with _lock:
         rec = _shared
         if rec is None:
-            rec = _cli_recording(options) or _start(filename, options)
+            rec = _cli_recording(options) or _start(filename, options, root)
             _shared = rec
         elif rec.options[1] != options[1] and rec.stack is not None:
             # the code would silently run on another device than the one it asked for
@@ -307,7 +310,7 @@ def _cli_recording(options):
     return _Recording(tracker, options)
 
 
-def _start(filename: str, options) -> _Recording:
+def _start(filename: str, options, root: str | None = None) -> _Recording:
     import contextlib
 
     from tensorscope.instrument import session as instrument
@@ -319,13 +322,24 @@ def _start(filename: str, options) -> _Recording:
         reason = cuda_unavailable_reason()
         if reason is not None:
             raise RuntimeError(reason.replace("--device cuda", "tensorscope.inspect(device='cuda')"))
-    tracker = instrument.new_tracker(filename)
+    # the user's code: the files below the block's folder, or below `root` (a pytest rootdir) when given
+    tracker = instrument.new_tracker(_below(root, filename) if root else filename)
     stack = contextlib.ExitStack()
     kwargs = {}
     if _takes_hooks(instrument.active):  # saved-tensor hooks for explain only, as the command line does
         kwargs["hooks"] = options[0] == "explain"
     control = stack.enter_context(instrument.active(tracker, device=device, ops=ops, **kwargs))
     return _Recording(tracker, options, stack, control)
+
+
+def _below(root: str, filename: str) -> str:
+    """A path in ``root`` standing for ``filename`` when ``filename`` lies below it (else ``filename``)."""
+    import os
+
+    root = os.path.realpath(root)
+    if not os.path.realpath(filename).startswith(root.rstrip(os.sep) + os.sep):
+        return filename
+    return os.path.join(root, os.path.basename(filename))
 
 
 def _takes_hooks(active) -> bool:

@@ -51,7 +51,8 @@ class Inspector:
 
         fn = getattr(item, "obj", None)
         scope = getattr(fn, "__globals__", None)
-        block = recording(str(item.path), scope, explain=True)
+        # the project's own modules are the user's code too, so a culprit inside them is named
+        block = recording(str(item.path), scope, root=str(item.config.rootpath), explain=True)
         item.stash[self.reports] = block.__enter__()
         outcome = yield
         # the test's exception stays in `outcome`: it never passes through this frame

@@ -134,3 +134,26 @@ def test_works_with_xdist(demo):
     check_inplace_section(out)
     assert out.count("tensorscope hazards in passing tests") == 1  # listed by the controller only
     assert "test_demo.py::test_hazard\n" in out.split("tensorscope hazards in passing tests", 1)[1]
+
+
+def test_a_culprit_in_the_projects_own_module_is_named(pytester):
+    pytester.makeini("[pytest]\n")  # the rootdir: the project's own modules lie below it
+    pytester.mkpydir("mypkg").joinpath("model.py").write_text(
+        "def scale(t):\n"
+        "    out = t.sigmoid()\n"
+        "    out.mul_(2)\n"
+        "    return out\n")
+    tests = pytester.mkdir("tests")
+    tests.joinpath("test_model.py").write_text(
+        "import torch\n"
+        "from mypkg.model import scale\n\n\n"
+        "def test_scale():\n"
+        "    x = torch.ones(2, requires_grad=True)\n"
+        "    scale(x).sum().backward()\n")
+    pytester.syspathinsert()
+    result = pytester.runpytest("--tensorscope", "-p", "no:cacheprovider", "tests")
+    result.assert_outcomes(failed=1)
+    section = result.stdout.str().split(" tensorscope -", 1)[1]
+    assert "culprit mypkg/model.py:3  out.mul_(2)" in section
+    assert "saved by mypkg/model.py:2  out = t.sigmoid()" in section
+    assert "backward tests/test_model.py:7  scale(x).sum().backward()" in section
