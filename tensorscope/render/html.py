@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import html
+import json
 
 from tensorscope.render.text import _describe_event
 
@@ -60,6 +61,7 @@ tr.event.saved-by{background:#ddf4ff}
 tr.event.backward-line{background:#f6f8fa;font-weight:600}
 tr:target{outline:2px solid #0969da}
 .dead{color:#8c959f}
+svg.storage{max-width:100%;height:auto}
 svg text{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;fill:#1f2328}
 svg .muted{fill:#57606a}
 svg .axis{stroke:#d0d7de}
@@ -67,7 +69,7 @@ svg rect.track{fill:#f6f8fa}
 svg rect.bar{stroke:#1f2328;stroke-width:.5}
 svg rect.bar.stale-alias{stroke:#cf222e;stroke-width:2.5}
 svg rect.overlap{fill:#cf222e;fill-opacity:.35}
-svg .stride0{fill:#0550ae}
+svg text.stride0-note{fill:#0550ae}
 svg .node rect.box{fill:#fff;stroke:#57606a;stroke-width:1.2}
 svg .node.stale rect.box{fill:#ffebe9;stroke:#cf222e;stroke-width:3}
 svg .node.root rect.box{stroke-width:2.2}
@@ -255,7 +257,7 @@ def storage_map(doc: dict, stale: set) -> str:
     by_id = {t["id"]: t for t in doc["tensors"]}
     colours = vc_colours(doc)
     out = ['<section id="storage-map"><h2>Storage map</h2>',
-           '<p class="legend">Each bar is the bytes of its storage a tensor can reach; bars are coloured '
+           '<p>Each bar is the bytes of its storage a tensor can reach; bars are coloured '
            'by version-counter group; <span style="color:#cf222e">red bands</span> are bytes reached by '
            'more than one tensor; hatched bars have a stride 0 (elements share memory); a thick red '
            'outline marks the tensor a finding is about and its aliases.</p>']
@@ -287,7 +289,7 @@ def _storage_svg(s: dict, by_id: dict, colours: dict, stale: set) -> str:
                    f"<title>bytes {lo}..{hi} reached by {n} tensors</title></rect>")
     els.append(f'<text class="muted" x="{x0 - 6}" y="{y + 9}" text-anchor="end">bytes 0..{size}</text>')
     y += 16
-    pattern_id = f"hatch-{esc(s['id'])}"
+    defs = []
     for t in tensors:
         rng = t.get("byte_range")
         label = t["id"] + (" " + ", ".join(t["names"]) if t["names"] else "")
@@ -300,27 +302,28 @@ def _storage_svg(s: dict, by_id: dict, colours: dict, stale: set) -> str:
         if rng:
             lo, hi = rng
             w = max(2.0, (hi - lo) * scale)
-            fill = f"url(#{pattern_id})" if stride0 else colour
+            fill = colour
+            if stride0:  # hatched: many elements, few bytes
+                pattern = f"hatch-{esc(s['id'])}-{esc(t['id'])}"
+                defs.append(f'<pattern id="{pattern}" width="6" height="6" patternUnits="userSpaceOnUse" '
+                            f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{colour}"/>'
+                            f'<line x1="0" y1="0" x2="0" y2="6" stroke="#fff" stroke-width="3"/></pattern>')
+                fill = f"url(#{pattern})"
             els.append(
-                f'<rect class="{cls}" data-tensor="{esc(t["id"])}" data-storage="{esc(s["id"])}" '
+                f'<rect class="{cls}" data-tensor="{esc(t["id"])}" data-names="{esc(json.dumps(t["names"]))}" '
+                f'data-storage="{esc(s["id"])}" '
                 f'data-vc="{esc(vc)}" data-range="{lo},{hi}" data-stride0="{str(stride0).lower()}" '
                 f'x="{x0 + lo * scale:.1f}" y="{y + 3}" width="{w:.1f}" height="{_ROW_H - 6}" fill="{fill}">'
                 f"<title>{esc(label)}: bytes {lo}..{hi}, version counter {esc(vc)}</title></rect>")
             note = f"{lo}..{hi}  {vc or '-'}"
             if stride0:
                 note += f"  stride 0: {t.get('nbytes')} bytes seen in {hi - lo}"
-            els.append(f'<text class="{"stride0" if stride0 else "muted"}" x="{x0 + _BAR_W + 8}" '
+            els.append(f'<text class="{"stride0-note" if stride0 else "muted"}" x="{x0 + _BAR_W + 8}" '
                        f'y="{y + 15}">{esc(note)}</text>')
         y += _ROW_H
-    colours_used = {colours.get(t.get("version_counter"), "#8c959f") for t in tensors if 0 in (t.get("stride") or [])}
-    defs = "".join(
-        f'<pattern id="{pattern_id}" width="6" height="6" patternUnits="userSpaceOnUse" '
-        f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{c}"/>'
-        f'<line x1="0" y1="0" x2="0" y2="6" stroke="#fff" stroke-width="3"/></pattern>'
-        for c in sorted(colours_used)[:1])
     return (f'<svg class="storage" data-storage="{esc(s["id"])}" width="{width}" height="{y + 6}" '
             f'viewBox="0 0 {width} {y + 6}" role="img" aria-label="{esc(head)}">'
-            + (f"<defs>{defs}</defs>" if defs else "") + "".join(els) + "</svg>")
+            + (f"<defs>{''.join(defs)}</defs>" if defs else "") + "".join(els) + "</svg>")
 
 
 def _clip(text: str, n: int) -> str:
