@@ -26,6 +26,7 @@ except ImportError:  # tests/ became a package
     from tests._cli import REPO, SNIPPETS_DIR, line_of, run_cli, run_python
 
 from tensorscope.render import form_for_path, render
+from tensorscope.render.html import render_html
 
 VIEW_WRITE = "snippets/view_write_before_matmul_backward.py"
 EXPAND = "snippets/expand_stride_zero.py"
@@ -157,6 +158,30 @@ def test_no_graph_section_without_graph_facts():
     doc = copy.deepcopy(GRAPH_DOC)
     doc["diagnosis"]["graph"] = None
     assert 'class="graph"' not in render(doc, "html")
+
+
+def test_fragment_for_notebooks_scopes_its_styles():
+    frag = render_html(GRAPH_DOC, fragment=True)
+    assert frag.startswith('<div class="tensorscope"><style>') and "<html" not in frag and "<body" not in frag
+    css = frag.split("<style>", 1)[1].split("</style>", 1)[0]
+    selectors = [sel.strip() for rule in css.splitlines() for sel in rule.split("{", 1)[0].split(",")]
+    assert selectors and all(sel == ".tensorscope" or sel.startswith(".tensorscope ") for sel in selectors)
+    assert frag in render_html(GRAPH_DOC)
+
+
+def test_odd_graphs_render_without_error():
+    doc = copy.deepcopy(GRAPH_DOC)
+    hazard = copy.deepcopy(doc["diagnosis"])
+    hazard["kind"] = "silent-saved-tensor-write"
+    # a cycle, an edge to a node that is not there, a self-loop, no root, truncated
+    hazard["graph"] = {"root": None, "truncated": True, "nodes": [
+        _node("a", "MulBackward0", 1, ["b", "zz", "a"], 3), _node("b", "AddBackward0", 2, ["a"], None)]}
+    doc["diagnosis"], doc["hazards"] = None, [hazard]
+    page = render_html(doc)
+    assert "Autograd graph of the backward that used the changed tensor" in page
+    assert page.count('class="node') == 2 and 'class="note truncated"' in page
+    doc["hazards"][0]["graph"] = {"root": None, "truncated": False, "nodes": []}
+    assert "No nodes were recorded" in render_html(doc)
 
 
 # -- in a real browser ----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ _ROW_H = 22
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7")
 
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1f2328;background:#fff}
+.tensorscope{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;background:#fff}
 main{max-width:1100px;margin:0 auto;padding:0 24px 48px}
 header.verdict{padding:14px 24px;border-bottom:1px solid #d0d7de}
 header.verdict.fail{background:#ffebe9;border-left:6px solid #cf222e}
@@ -87,8 +87,12 @@ def esc(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def render_html(doc: dict) -> str:
-    """Render a report document as one self-contained HTML page."""
+def render_html(doc: dict, *, fragment: bool = False) -> str:
+    """Render a report document as one self-contained HTML page.
+
+    With ``fragment=True``, the same content as one ``<div class="tensorscope">`` with its own
+    ``<style>`` (every rule scoped to that class), to embed in another page such as a notebook.
+    """
     names = {t["id"]: t["names"] for t in doc["tensors"]}
     anchors = _line_anchors(doc)
     parts = [_verdict(doc)]
@@ -103,7 +107,7 @@ def render_html(doc: dict) -> str:
         if d.get("graph"):
             from tensorscope.render.html_graph import graph_section
 
-            body.append(graph_section(d, i, names, anchors, _line_codes(doc, findings)))
+            body.append(graph_section(d, i, names, anchors, _line_codes(doc, findings), role))
     stale = _stale_tensors(doc, findings)
     if doc["storages"]:
         body.append(storage_map(doc, stale))
@@ -111,11 +115,27 @@ def render_html(doc: dict) -> str:
         body.append(_tensor_table(doc))
     if doc["events"]:
         body.append(timeline(doc, names, anchors, findings))
+    content = (f'<div class="tensorscope"><style>{SCOPED_CSS}</style>\n' + "\n".join(parts)
+               + "\n<main>\n" + "\n".join(body) + "\n</main>\n</div>\n")
+    if fragment:
+        return content
     title = f"tensorscope {doc['command']} {doc['program']['path']}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{esc(title)}</title><style>{_CSS}</style></head>\n<body>\n"
-            + "\n".join(parts) + "\n<main>\n" + "\n".join(body) + "\n</main>\n</body></html>\n")
+            f"<title>{esc(title)}</title><style>body{{margin:0;background:#fff}}</style></head>\n<body>\n"
+            + content + "</body></html>\n")
+
+
+def _scope(css: str) -> str:
+    """CSS with every selector under ``.tensorscope`` (one rule per line), so that a page or a
+    notebook embedding the report keeps its own styles."""
+    rules = []
+    for rule in css.strip().splitlines():
+        selectors, body = rule.split("{", 1)
+        scoped = ",".join(".tensorscope" if sel.strip() == ".tensorscope" else f".tensorscope {sel.strip()}"
+                          for sel in selectors.split(","))
+        rules.append(scoped + "{" + body)
+    return "\n".join(rules)
 
 
 def _verdict(doc: dict) -> str:
@@ -146,6 +166,9 @@ def _verdict(doc: dict) -> str:
     return (f'<header id="verdict" class="verdict {cls}" data-verdict="{cls}">'
             f"<h1>{head}</h1>" + (f"<div>{sub}</div>" if sub else "")
             + f'<div class="meta">{" · ".join(meta)}</div></header>')
+
+
+SCOPED_CSS = _scope(_CSS)
 
 
 # -- places and anchors ---------------------------------------------------------------------------

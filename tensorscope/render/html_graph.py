@@ -87,11 +87,13 @@ def _saved_label(s: dict, names: dict) -> str:
     return text + ("  STALE" if s.get("stale") else "")
 
 
-def graph_section(finding: dict, index: int, names: dict, anchors: dict, codes: dict) -> str:
+def graph_section(finding: dict, index: int, names: dict, anchors: dict, codes: dict, role: str) -> str:
     """The <section> with the graph of FINDING's backward (``finding["graph"]``)."""
     graph = finding["graph"]
     nodes = graph.get("nodes") or []
-    head = f'<section class="graph" id="graph-{index}"><h2>Autograd graph of the failing backward</h2>'
+    title = ("Autograd graph of the failing backward" if role == "diagnosis"
+             else "Autograd graph of the backward that used the changed tensor")
+    head = f'<section class="graph" id="graph-{index}" data-role="{esc(role)}"><h2>{title}</h2>'
     if not nodes:
         return head + "<p>No nodes were recorded.</p></section>"
     pos = layout(graph)
@@ -128,7 +130,7 @@ def graph_section(finding: dict, index: int, names: dict, anchors: dict, codes: 
     stale = [(n, s) for n in nodes for s in n.get("saved") or [] if s.get("stale")]
     for n, s in stale:
         parts.append(f'<div class="stale-saved"><strong>stale:</strong> <code>{esc(_saved_label(s, names))}</code>'
-                     f' saved by {esc(n["name"])} at {place_link(n.get("file"), n.get("line"), anchors)}</div>')
+                     f' saved by {esc(n.get("name"))} at {place_link(n.get("file"), n.get("line"), anchors)}</div>')
     if stale and finding.get("alias_chain"):
         parts.append('<div><strong>written through</strong><ol class="chain">' + "".join(
             f'<li>{place_link(c.get("file"), c.get("line"), anchors)} <code>{esc(c.get("code"))}</code> '
@@ -145,7 +147,7 @@ def _node_svg(n: dict, xy, root, names: dict, anchors: dict, codes: dict, index:
     cls = "node" + (" stale" if stale else "") + (" root" if n["id"] == root else "")
     seq = f"  seq_nr {n['seq_nr']}" if n.get("seq_nr") is not None else ""
     els = [f'<rect class="box" x="{x:.1f}" y="{y:.1f}" rx="6" width="{_NODE_W}" height="{h}"/>',
-           f'<text class="title" x="{x + 8:.1f}" y="{y + 18:.1f}">{esc(n["name"])}'
+           f'<text class="title" x="{x + 8:.1f}" y="{y + 18:.1f}">{esc(n.get("name"))}'
            f'<tspan class="muted" font-weight="400">{esc(seq)}</tspan></text>']
     line = n.get("line")
     code = codes.get((n.get("file"), line), "")
@@ -165,5 +167,5 @@ def _node_svg(n: dict, xy, root, names: dict, anchors: dict, codes: dict, index:
                    f'x="{x + 8:.1f}" y="{y + 18 + (3 + i) * _LINE_H:.1f}"><title>{esc(label)}</title>'
                    f"{esc(_clip(label, 40))}</text>")
     return (f'<g class="{cls}" id="node-{index}-{esc(n["id"])}" data-node="{esc(n["id"])}" '
-            f'data-name="{esc(n["name"])}" data-file="{esc(n.get("file"))}" data-line="{esc(line)}">'
-            f"<title>{esc(n['name'])}</title>" + "".join(els) + "</g>")
+            f'data-name="{esc(n.get("name"))}" data-file="{esc(n.get("file"))}" data-line="{esc(line)}">'
+            f"<title>{esc(n.get('name'))}</title>" + "".join(els) + "</g>")
