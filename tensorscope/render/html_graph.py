@@ -153,7 +153,7 @@ def _node_svg(n: dict, xy, root, names: dict, anchors: dict, codes: dict, index:
     code = codes.get((n.get("file"), line), "")
     if line:
         loc = f"{n.get('file') or ''}:{line}"
-        loc = esc(loc if len(loc) <= 40 else "…" + loc[-39:])  # keep the line number in sight
+        loc = esc(loc if len(loc) <= 38 else "…" + loc[-37:])  # keep the line number in sight
         target = anchors.get((n.get("file"), line))
         link = f'<text class="link" x="{x + 8:.1f}" y="{y + 18 + _LINE_H:.1f}">{loc}</text>'
         els.append(f'<a href="#{target}">{link}</a>' if target else link.replace('class="link"', 'class="muted"'))
@@ -165,7 +165,7 @@ def _node_svg(n: dict, xy, root, names: dict, anchors: dict, codes: dict, index:
         label = _saved_label(s, names)
         els.append(f'<text class="saved{" stale" if s.get("stale") else ""}" data-tensor="{esc(s.get("tensor"))}" '
                    f'x="{x + 8:.1f}" y="{y + 18 + (3 + i) * _LINE_H:.1f}"><title>{esc(label)}</title>'
-                   f"{esc(_clip(label, 40))}</text>")
+                   f"{esc(_clip(label, 38))}</text>")
     return (f'<g class="{cls}" id="node-{index}-{esc(n["id"])}" data-node="{esc(n["id"])}" '
             f'data-name="{esc(n.get("name"))}" data-file="{esc(n.get("file"))}" data-line="{esc(line)}">'
             f"<title>{esc(n.get('name'))}</title>" + "".join(els) + "</g>")
