@@ -115,6 +115,7 @@ def test_the_parts_are_the_json_document(failed):
     assert "Timeline" not in rep.render(full=False)
     html = rep._repr_html_()
     assert "inplace-modified-saved-tensor" in html
+    assert html.startswith('<div class="tensorscope">') and "<html" not in html  # a fragment a notebook embeds
     assert "diagnosis inplace-modified-saved-tensor" in repr(rep)
 
 

@@ -72,6 +72,7 @@ def test_the_cell_magic_shows_the_diagnosis_as_text_and_html(shell):
     assert "alias chain: `tmp = z.detach()` line 2 -> `tmp.mul_(2)` line 3" in text
     assert "Timeline" not in text  # --full shows it
     assert "inplace-modified-saved-tensor" in bundle["text/html"]
+    assert bundle["text/html"].startswith('<div class="tensorscope">')  # the HTML report, as a fragment
     # the names of the user namespace, the cell's own and earlier cells' alike
     assert "`z` was saved for backward" in text
 
