@@ -21,8 +21,12 @@ sides see the same process history.
 Per test the two sides are compared on the outcome (passed, failed, skipped, xfail,
 xpass, error, crash, timeout) and on the failure message and captured
 stdout/stderr/log, with addresses, timings, temporary paths and column padding
-scrubbed.  The summary gives identical / different / crash counts per file and the
-first differing line of every different test; DIR/results.json holds everything.
+scrubbed.  A test whose outcome is the same but whose text differs is run once more
+under plain python (a control run): when python disagrees with itself too (profiler
+tables sorted by measured time, log lines with a clock), the test is counted as
+``nondeterministic`` rather than different.  The summary gives identical / different /
+crash counts per file and the first differing line of every different test;
+DIR/results.json holds everything.
 
 Both sides get the same environment: PYTHONHASHSEED=0, CUDA hidden (CPU only),
 PYTHONWARNINGS unset, ``-p no:cacheprovider``.  One shim is applied on both sides at
@@ -49,6 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SIDES = ("tensorscope", "python")
+CONTROL = "control"  # a second plain-python run of the tests whose text differs: is python itself stable?
 DEFAULT_TEST_TIMEOUT = 600.0
 
 LAUNCHER = '''"""Run pytest with the arguments given: the program both sides of the peer harness run."""
@@ -168,6 +173,7 @@ def pytest_runtest_logfinish(nodeid, location):
 # --- scrubbing: what legitimately differs between two runs of the same program
 _SCRUBS = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?: \d+:\d+)?"), "<date>"),
     (re.compile(r"/tmp/[\w.\-/]+"), "/tmp/?"),
     (re.compile(r"\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:s|ms|us|µs|ns|sec|seconds)\b"), "<time>"),
     (re.compile(r"\b\d+(?:\.\d+)?%"), "<pct>"),
@@ -184,16 +190,17 @@ def scrub(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
 
 
-def first_difference(a: dict, b: dict) -> str | None:
-    """The first line that differs between two test records (tensorscope side, python side)."""
+def first_difference(a: dict, b: dict, names=("tensorscope", "python")) -> str | None:
+    """The first line that differs between two test records (by default: tensorscope side, python side)."""
+    na, nb = names
     if a["outcome"] != b["outcome"]:
-        line = f"outcome: {a['outcome']} under tensorscope, {b['outcome']} under python"
+        line = f"outcome: {a['outcome']} under {na}, {b['outcome']} under {nb}"
         if a["outcome"] in ("crash", "timeout"):
             line += f" ({a.get('message', '')})"
         elif a.get("message"):
-            line += f"; tensorscope: {_first_line(a['message'])}"
+            line += f"; {na}: {_first_line(a['message'])}"
         elif b.get("message"):
-            line += f"; python: {_first_line(b['message'])}"
+            line += f"; {nb}: {_first_line(b['message'])}"
         return line
     for key in ("message", "stdout", "stderr", "log"):
         la, lb = scrub(a.get(key, "")).splitlines(), scrub(b.get(key, "")).splitlines()
@@ -201,7 +208,7 @@ def first_difference(a: dict, b: dict) -> str | None:
             x = la[i] if i < len(la) else "<end>"
             y = lb[i] if i < len(lb) else "<end>"
             if x != y:
-                return f"{key} line {i + 1}: tensorscope {x!r} | python {y!r}"
+                return f"{key} line {i + 1}: {na} {x!r} | {nb} {y!r}"
     return None
 
 
@@ -259,7 +266,7 @@ class FileRun:
         self.test_timeout = test_timeout
         self.lock = threading.Lock()
         self.seq = 0
-        self.records = {side: self._load(side) for side in SIDES}
+        self.records = {side: self._load(side) for side in (*SIDES, CONTROL)}
 
     def _side_path(self, side: str) -> Path:
         return self.dir / f"{side}.jsonl"
@@ -293,6 +300,11 @@ class FileRun:
         todo = [i for i in ids if i not in self.records["python"]]
         self._run_side("python", todo, boundaries=crashed)
 
+    def run_control(self, ids: list) -> None:
+        todo = [i for i in ids if i not in self.records[CONTROL]]
+        if todo:
+            self._run_side(CONTROL, todo, boundaries=set())
+
     def _run_side(self, side: str, ids: list, boundaries: set) -> None:
         remaining = list(ids)
         while remaining:
@@ -303,7 +315,7 @@ class FileRun:
 
     def _run_segment(self, side: str, segment: list) -> set:
         seq = self._next_seq()
-        tag = f"{'ts' if side == 'tensorscope' else 'py'}-{seq:04d}"
+        tag = f"{ {'tensorscope': 'ts', 'python': 'py'}.get(side, 'pc')}-{seq:04d}"
         select, raw = self.dir / f"{tag}.select", self.dir / f"{tag}.raw.jsonl"
         select.write_text("\n".join(segment) + "\n", encoding="utf-8")
         raw.write_text("", encoding="utf-8")
@@ -394,6 +406,16 @@ def chunks(ids: list, n: int) -> list:
     return [ids[i:i + size] for i in range(0, len(ids), size)]
 
 
+def text_only(ids: list, run: FileRun) -> list:
+    """Tests whose outcome is the same on both sides but whose text differs."""
+    out = []
+    for nodeid in ids:
+        ts, py = run.records["tensorscope"].get(nodeid), run.records["python"].get(nodeid)
+        if ts and py and ts["outcome"] == py["outcome"] and first_difference(ts, py):
+            out.append(nodeid)
+    return out
+
+
 def compare(ids: list, run: FileRun) -> list:
     rows = []
     for nodeid in ids:
@@ -403,7 +425,13 @@ def compare(ids: list, run: FileRun) -> list:
             continue
         diff = first_difference(ts, py)
         verdict = "identical" if diff is None else ("crash" if ts["outcome"] in ("crash", "timeout") else "different")
+        again = run.records[CONTROL].get(nodeid)
+        unstable = (first_difference(again, py, ("python (control run)", "python"))
+                    if (verdict == "different" and again) else None)
+        if unstable:  # python differs from python: the text is not a property of the program
+            verdict = "nondeterministic"
         rows.append({"test": nodeid, "verdict": verdict, "first_difference": diff,
+                     "python_vs_python": unstable,
                      "tensorscope": {k: ts.get(k, "") for k in ("outcome", "message", "stdout", "stderr", "log", "segment")},
                      "python": {k: py.get(k, "") for k in ("outcome", "message", "stdout", "stderr", "log", "segment")}})
     return rows
@@ -440,7 +468,7 @@ def main(argv=None) -> int:
     any_diff = False
     for f in files:
         if not opts.resume:
-            for side in SIDES:
+            for side in (*SIDES, CONTROL):
                 (out / f.stem / f"{side}.jsonl").unlink(missing_ok=True)
         try:
             ids = collect(f, support, opts.k)
@@ -451,17 +479,24 @@ def main(argv=None) -> int:
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
             list(pool.map(run.run_chunk, chunks(ids, opts.jobs)))
+            list(pool.map(run.run_control, chunks(text_only(ids, run), opts.jobs)))
         rows = compare(ids, run)
-        counts = {v: sum(r["verdict"] == v for r in rows) for v in ("identical", "different", "crash", "incomplete")}
+        counts = {v: sum(r["verdict"] == v for r in rows)
+                  for v in ("identical", "different", "crash", "nondeterministic", "incomplete")}
         results["files"][str(f)] = {"tests": len(ids), **counts, "seconds": round(time.monotonic() - t0, 1),
                                     "results": rows}
         differing = counts["different"] + counts["crash"]
         any_diff = any_diff or differing > 0 or counts["incomplete"] > 0
         print(f"{f.name}: {len(ids)} tests, {counts['identical']} identical, {differing} different "
-              f"({counts['crash']} crash)" + (f", {counts['incomplete']} incomplete" if counts["incomplete"] else ""))
+              f"({counts['crash']} crash)"
+              + (f", {counts['nondeterministic']} nondeterministic under python" if counts["nondeterministic"] else "")
+              + (f", {counts['incomplete']} incomplete" if counts["incomplete"] else ""))
         for r in rows:
             if r["verdict"] in ("different", "crash", "incomplete"):
                 print(f"  {r['verdict']:9} {r['test']}\n            {r['first_difference']}")
+        for r in rows:
+            if r["verdict"] == "nondeterministic":
+                print(f"  nondeterministic {r['test']}\n            python vs python: {r['python_vs_python']}")
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(f"results: {out / 'results.json'}")
     return 1 if any_diff else 0
