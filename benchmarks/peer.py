@@ -401,6 +401,8 @@ class FileRun:
 
 
 def chunks(ids: list, n: int) -> list:
+    if not ids:
+        return []
     n = max(1, min(n, len(ids)))
     size = -(-len(ids) // n)
     return [ids[i:i + size] for i in range(0, len(ids), size)]
