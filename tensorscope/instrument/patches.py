@@ -196,8 +196,12 @@ def make_copy(op, orig, kind="copy"):
             rec.on_error(e, op, _target(args, kwargs), sys._getframe(1), kind)
             strip_traceback(e)
             raise
-        frame = sys._getframe(1)
         src = _target(args, kwargs)
+        if out is src:
+            # `x.to("cpu")` on a CPU tensor, `x.contiguous()` on a contiguous one, `x.float()` on a
+            # float32, `torch.as_tensor(x)`: torch returns `x` itself, so nothing was copied or made
+            return out
+        frame = sys._getframe(1)
         if (frame.f_code.co_filename in rec.user and (not isinstance(out, _Tensor) or inspectable(out))
                 and (not isinstance(src, _Tensor) or inspectable(src))):
             rec.on_copy(op, _target(args, kwargs) if kind == "copy" else None, out, frame, kind, kwargs)
