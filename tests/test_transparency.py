@@ -61,6 +61,7 @@ CASES = [
     ("keyboard_interrupt.py", [], b""),
     ("custom_exception.py", [], b""),
     ("user_warning.py", [], b""),
+    ("warnings_per_line.py", [], b""),
     ("hostile_names.py", [], b""),
 ]
 

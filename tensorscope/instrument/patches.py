@@ -18,6 +18,18 @@ true: ``torch.tensor([loss_a, loss_b])`` (a list of 0-d tensors) then fails with
 so indexing goes through ``mp_subscript`` (our wrapper) exactly as before and a
 tensor is no sequence, as under plain python.
 
+NOTE [Warnings from wrapped calls]
+A warning that torch's C++ code raises inside a wrapped call is located by python
+at the innermost Python frame: the wrapper. Python's "default" filter keys its
+registry on module and line, so every line of the program that triggered the same
+warning through the same wrapper would share one entry and the warning would show
+once. The ``_showwarnmsg`` hook therefore undoes what ``warn()`` recorded for the
+wrapper's frame and issues the warning again with ``warn_explicit`` at the program's
+frame: its module's filters, its ``__warningregistry__``, its line, as python does.
+The first pass still matches the filters against tensorscope's module, so a filter
+that singles out a module (``default::DeprecationWarning:__main__``) is not seen
+for warnings raised inside wrapped calls (README, Known limits).
+
 NOTE [Invisible frames]
 A wrapper that lets an exception through removes its own frame (and any other
 tensorscope frame) from the traceback before re-raising, so ``traceback``
@@ -96,7 +108,19 @@ def _hide_sequence_protocol(cls) -> None:
 
 
 def strip_traceback(e: BaseException) -> None:
-    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames])."""
+    """Remove tensorscope's frames from an exception's traceback (see NOTE [Warnings from wrapped calls]
+A warning that torch's C++ code raises inside a wrapped call is located by python
+at the innermost Python frame: the wrapper. Python's "default" filter keys its
+registry on module and line, so every line of the program that triggered the same
+warning through the same wrapper would share one entry and the warning would show
+once. The ``_showwarnmsg`` hook therefore undoes what ``warn()`` recorded for the
+wrapper's frame and issues the warning again with ``warn_explicit`` at the program's
+frame: its module's filters, its ``__warningregistry__``, its line, as python does.
+The first pass still matches the filters against tensorscope's module, so a filter
+that singles out a module (``default::DeprecationWarning:__main__``) is not seen
+for warnings raised inside wrapped calls (README, Known limits).
+
+NOTE [Invisible frames])."""
     tb = e.__traceback__
     while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
@@ -257,32 +281,74 @@ def make_grad_mode(mode, action, orig):
 
 
 def make_showwarnmsg(orig):
-    """Show a warning at the place python would name without tensorscope's wrappers.
+    """Show a warning where, and as often as, python would without tensorscope's wrappers.
 
-    A warning raised inside a wrapped call (by torch's C++ code, stacklevel 1) is located
-    by python at the wrapper's frame; it is moved to the frame that called the wrapper,
-    for display and for ``catch_warnings(record=True)`` alike. A stacklevel that reaches
-    below the program's ``<module>`` frame gives python's ``sys:1``.
+    See NOTE [Warnings from wrapped calls].
     """
     runner_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner.py")
 
     def _showwarnmsg(msg):
+        reissue = None
         try:
             if is_tensorscope_file(msg.filename or ""):
                 if msg.filename == runner_file:
                     msg.filename, msg.lineno, msg.line = "sys", 1, None
                 else:
                     f = sys._getframe(1)
+                    ours = None
                     while f is not None and (is_tensorscope_file(f.f_code.co_filename)
                                              or f.f_code.co_filename == warnings.__file__):
+                        if ours is None and f.f_code.co_filename == msg.filename:
+                            ours = f
                         f = f.f_back
                     if f is not None:
-                        msg.filename, msg.lineno, msg.line = f.f_code.co_filename, f.f_lineno, None
+                        if _forget(msg, ours):
+                            reissue = f
+                        else:  # not located in a wrapper's frame: show it at the program's line
+                            msg.filename, msg.lineno, msg.line = f.f_code.co_filename, f.f_lineno, None
         except Exception:
-            pass
-        return orig(msg)
+            reissue = None
+        if reissue is None:
+            return orig(msg)
+        f = reissue
+        g = f.f_globals
+        module = g.get("__name__")
+        registry = g.get("__warningregistry__")
+        if not isinstance(registry, dict):  # python's warn() creates it in the warning frame's globals
+            registry = g["__warningregistry__"] = {}
+        # may raise (an "error" filter for the program's module): python would raise there too
+        warnings.warn_explicit(msg.message, msg.category, f.f_code.co_filename, f.f_lineno,
+                               module=module if isinstance(module, str) else "<string>",
+                               registry=registry, module_globals=g, source=msg.source)
 
     return _showwarnmsg
+
+
+def _forget(msg, frame):
+    """Undo what python's warn() recorded for a warning it located in tensorscope's frame.
+
+    Returns True when done (the warning is then issued again at the program's frame).
+    """
+    if frame is None:
+        return False
+    text, category = str(msg.message), msg.category
+    registry = frame.f_globals.get("__warningregistry__")
+    if isinstance(registry, dict):
+        registry.pop((text, category, msg.lineno), None)
+        registry.pop((text, category, 0), None)  # the "module" action's key
+    if _action(frame, text, category, msg.lineno) == "once":
+        warnings.onceregistry.pop((text, category), None)
+    return True
+
+
+def _action(frame, text, category, lineno) -> str:
+    """The action python's filters chose for a warning located in ``frame`` (as ``warn_explicit``)."""
+    module = frame.f_globals.get("__name__") or "<string>"
+    for action, msg_re, cat, mod_re, ln in warnings.filters:
+        if ((msg_re is None or msg_re.match(text)) and issubclass(category, cat)
+                and (mod_re is None or mod_re.match(module)) and (ln == 0 or lineno == ln)):
+            return action
+    return warnings.defaultaction
 
 
 def make_compile(orig):
