@@ -38,6 +38,7 @@ output inside the program is what plain python prints.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -362,16 +363,159 @@ def make_compile(orig):
     return _named(compile, orig)
 
 
+# NOTE [Transparent wrappers]
+# A replaced attribute must look like the original to the program: ``repr``, ``help()``,
+# ``inspect.signature``, ``__name__``/``__qualname__``/``__doc__``/``__module__``, no
+# ``__wrapped__``, ``isinstance(torch.relu_, types.BuiltinFunctionType)``, pickling by name,
+# ``del x.data``. A Python function cannot do that (its repr, type and attributes are its
+# own), so each wrapper is the one instance of a small class made for it:
+# - calling it runs the wrapper function directly (``__call__`` is a staticmethod: no extra
+#   Python frame, so ``sys._getframe(1)`` in a wrapper is still the caller's frame);
+# - every attribute it does not define is read from, written to and deleted on the
+#   original, and ``__class__`` is the original's type (what ``isinstance`` and ``inspect``
+#   look at); its own class is named as the original's type;
+# - as a descriptor it binds as the original does: a C method gives a bound object that
+#   reads like ``<built-in method add_ of Tensor object at 0x...>`` (a ``functools.partial``,
+#   so the call stays in C), a Python function gives a bound method, a builtin function does
+#   not bind;
+# - properties (``.data``, ``requires_grad``) are data descriptors whose getter, setter and
+#   deleter are the recording ones and the original's.
+# What remains different is ``type(...) is`` and object identity (README, Known limits).
+
+_FunctionType = type(lambda: None)
+_MethodType = type((lambda: None).__get__(0))
+_C_METHOD_TYPES = (type(_TensorBase.add_), type(_TensorBase.__setitem__))
+_BuiltinType = type(len)
+
+
+def _forward(name):
+    def get(self):
+        return getattr(type(self)._orig, name)
+
+    return property(get)
+
+
+def _own_class(self):
+    return type(type(self)._orig)
+
+
+class Transparent:
+    """Base class of every wrapper tensorscope installs (see NOTE [Transparent wrappers])."""
+
+    __slots__ = ()
+    _orig = None
+    _binds = "builtin"  # "builtin": never binds; "function": a bound method; "method": a bound builtin
+
+    def __get__(self, obj, cls=None):
+        if obj is None or self._binds == "builtin":
+            return self
+        if self._binds == "function":
+            return _MethodType(self, obj)
+        return _BoundBuiltin(self, obj)
+
+    def __repr__(self):
+        return repr(type(self)._orig)
+
+    def __getattr__(self, name):
+        return getattr(type(self)._orig, name)
+
+    def __setattr__(self, name, value):
+        setattr(type(self)._orig, name, value)
+
+    def __delattr__(self, name):
+        delattr(type(self)._orig, name)
+
+    def __dir__(self):
+        return dir(type(self)._orig)
+
+    def __reduce_ex__(self, protocol):
+        if self._binds == "function":  # by name, as pickle saves a function: finds this wrapper
+            return type(self)._orig.__qualname__
+        return type(self)._orig.__reduce_ex__(protocol)  # e.g. (getattr, (TensorBase, "add_"))
+
+    def __reduce__(self):
+        return self.__reduce_ex__(2)
+
+
+class _BoundBuiltin(functools.partial):
+    """``x.add_`` under tensorscope: calls the wrapper with ``x``, reads like the original's bound method."""
+
+    __slots__ = ()
+
+    def _bound(self):
+        return type(self.func)._orig.__get__(self.args[0])
+
+    def __repr__(self):
+        return repr(self._bound())
+
+    def __getattr__(self, name):
+        return getattr(self._bound(), name)
+
+    def __eq__(self, other):
+        if isinstance(other, _BoundBuiltin):
+            return self.func is other.func and self.args[0] is other.args[0]
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((id(self.func), id(self.args[0])))
+
+    def __reduce_ex__(self, protocol):
+        return self._bound().__reduce_ex__(protocol)
+
+    __doc__ = property(lambda self: self._bound().__doc__)
+    __module__ = property(lambda self: self._bound().__module__)
+    __class__ = property(lambda self: _BuiltinType)
+
+
+_BoundBuiltin.__name__ = _BoundBuiltin.__qualname__ = "builtin_function_or_method"
+
+
 def _named(wrapper, orig):
-    try:
-        wrapper.__name__ = orig.__name__
-        wrapper.__qualname__ = getattr(orig, "__qualname__", orig.__name__)
-        wrapper.__doc__ = orig.__doc__
-        wrapper.__module__ = getattr(orig, "__module__", None) or wrapper.__module__
-    except (AttributeError, TypeError):
-        pass
-    wrapper.__wrapped__ = orig
-    return wrapper
+    """The wrapper function ``wrapper`` dressed as ``orig`` (see NOTE [Transparent wrappers])."""
+    if isinstance(orig, _FunctionType):
+        binds = "function"
+    elif isinstance(orig, _C_METHOD_TYPES):
+        binds = "method"
+    else:
+        binds = "builtin"
+    name = type(orig).__name__
+    cls = type(name, (Transparent,), {
+        "__slots__": (), "__qualname__": name, "_orig": orig, "_binds": binds,
+        "__call__": staticmethod(wrapper),
+        "__doc__": _forward("__doc__"), "__module__": _forward("__module__"), "__class__": property(_own_class),
+    })
+    return cls()
+
+
+def transparent_property(orig, get, set_):
+    """A data descriptor dressed as ``orig`` (a getset descriptor) whose getter and setter record.
+
+    ``get(desc, obj, cls)`` and ``set_(desc, obj, value)`` are its ``__get__`` and ``__set__``
+    themselves (called by the interpreter, so the caller's frame is ``sys._getframe(1)``);
+    deleting goes to the original (``del x.data`` raises what torch raises).
+    """
+    def __delete__(self, obj):
+        orig.__delete__(obj)
+
+    name = type(orig).__name__
+    cls = type(name, (Transparent,), {
+        "__slots__": (), "__qualname__": name, "_orig": orig, "_binds": "builtin",
+        "__get__": get, "__set__": set_, "__delete__": __delete__,
+        "__doc__": _forward("__doc__"), "__module__": _forward("__module__"), "__class__": property(_own_class),
+    })
+    return cls()
+
+
+def original(obj):
+    """The original under one of tensorscope's wrappers (``obj`` itself when it is none)."""
+    if isinstance(obj, Transparent):
+        return type(obj)._orig
+    if isinstance(obj, _BoundBuiltin):
+        return obj._bound()
+    owner = getattr(obj, "__self__", None)  # ``Tensor.data.__get__`` of a replaced property
+    if isinstance(owner, Transparent) and getattr(obj, "__name__", None) in ("__get__", "__set__", "__delete__"):
+        return getattr(type(owner)._orig, obj.__name__)
+    return obj
 
 
 class Patcher:
@@ -387,7 +531,7 @@ class Patcher:
         setattr(owner, name, value)
         self._undo.append((owner, name, had, old))
         if callable(value) and not isinstance(owner, type):
-            self._keep_jit_builtin(value, getattr(value, "__wrapped__", None))
+            self._keep_jit_builtin(value, type(value)._orig if isinstance(value, Transparent) else None)
 
     def _keep_jit_builtin(self, wrapper, orig) -> None:
         """TorchScript resolves ``torch.zeros_like`` & co. by identity: register the wrapper as the same op."""
@@ -465,45 +609,49 @@ class Patcher:
         get_data, set_data = data.__get__, data.__set__
         get_rg, set_rg = requires_grad.__get__, requires_grad.__set__
 
-        def data_get(self):
-            out = get_data(self)
+        def data_get(desc, obj, cls=None):
+            if obj is None:
+                return desc
+            out = get_data(obj)
             rec = state.recorder
             if rec is not None and rec.active:
                 frame = sys._getframe(1)
-                if frame.f_code.co_filename in rec.user and inspectable(self):
-                    rec.on_alias("data", self, out, frame, False)
+                if frame.f_code.co_filename in rec.user and inspectable(obj):
+                    rec.on_alias("data", obj, out, frame, False)
             return out
 
-        def data_set(self, value):
+        def data_set(desc, obj, value):
             rec = state.recorder
             if rec is None or not rec.active:
-                return set_data(self, value)
-            pre = rec.pre_write(self, sys._getframe(1))
+                return set_data(obj, value)
+            pre = rec.pre_write(obj, sys._getframe(1))
             try:
-                set_data(self, value)
+                set_data(obj, value)
             except BaseException as e:
                 strip_traceback(e)
                 raise
-            rec.post_data_set(pre, self, value, sys._getframe(1))
+            rec.post_data_set(pre, obj, value, sys._getframe(1))
 
-        def rg_get(self):
-            return get_rg(self)
+        def rg_get(desc, obj, cls=None):
+            if obj is None:
+                return desc
+            return get_rg(obj)
 
-        def rg_set(self, value):
+        def rg_set(desc, obj, value):
             try:
-                set_rg(self, value)
+                set_rg(obj, value)
             except BaseException as e:
                 rec = state.recorder
                 if rec is not None:
-                    rec.on_error(e, "requires_grad", self, sys._getframe(1), "requires_grad")
+                    rec.on_error(e, "requires_grad", obj, sys._getframe(1), "requires_grad")
                 strip_traceback(e)
                 raise
             rec = state.recorder
-            if rec is not None and rec.active and inspectable(self):
-                rec.on_requires_grad(self, bool(value), sys._getframe(1), "requires_grad =")
+            if rec is not None and rec.active and inspectable(obj):
+                rec.on_requires_grad(obj, bool(value), sys._getframe(1), "requires_grad =")
 
-        self._set(_Tensor, "data", property(data_get, data_set, doc=data.__doc__))
-        self._set(_Tensor, "requires_grad", property(rg_get, rg_set, doc=requires_grad.__doc__))
+        self._set(_Tensor, "data", transparent_property(data, data_get, data_set))
+        self._set(_Tensor, "requires_grad", transparent_property(requires_grad, rg_get, rg_set))
 
     def _install_dispatch_mode_guard(self) -> None:
         """Step our saved-tensor hooks aside while the program's own TorchDispatchMode is active.
