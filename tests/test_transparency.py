@@ -62,6 +62,7 @@ CASES = [
     ("custom_exception.py", [], b""),
     ("user_warning.py", [], b""),
     ("warnings_per_line.py", [], b""),
+    ("introspect_wrappers.py", [], b""),
     ("hostile_names.py", [], b""),
 ]
 

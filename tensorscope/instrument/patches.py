@@ -384,8 +384,6 @@ def make_compile(orig):
 
 _FunctionType = type(lambda: None)
 _MethodType = type((lambda: None).__get__(0))
-_C_METHOD_TYPES = (type(_TensorBase.add_), type(_TensorBase.__setitem__))
-_BuiltinType = type(len)
 
 
 def _forward(name):
@@ -400,18 +398,15 @@ def _own_class(self):
 
 
 class Transparent:
-    """Base class of every wrapper tensorscope installs (see NOTE [Transparent wrappers])."""
+    """Base class of every wrapper tensorscope installs (see NOTE [Transparent wrappers]).
+
+    This base does not bind, as a builtin function does not: ``inspect.ismethoddescriptor``
+    is false for it, as for the original.
+    """
 
     __slots__ = ()
     _orig = None
-    _binds = "builtin"  # "builtin": never binds; "function": a bound method; "method": a bound builtin
-
-    def __get__(self, obj, cls=None):
-        if obj is None or self._binds == "builtin":
-            return self
-        if self._binds == "function":
-            return _MethodType(self, obj)
-        return _BoundBuiltin(self, obj)
+    _binds = "builtin"
 
     def __repr__(self):
         return repr(type(self)._orig)
@@ -435,6 +430,27 @@ class Transparent:
 
     def __reduce__(self):
         return self.__reduce_ex__(2)
+
+
+class _TransparentFunction(Transparent):
+    """A wrapped Python function: binds to an instance as a bound method of the wrapper."""
+
+    __slots__ = ()
+    _binds = "function"
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else _MethodType(self, obj)
+
+
+class _TransparentMethod(Transparent):
+    """A wrapped C method (``TensorBase.add_``, a slot wrapper): binds like it (see ``_BoundBuiltin``)."""
+
+    __slots__ = ()
+    _binds = "method"
+    _bound_cls = None
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else self._bound_cls(self, obj)
 
 
 class _BoundBuiltin(functools.partial):
@@ -464,27 +480,39 @@ class _BoundBuiltin(functools.partial):
 
     __doc__ = property(lambda self: self._bound().__doc__)
     __module__ = property(lambda self: self._bound().__module__)
-    __class__ = property(lambda self: _BuiltinType)
+    __class__ = property(lambda self: type(self._bound()))
 
 
-_BoundBuiltin.__name__ = _BoundBuiltin.__qualname__ = "builtin_function_or_method"
+def _bound_class(name):
+    own = vars(_BoundBuiltin)
+    return type(name, (_BoundBuiltin,), {"__slots__": (), "__qualname__": name, "__doc__": own["__doc__"],
+                                         "__module__": own["__module__"]})
+
+
+# the type names of C methods bound to a tensor: `x.add_` and `x.__setitem__`
+_BOUND_CLASSES = {type(_TensorBase.add_): _bound_class("builtin_function_or_method"),
+                  type(_TensorBase.__setitem__): _bound_class("method-wrapper")}
 
 
 def _named(wrapper, orig):
     """The wrapper function ``wrapper`` dressed as ``orig`` (see NOTE [Transparent wrappers])."""
+    ns = {"__slots__": (), "_orig": orig, "__call__": staticmethod(wrapper)}
     if isinstance(orig, _FunctionType):
-        binds = "function"
-    elif isinstance(orig, _C_METHOD_TYPES):
-        binds = "method"
+        base = _TransparentFunction
+    elif type(orig) in _BOUND_CLASSES:
+        base = _TransparentMethod
+        ns["_bound_cls"] = _BOUND_CLASSES[type(orig)]
     else:
-        binds = "builtin"
+        base = Transparent
+    return _dressed(base, orig, ns)
+
+
+def _dressed(base, orig, ns):
+    """The one instance of a new subclass of ``base`` named as ``orig``'s type."""
     name = type(orig).__name__
-    cls = type(name, (Transparent,), {
-        "__slots__": (), "__qualname__": name, "_orig": orig, "_binds": binds,
-        "__call__": staticmethod(wrapper),
-        "__doc__": _forward("__doc__"), "__module__": _forward("__module__"), "__class__": property(_own_class),
-    })
-    return cls()
+    ns.update({"__qualname__": name, "__doc__": _forward("__doc__"), "__module__": _forward("__module__"),
+               "__class__": property(_own_class)})
+    return type(name, (base,), ns)()
 
 
 def transparent_property(orig, get, set_):
@@ -497,13 +525,8 @@ def transparent_property(orig, get, set_):
     def __delete__(self, obj):
         orig.__delete__(obj)
 
-    name = type(orig).__name__
-    cls = type(name, (Transparent,), {
-        "__slots__": (), "__qualname__": name, "_orig": orig, "_binds": "builtin",
-        "__get__": get, "__set__": set_, "__delete__": __delete__,
-        "__doc__": _forward("__doc__"), "__module__": _forward("__module__"), "__class__": property(_own_class),
-    })
-    return cls()
+    return _dressed(Transparent, orig, {"__slots__": (), "_orig": orig, "__get__": get, "__set__": set_,
+                                        "__delete__": __delete__})
 
 
 def original(obj):
@@ -524,8 +547,25 @@ class Patcher:
     def __init__(self):
         self._undo: list = []
         self._jit_builtins: list[int] = []
+        self._planned: list | None = None
+
+    def plan(self) -> list[tuple[object, str]]:
+        """Every ``(owner, name)`` that ``install()`` replaces, without replacing anything.
+
+        The transparency probe (tests/programs/introspect_wrappers.py) walks this list, so a
+        wrapper added to ``install()`` is introspected without anyone listing it.
+        """
+        self._planned = []
+        try:
+            self.install()
+            return list(self._planned)
+        finally:
+            self._planned = None
 
     def _set(self, owner, name, value):
+        if self._planned is not None:
+            self._planned.append((owner, name))
+            return
         had = name in vars(owner)
         old = vars(owner).get(name)
         setattr(owner, name, value)
@@ -593,14 +633,16 @@ class Patcher:
             if orig is not None:
                 kind = "copy" if name == "clone" else "create"
                 self._set(torch, name, make_copy(name, orig, kind))
-        _hide_sequence_protocol(t)
+        if self._planned is None:
+            _hide_sequence_protocol(t)
         self._install_properties()
         self._install_grad_modes()
         self._set(torch.autograd, "backward", make_backward("backward", torch.autograd.backward))
         self._set(torch.autograd, "grad", make_backward("grad", torch.autograd.grad))
-        self._set(torch.autograd.graph, "disable_saved_tensors_hooks", saved.disable_saved_tensors_hooks)
+        self._set(torch.autograd.graph, "disable_saved_tensors_hooks",
+                  _named(saved.disable_saved_tensors_hooks, torch.autograd.graph.disable_saved_tensors_hooks))
         self._set(torch, "compile", make_compile(torch.compile))
-        self._set(warnings, "_showwarnmsg", make_showwarnmsg(warnings._showwarnmsg))
+        self._set(warnings, "_showwarnmsg", _named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
 
     def _install_properties(self) -> None:
