@@ -535,9 +535,12 @@ def original(obj):
         return type(obj)._orig
     if isinstance(obj, _BoundBuiltin):
         return obj._bound()
-    owner = getattr(obj, "__self__", None)  # ``Tensor.data.__get__`` of a replaced property
-    if isinstance(owner, Transparent) and getattr(obj, "__name__", None) in ("__get__", "__set__", "__delete__"):
-        return getattr(type(owner)._orig, obj.__name__)
+    owner = getattr(obj, "__self__", None)  # ``Tensor.data.__set__`` of a replaced property
+    if isinstance(owner, Transparent):
+        func = getattr(obj, "__func__", None)
+        for name in ("__get__", "__set__", "__delete__"):
+            if func is not None and func is vars(type(owner)).get(name):
+                return getattr(type(owner)._orig, name)
     return obj
 
 
