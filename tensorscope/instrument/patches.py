@@ -38,6 +38,7 @@ output inside the program is what plain python prints.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import sys
@@ -431,6 +432,16 @@ class Transparent:
     def __reduce__(self):
         return self.__reduce_ex__(2)
 
+    def __copy__(self):  # as the original copies: functions to themselves, a getset descriptor raises
+        orig = type(self)._orig
+        out = copy.copy(orig)
+        return self if out is orig else out
+
+    def __deepcopy__(self, memo):
+        orig = type(self)._orig
+        out = copy.deepcopy(orig, memo)
+        return self if out is orig else out
+
 
 class _TransparentFunction(Transparent):
     """A wrapped Python function: binds to an instance as a bound method of the wrapper."""
@@ -477,6 +488,15 @@ class _BoundBuiltin(functools.partial):
 
     def __reduce_ex__(self, protocol):
         return self._bound().__reduce_ex__(protocol)
+
+    def __copy__(self):  # as the original bound method copies: itself, or a new one (a method-wrapper)
+        bound = self._bound()
+        return self if copy.copy(bound) is bound else type(self)(self.func, self.args[0])
+
+    def __deepcopy__(self, memo):  # a method-wrapper deep-copies its tensor: bind to the copy
+        bound = self._bound()
+        out = copy.deepcopy(bound, memo)
+        return self if out is bound else type(self)(self.func, out.__self__)
 
     __doc__ = property(lambda self: self._bound().__doc__)
     __module__ = property(lambda self: self._bound().__module__)

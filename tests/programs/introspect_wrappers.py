@@ -4,9 +4,10 @@ The list comes from tensorscope's own Patcher (a dry run that replaces nothing),
 probed without being listed here. For each attribute, on the class or module and bound to an
 instance: repr, type name and __class__, the inspect predicates, __name__/__qualname__/__module__/
 __doc__, whether __wrapped__/__signature__ exist, inspect.signature, help() text, setting and deleting
-an attribute on it, and `del instance.name`. Facets that differ under tensorscope are printed too,
+an attribute on it, copy/deepcopy, and `del instance.name`. Facets that differ under tensorscope are printed too,
 on lines that start with "known-difference" (README, Known limits), so nothing is skipped silently.
 """
+import copy
 import hashlib
 import inspect
 import pydoc
@@ -54,6 +55,7 @@ def facets(obj) -> list:
         ("signature", outcome(lambda: inspect.signature(obj))),
         ("help", outcome(lambda: digest(pydoc.render_doc(obj, renderer=pydoc.plaintext)))),
         ("getdoc", outcome(lambda: digest(inspect.getdoc(obj) or ""))),
+        ("copy", outcome(lambda: (copy.copy(obj) is obj, copy.deepcopy(obj) is obj))),
         ("set attribute", outcome(lambda: setattr(obj, "_probe_attr", 1))),
         ("del attribute", outcome(lambda: delattr(obj, "_probe_attr"))),
     ]
@@ -82,8 +84,9 @@ for owner, name in sorted(targets, key=lambda t: (where(t[0]), t[1])):
     label = f"{where(owner)}.{name}"
     attr = inspect.getattr_static(owner, name)
     got = getattr(owner, name)
-    # type(x) itself, and so `type(x) is`, is the one thing a wrapper cannot fake (README, Known limits)
-    print(f"known-difference {label}: type identity not compared")
+    # type(x) itself (`type(x) is`), the wrapper's identity (`is`, `==`, hash) and what pickle gives back
+    # (the original) are what a wrapper cannot fake (README, Known limits)
+    print(f"known-difference {label}: type identity, object identity and pickle not compared")
     for facet, value in facets(got):
         print(f"{label} {facet}: {value}")
     print(f"{label} static type name: {type(attr).__name__}")
@@ -94,7 +97,7 @@ for owner, name in sorted(targets, key=lambda t: (where(t[0]), t[1])):
     if isinstance(bound, torch.Tensor) or isinstance(bound, bool):  # a property's value
         print(f"{label} instance value: {type(bound).__name__}")
     else:
-        for facet, value in facets(bound)[:13]:
+        for facet, value in facets(bound)[:14]:
             print(f"{label} bound {facet}: {value}")
         print(f"{label} bound equal: {bound == getattr(inst, name)} hash: {hash(bound) == hash(getattr(inst, name))}")
     print(f"{label} del instance.{name}: {outcome(lambda: delattr(inst, name))}")
