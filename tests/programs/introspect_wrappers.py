@@ -84,9 +84,10 @@ for owner, name in sorted(targets, key=lambda t: (where(t[0]), t[1])):
     label = f"{where(owner)}.{name}"
     attr = inspect.getattr_static(owner, name)
     got = getattr(owner, name)
-    # type(x) itself (`type(x) is`), the wrapper's identity (`is`, `==`, hash) and what pickle gives back
-    # (the original) are what a wrapper cannot fake (README, Known limits)
-    print(f"known-difference {label}: type identity, object identity and pickle not compared")
+    # type(x) itself (`type(x) is`), the wrapper's identity (`is`, `==`, hash), what pickle gives back
+    # (the original) and where it is stored (vars(torch.Tensor), not vars(TensorBase)) are what a
+    # wrapper cannot fake (README, Known limits)
+    print(f"known-difference {label}: type identity, object identity, pickle, owner dict not compared")
     for facet, value in facets(got):
         print(f"{label} {facet}: {value}")
     print(f"{label} static type name: {type(attr).__name__}")
