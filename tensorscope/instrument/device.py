@@ -47,11 +47,12 @@ identity. (``tests/test_device.py`` checks that tensorscope adds no ``item``,
 from __future__ import annotations
 
 import sys
-import types
 
 import torch
 import torch.utils._device as _torch_device
 from torch.overrides import TorchFunctionMode
+
+from tensorscope.instrument.transparent import original
 
 _CPU = torch.device("cpu")
 _Tensor = torch.Tensor
@@ -84,8 +85,6 @@ def cuda_unavailable_reason() -> str | None:
 
 def _unwrap(func):
     """The original op under one of tensorscope's wrappers (see NOTE [Nested wrappers])."""
-    from tensorscope.instrument.patches import original
-
     return original(func)
 
 
