@@ -198,6 +198,8 @@ class Tracker(Recorder):
             pass
 
     def on_copy(self, op, source, out, frame, kind, kwargs):
+        if out is source:  # a no-op "copy" returned its input itself: nothing was made
+            return
         try:
             if not self.allow(kind, frame):
                 return
@@ -211,7 +213,8 @@ class Tracker(Recorder):
                 if src is not None:
                     data["source"] = src
                 self.emit(kind, frame, **data)
-            elif src is not None:  # item(), tolist(), numpy(): the value leaves autograd
+            elif src is not None and op in ("item", "tolist", "numpy"):  # the value leaves autograd
+                # (`x.type()` with no argument returns the type's name: nothing left autograd)
                 data = {"op": op, "tensor": None, "source": src, "leaves_autograd": True}
                 if op == "numpy":
                     data["shares_storage"] = True
