@@ -89,6 +89,7 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         entry["view_of"] = view_of.get(tid)
         entry["version_counter"] = snap["counters"].get(tid)
         entry["has_grad"] = snap["has_grad"].get(tid) if tid in alive else None
+        entry["role"] = snap.get("roles", {}).get(tid)
         created = tracker.tensor_created.get(tid)
         entry["created"] = ({"file": display_path(created["file"]), "line": created["line"],
                              "code": code_at(created["file"], created["line"]), "how": created["how"]}
@@ -135,5 +136,7 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         "diagnosis": None,
         "hazards": [],
         "notes": list(tracker.notes),
+        "optimizers": [{"name": o["name"], "type": o["type"], "parameters": o["parameters"],
+                        "state_keys": o["state_keys"]} for o in snap.get("optimizers", [])],
     }
     return doc

@@ -30,6 +30,8 @@ class Session:
         self.device = device
         self.timeout = timeout
         self.ops = ops
+        # whether the program's stdout is a terminal, taken before --json points fd 1 elsewhere
+        self.stdout_tty = _is_tty(1)
 
     def execute(self) -> Result:
         saved_stdout_fd = None
@@ -63,7 +65,7 @@ class Session:
         from tensorscope.instrument import session as instrument
 
         tracker = instrument.new_tracker(None if self.program == "-" else filename)
-        progress = Progress(tracker)
+        progress = Progress(tracker, stdout_tty=self.stdout_tty)
         with instrument.active(tracker, device=self.device, ops=self.ops) as control:
             def on_end():
                 progress.stop()
@@ -116,17 +118,18 @@ class Session:
 class Progress:
     """A live line on stderr (events recorded, seconds elapsed) for long runs, only on a terminal.
 
-    Drawn after 2 s, redrawn twice a second, erased when the program ends; never written when
-    stderr is a file or a pipe, so logs and `-o` comparisons see nothing of it.
+    Drawn after 2 s, redrawn twice a second, erased when the program ends; only when both stderr
+    and stdout are terminals: never in a file or a pipe (logs and `-o` comparisons see nothing of
+    it), nor under a pager (`tensorscope run p.py | less`), where it would land on the pager's screen.
     Set TENSORSCOPE_NO_PROGRESS=1 to switch it off.
     """
 
     DELAY = 2.0
     PERIOD = 0.5
 
-    def __init__(self, tracker):
+    def __init__(self, tracker, stdout_tty: bool = True):
         self.tracker = tracker
-        self.enabled = _stderr_is_tty() and not os.environ.get("TENSORSCOPE_NO_PROGRESS")
+        self.enabled = stdout_tty and _is_tty(2) and not os.environ.get("TENSORSCOPE_NO_PROGRESS")
         self.drawn = False
         self._stop = None
         self._thread = None
@@ -172,9 +175,9 @@ class Progress:
                 pass
 
 
-def _stderr_is_tty() -> bool:
+def _is_tty(fd: int) -> bool:
     try:
-        return os.isatty(2)
+        return os.isatty(fd)
     except OSError:
         return False
 
