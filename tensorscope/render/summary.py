@@ -243,7 +243,7 @@ def _describe_group(members, in_optimizer, with_state) -> str:
         grads = [t.get("has_grad") for t in params if t.get("requires_grad")]
         if grads:
             k = sum(1 for g in grads if g)
-            facts.append(".grad set" if k == len(grads) else ".grad None" if k == 0 else f".grad set on {k} of {len(grads)}")
+            facts.append(".grad set" if k == len(grads) else ".grad None" if k == 0 else f".grad set on {k:,} of {len(grads):,}")
         facts.append(_span([t.get("version") for t in params], "version"))
         odd = sorted({f"{t.get('dtype')} {t.get('device')}" for t in params} - {"float32 cpu"})
         facts += odd
@@ -424,7 +424,7 @@ def timeline(doc, counts) -> list[Text]:
                 word = f"{word} {'/'.join(r['ops'][k][:3])}"
             if k == "backward" and r["failed"]:
                 word += " FAILED"
-            parts.append(f"{word} x{n}" if n != 1 else word)
+            parts.append(f"{word} x{n:,}" if n != 1 else word)
         name = short.get(file, file) or "?"
         where = f"{name}:{ln}" if ln else name
         out.append(line((where, "cyan"), "  ", "; ".join(parts), ("  " + r["code"], "dim")))
