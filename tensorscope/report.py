@@ -116,10 +116,16 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         ev["code"] = code_at(e.get("file"), e.get("line"))
         ev["file"] = display_path(e.get("file"))
         events.append(ev)
+    # every site where some events were only counted (past the per-line or the total limit), with
+    # its full count: the text report folds per line from these, the JSON keeps them all
+    detailed: dict = {}
+    for e in tracker.events:
+        key = (e["kind"], e.get("file"), e.get("line"))
+        detailed[key] = detailed.get(key, 0) + 1
     sites = sorted(
         ({"kind": k, "file": display_path(f), "line": line, "code": code_at(f, line), "count": n}
-         for (k, f, line), n in tracker.site_counts.items() if n > tracker.per_site),
-        key=lambda s: -s["count"])[:50]
+         for (k, f, line), n in tracker.site_counts.items() if n > detailed.get((k, f, line), 0)),
+        key=lambda s: -s["count"])
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tensorscope_version": __version__,

@@ -100,6 +100,7 @@ MARKUP = textwrap.dedent("""
     s = "[/x]"; y = x.view(2, 2)  # [bold]
     xs = [torch.full((1,), float(i)) for i in range(100)]
     table = {i: torch.ones(1) for i in range(70)}
+    big = [torch.zeros(1) for _ in range(10_050)]
     w = torch.ones(3, requires_grad=True)
     losses[k] = (w * 2).sum()
     losses[k].backward()
@@ -134,6 +135,10 @@ def test_containers_of_more_than_64_tensors_are_in_the_report(markup):
     names = {n for t in doc["tensors"] for n in t["names"]}
     assert {f"xs[{i}]" for i in range(100)} <= names
     assert {f"table[{i}]" for i in range(70)} <= names
+    # past the bound on container tensors (10,000 in all), the report says how many were left out
+    taken = sum(1 for n in names if n.startswith("big["))
+    assert 100 + 70 + 1 + taken == 10_000  # xs, table, losses, big
+    assert f"{10_050 - taken:,} tensors in lists, tuples and dicts were left out of the report" in " ".join(doc["notes"])
 
 
 CLEAN = textwrap.dedent("""
