@@ -54,17 +54,17 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
     alive = snap["alive"]
     # which tensors to describe: named ones, tensors seen with names at events, temporaries written through
     written = [e["tensor"] for e in tracker.events if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
-    chosen: list[str] = []
+    # a dict as an ordered set: building the report stays linear in the number of tensors
+    chosen: dict[str, None] = {}
     for tid in list(named) + list(tracker.tensor_names) + written:
-        if tid not in chosen and tid in tracker.tensor_facts:
-            chosen.append(tid)
+        if tid in tracker.tensor_facts:
+            chosen[tid] = None
     failure = tracker.failure or {}
     involved = [failure.get("tensor"), failure.get("base"), (failure.get("saved") or {}).get("tensor")]
     involved += [h.get("tensor") for h in tracker.hazards]
     for tid in involved:
-        if isinstance(tid, str) and tid not in chosen and tid in tracker.tensor_facts:
-            chosen.append(tid)
-    chosen.sort(key=lambda s: int(s[1:]))
+        if isinstance(tid, str) and tid in tracker.tensor_facts:
+            chosen[tid] = None
     # view_of may point at a tensor not otherwise chosen: include it
     view_of = dict(snap["view_of"])
     for tid, facts in tracker.tensor_facts.items():
@@ -72,9 +72,9 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
             view_of[tid] = facts["_view_of"]
     for tid in list(chosen):
         base = view_of.get(tid)
-        if base and base not in chosen and base in tracker.tensor_facts:
-            chosen.append(base)
-    chosen.sort(key=lambda s: int(s[1:]))
+        if base and base in tracker.tensor_facts:
+            chosen[base] = None
+    chosen = sorted(chosen, key=lambda s: int(s[1:]))
 
     tensors = []
     for tid in chosen:
