@@ -144,7 +144,12 @@ def _emit(doc: dict, json_: bool, output, view: dict) -> None:
         form = "json" if str(output).endswith(".json") else "text"
         try:
             with open(output, "w", encoding="utf-8") as f:
-                f.write(render(doc, form, width=100, color=False, **(view if form == "text" else {})))
+                if form == "json":
+                    from tensorscope.render import json as json_form
+
+                    json_form.write(doc, f)
+                else:
+                    f.write(render(doc, form, width=100, color=False, **view))
         except OSError as e:
             _err(f"can't write the report to '{output}': {e.strerror}")
         return
