@@ -113,8 +113,8 @@ def test_summary_groups_parameters_per_module_and_folds_indices():
 def test_summary_shows_shared_storages_with_views_and_version_counters():
     out = render(DOC, "text", width=100)
     assert "s1  cpu  24 bytes  2 tensors" in out
-    assert re.search(r"t1 \[#{16}\] x  version counter v1 shared", out)
-    assert re.search(r"t2 \[\.{8}#{8}\] row  view of x, version counter v1 shared", out)
+    assert re.search(r"t1 \[#{16}\] x  version 1, counter v1 \(shared\)", out)
+    assert re.search(r"t2 \[\.{8}#{8}\] row  view of x, version 1, counter v1 \(shared\)", out)
     assert "p.py:3  alias getitem  row = x[1]" in out
 
 

@@ -8,10 +8,13 @@ text, never as markup.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from pathlib import Path
 
 from rich.console import Group
+from rich.style import Style
 from rich.text import Text
 
 _BAR = 16
@@ -160,14 +163,14 @@ def aliasing(doc, by_id) -> list[Text]:
             if t.get("view_of"):
                 base = by_id.get(t["view_of"])
                 facts.append(f"view of {_name(base) if base else t['view_of']}")
-            vc = t.get("version_counter")
-            if vc and counters[vc] > 1:
-                facts.append(f"version counter {vc} shared")
-            elif vc:
-                facts.append(f"own version counter {vc}")
             if 0 in (t.get("stride") or []):
                 facts.append("stride 0")
             facts.append(f"version {t.get('version')}")
+            vc = t.get("version_counter")
+            if vc and counters[vc] > 1:
+                facts.append(f"counter {vc} (shared)")
+            elif vc:
+                facts.append(f"own counter {vc}")
             row.append("  " + ", ".join(facts), style="dim")
             out.append(row)
         if len(ts) > MAX_BLOCK_ROWS:
@@ -382,6 +385,16 @@ def short_files(files) -> dict:
     return {f: (b if base[b] == 1 else f) for f in files for b in [f.replace("\\", "/").rsplit("/", 1)[-1]]}
 
 
+def _link_style(file: str | None) -> Style:
+    """Cyan, and a link to the file where the terminal shows links (rich decides)."""
+    if not file or file.startswith("<"):
+        return Style(color="cyan")
+    try:
+        return Style(color="cyan", link=Path(os.path.abspath(file)).as_uri())
+    except ValueError:
+        return Style(color="cyan")
+
+
 def timeline(doc, counts) -> list[Text]:
     """One row per source line: what happened there and how often, the file on every row."""
     rows: dict[tuple, dict] = {}
@@ -427,7 +440,7 @@ def timeline(doc, counts) -> list[Text]:
             parts.append(f"{word} x{n:,}" if n != 1 else word)
         name = short.get(file, file) or "?"
         where = f"{name}:{ln}" if ln else name
-        out.append(line((where, "cyan"), "  ", "; ".join(parts), ("  " + r["code"], "dim")))
+        out.append(line((where, _link_style(file)), "  ", "; ".join(parts), ("  " + r["code"], "dim")))
     if len(rows) > MAX_TIMELINE_ROWS:
         out.append(line(f"... {len(rows) - MAX_TIMELINE_ROWS} more lines with events (--full)", style="dim"))
     return out
