@@ -138,8 +138,16 @@ def _bar(rng, size) -> str:
     return ("." * lo + "#" * (hi - lo) + "." * max(0, _BAR - hi))[:_BAR]
 
 
-def aliasing(doc, by_id) -> list[Text]:
-    """Storages shared by two or more live tensors (one of them named), with views and version counters."""
+def aliasing(doc, by_id, same=None) -> list[Text]:
+    """Storages shared by two or more live tensors (one of them named), with views and version counters.
+
+    ``same``: roots that name the same tensors as another root (``raw_model`` as ``model``),
+    left out of the names shown here as in the module rows."""
+    same = same or {}
+
+    def names_of(t):
+        return [n for n in t["names"] if n.split(".", 1)[0] not in same] or t["names"]
+
     blocks = []
     for s in doc["storages"]:
         ts = [by_id[tid] for tid in s["tensors"] if tid in by_id]
@@ -156,13 +164,14 @@ def aliasing(doc, by_id) -> list[Text]:
                         (f"{len(ts)} tensors", "yellow")))
         for t in ts[:MAX_BLOCK_ROWS]:
             rng = t.get("byte_range") or [0, 0]
-            row = line(f"  {t['id']:>5} [{_bar(rng, size)}] ", (_name(t), "bold"))
-            if len(t["names"]) > 1:
-                row.append(f" (= {', '.join(t['names'][1:3])}{', ...' if len(t['names']) > 3 else ''})")
+            names = names_of(t)
+            row = line(f"  {t['id']:>5} [{_bar(rng, size)}] ", (names[0] if names else t["id"], "bold"))
+            if len(names) > 1:
+                row.append(f" (= {', '.join(names[1:3])}{', ...' if len(names) > 3 else ''})")
             facts = []
             if t.get("view_of"):
                 base = by_id.get(t["view_of"])
-                facts.append(f"view of {_name(base) if base else t['view_of']}")
+                facts.append(f"view of {(names_of(base) or [base['id']])[0] if base else t['view_of']}")
             if 0 in (t.get("stride") or []):
                 facts.append("stride 0")
             facts.append(f"version {t.get('version')}")
@@ -457,7 +466,8 @@ def renderables(doc, panels) -> list:
         out.append(panels(doc["diagnosis"], "Diagnosis"))
     for h in doc.get("hazards") or []:
         out.append(panels(h, "Hazard (nothing raised)"))
-    for section in (aliasing(doc, by_id), modules(doc, by_id), other_named(doc), timeline(doc, counts)):
+    same = _same_module_roots([t for t in doc["tensors"] if t.get("role") in ("parameter", "buffer")])
+    for section in (aliasing(doc, by_id, same), modules(doc, by_id), other_named(doc), timeline(doc, counts)):
         if section:
             out.append(Text("", end="\n"))
             out.extend(section)
