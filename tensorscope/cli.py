@@ -138,10 +138,10 @@ def _main(command, program, args, json_, output, device, timeout, show_traceback
 
 def _emit(doc: dict, json_: bool, output, view: dict) -> None:
     """Write the report where it was asked for: stdout (text or JSON) or a file."""
-    from tensorscope.render import render
+    from tensorscope.render import form_for_path, render
 
     if output is not None:
-        form = "json" if str(output).endswith(".json") else "text"
+        form = form_for_path(output)
         try:
             with open(output, "w", encoding="utf-8") as f:
                 if form == "json":
