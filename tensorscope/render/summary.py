@@ -76,10 +76,11 @@ def verdict(doc, counts=None) -> Text:
     if d:
         t.append("failed: ", style="bold red")
         t.append(d["kind"], style="bold red")
-        t.append(f"  {d.get('title') or ''}")
         where = d.get("culprit") or d.get("backward")
         if where and where.get("line"):
-            t.append(f"  ({where.get('file') or ''}:{where['line']})", style="dim")
+            t.append(f" at {where.get('file') or ''}:{where['line']}")
+        if hazards:
+            t.append(f"; {_plural(len(hazards), 'hazard')}", style="yellow")
     elif hazards:
         t.append(f"{_plural(len(hazards), 'hazard')}: ", style="bold yellow")
         t.append(", ".join(sorted({h['kind'] for h in hazards})))
@@ -116,8 +117,12 @@ def headline(doc, counts) -> Text:
 
 def header(doc) -> list[Text]:
     p = doc["program"]
-    out = [line((f"tensorscope {doc['command']} ", "bold"), p["path"], f"  exit status {p['exit_status']}",
-                (f"  torch {doc.get('torch_version')}", "dim"))]
+    head = line((f"tensorscope {doc['command']} ", "bold"), p["path"], f"  exit status {p['exit_status']}")
+    if p.get("exception"):
+        e = p["exception"]
+        head.append(f"  {e['type']}" + (f" at line {e['line']}" if e.get("line") else ""), style="red")
+    head.append(f"  torch {doc.get('torch_version')}", style="dim")
+    out = [head]
     if doc.get("device_mode") and doc["device_mode"] != "auto":
         out.append(line(f"device mode: {doc['device_mode']}"))
     for note in doc.get("notes") or []:
@@ -285,7 +290,8 @@ def renderables(doc, panels) -> list:
     by_id = {t["id"]: t for t in doc["tensors"] if t["alive"]}
     out: list = header(doc)
     out.append(verdict(doc, counts))
-    out.append(headline(doc, counts))
+    if doc["tensors"] or doc["events"]:  # a document stripped to its findings has no facts to count
+        out.append(headline(doc, counts))
     if doc.get("diagnosis"):
         out.append(panels(doc["diagnosis"], "Diagnosis"))
     for h in doc.get("hazards") or []:
