@@ -95,14 +95,14 @@ class Report:
         return render(self.doc, "json")
 
     def render(self, *, width: int = 100, color: bool = False, full: bool = True) -> str:
-        """The report as ``tensorscope run`` prints it in a terminal.
+        """The report as ``tensorscope run --full`` prints it in a terminal.
 
-        With ``full=False`` only the header, the diagnosis and the hazards (the tensor
-        table, storage map and timeline are left out).
+        With ``full=False`` only the header, the verdict, the diagnosis and the hazards (the
+        tensor table, storage map and timeline are left out).
         """
         from tensorscope.render import render
 
-        return render(self.doc if full else summary(self.doc), "text", width=width, color=color)
+        return render(self.doc if full else summary(self.doc), "text", width=width, color=color, full=full)
 
     def _repr_html_(self) -> str:
         return html(self.doc)

@@ -443,14 +443,18 @@ class Tracker(Recorder):
         out = []
         seen = set()
         stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+        # each node once: a graph with residual connections reaches a node along many paths. The
+        # wrappers are kept (the dict's values) so that no id is reused by another node during the walk.
+        visited = {id(node): node for node in stack}
         n = 0
         while stack and n < _MAX_WALK:
             node = stack.pop()
             n += 1
             try:
                 for nxt, _ in node.next_functions:
-                    if nxt is None:
+                    if nxt is None or id(nxt) in visited:
                         continue
+                    visited[id(nxt)] = nxt
                     if hasattr(nxt, "variable"):
                         v = nxt.variable
                         k = id(v)
