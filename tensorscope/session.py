@@ -64,7 +64,9 @@ class Session:
 
         tracker = instrument.new_tracker(None if self.program == "-" else filename)
         progress = Progress(tracker)
-        with instrument.active(tracker, device=self.device, ops=self.ops) as control:
+        # saved-tensor hooks only where their facts are needed (see NOTE [Hooks only under explain])
+        with instrument.active(tracker, device=self.device, ops=self.ops,
+                               hooks=self.command == "explain") as control:
             def on_end():
                 progress.stop()
                 control.stop()

@@ -23,6 +23,8 @@ import torch
 from tensorscope.instrument.frames import UserCode
 
 _Tensor = torch.Tensor
+_get_sequence_nr = torch._C._autograd._get_sequence_nr
+_MAX_MARKS = 50_000
 _CO_OPTIMIZED = 0x0001
 
 
@@ -133,6 +135,7 @@ class Recorder:
         self.pending: dict[int, dict] = {}
         self._n_saved = 0
         self.node_lines: OrderedDict = OrderedDict()  # node sequence nr -> (file, line)
+        self.marks: list[tuple] = []  # (autograd's next sequence nr, file, line) of recorded user lines
         # backward bookkeeping
         self.freed_nodes: list[tuple[set, dict]] = []  # (sequence nrs, backward event)
         # outcomes
@@ -256,7 +259,18 @@ class Recorder:
                  "line": frame.f_lineno if frame else None}
         event.update(data)
         self.events.append(event)
+        if frame is not None:
+            self.mark(_get_sequence_nr(), event["file"], event["line"])
         return event
+
+    def mark(self, aseq, file, line):
+        """Remember that `line` ran when autograd's next sequence nr was `aseq` (see node_line)."""
+        marks = self.marks
+        if marks and marks[-1][0] == aseq and marks[-1][1] == file and marks[-1][2] == line:
+            return
+        if len(marks) >= _MAX_MARKS:
+            del marks[:_MAX_MARKS // 2]
+        marks.append((aseq, file, line))
 
     def names_in(self, frame, tensors) -> dict[int, list[str]]:
         """Names bound to each of `tensors` in a module-level frame (by identity).

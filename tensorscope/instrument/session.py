@@ -35,8 +35,11 @@ class _Control:
 
 
 @contextmanager
-def active(tracker: Tracker, device: str = "auto", ops: bool = False):
-    """Install the wrappers and saved-tensor hooks for the duration of a run."""
+def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: bool = False):
+    """Install the wrappers (and, for ``explain``, the saved-tensor hooks) for the duration of a run.
+
+    See NOTE [Hooks only under explain] in saved.py.
+    """
     patcher = Patcher()
     state.recorder = tracker
     # --- device (tensorscope/instrument/device.py): torch caches its list of factories that honour
@@ -45,7 +48,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False):
     _device_constructors()
     # --- end device
     patcher.install()
-    saved.push()
+    if hooks:
+        saved.push()
     control = _Control(tracker, patcher)
     if device != "auto":
         from tensorscope.instrument import device as _device
