@@ -180,3 +180,93 @@ def test_issue_10_causes_are_python_under_run(tmp_path, name):
         assert explain == py
     if name.startswith("5_"):
         assert "detached in-place" in py[2]
+
+
+SEED = """
+    import torch
+    a = torch.tensor([1., 2, 3], requires_grad=True)
+    out = a.sigmoid()
+    out.detach().zero_()
+    out.sum().backward()
+"""
+
+
+@pytest.mark.parametrize("command", ("run", "explain"))
+def test_seed_case_names_the_culprit_and_the_graph(tmp_path, command):
+    prog = _write(tmp_path, "seed", SEED)
+    rc, _, err, doc = run_cli(command, "--json", str(prog), cwd=tmp_path)
+    assert rc == 1 and "modified by an inplace operation" in err
+    validate_against_schema(doc)
+    d = doc["diagnosis"]
+    assert d["kind"] == "inplace-modified-saved-tensor"
+    assert (d["culprit"]["line"], d["culprit"]["alias"]) == (4, "out.detach()")
+    assert d["backward"]["line"] == 5 and "out" in d["tensor"]["names"]
+    assert (d["tensor"]["version_at_save"], d["tensor"]["version_now"]) == (0, 1)
+    assert d["saved_by"]["node"] == "SigmoidBackward0"
+    if command == "explain":
+        assert d["saved_by"]["line"] == 3
+    else:  # no hooks under run: the saving line is not known, and the report says where to get it
+        assert d["saved_by"]["line"] is None and "tensorscope explain" in d["explanation"]
+    g = d["graph"]
+    nodes = {n["id"]: n for n in g["nodes"]}
+    assert nodes[g["root"]]["name"] == "SumBackward0" and not g["truncated"]
+    sig = [n for n in g["nodes"] if n["name"] == "SigmoidBackward0"]
+    assert len(sig) == 1 and sig[0]["id"] in nodes[g["root"]]["next"]
+    (saved,) = sig[0]["saved"]
+    assert saved == {"name": "result", "tensor": d["tensor"]["id"], "storage": saved["storage"],
+                     "version_now": 1, "version_at_save": 0, "stale": True}
+    assert saved["storage"] is not None
+
+
+GRADCHECK = """
+    import torch
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64, requires_grad=True)
+    print(torch.autograd.gradcheck(lambda t: (t * t).sin(), (x,)))
+    print(torch.autograd.gradgradcheck(lambda t: t.exp() * t, (x,)))
+"""
+DATA_ZEROED = """
+    import torch
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x.exp()
+    y.data.zero_()
+    y.sum().backward()
+    print(x.grad.tolist())
+"""
+
+
+def test_silent_writes_reported_only_when_the_saved_bytes_changed(tmp_path):
+    """gradcheck perturbs saved inputs through `.data` and restores them: no hazard; a real
+    `.data` write into a saved output is one (explain)."""
+    clean = _write(tmp_path, "gradcheck", GRADCHECK)
+    zeroed = _write(tmp_path, "zeroed", DATA_ZEROED)
+    with ThreadPoolExecutor(2) as pool:
+        a = pool.submit(run_cli, "explain", "--json", str(clean), cwd=tmp_path)
+        b = pool.submit(run_cli, "explain", "--json", str(zeroed), cwd=tmp_path)
+        (rc, _, err, doc), (rc2, _, err2, doc2) = a.result(), b.result()
+    assert "True\nTrue" in err  # the program's stdout goes to stderr with --json
+    assert rc == 0 and doc["hazards"] == [] and doc["diagnosis"] is None
+    assert rc2 == 1 and [h["kind"] for h in doc2["hazards"]] == ["silent-saved-tensor-write"]
+    assert doc2["hazards"][0]["culprit"]["line"] == 4
+
+
+ALIVE = """
+    import gc, weakref, torch
+    a = torch.rand(5, requires_grad=True)
+    refs = []
+    for i in range(10):
+        t = a * 2
+        v = t.view(5)
+        v.add_(1)                      # every in-place write is logged (no tensor kept)
+        y = t.exp()
+        y.sum().backward()
+        refs += [weakref.ref(t), weakref.ref(v), weakref.ref(y)]
+    del t, v, y
+    gc.collect()
+    print(sum(r() is None for r in refs), "of", len(refs), "freed")
+"""
+
+
+def test_no_tensor_kept_alive(tmp_path):
+    py, run, explain = _three(tmp_path, "alive", ALIVE)
+    assert py == (0, "30 of 30 freed\n", "")
+    assert run == py and explain == py
