@@ -146,7 +146,11 @@ def unusual(t) -> str | None:
 
 def pack(t):
     try:
-        kind = unusual(t)
+        if type(t) is _Tensor:
+            kind = unusual(t)
+        else:
+            with _quiet_tf():  # a subclass's __torch_function__ must not see our reads
+                kind = unusual(t)
     except Exception:
         kind = "tensor"
     if kind is not None:
@@ -269,8 +273,13 @@ _current_node = torch._C._current_autograd_node
 def _detached_in_place(t) -> bool:
     """The saved non-leaf input lost its grad_fn (``detach_()``), and the unpack is one PyTorch
     makes without a ``saved_for`` node: a generated (C++) node running in backward."""
-    if t.grad_fn is not None:
-        return False
+    if type(t) is _Tensor:
+        if t.grad_fn is not None:
+            return False
+    else:
+        with _quiet_tf():
+            if t.grad_fn is not None:
+                return False
     node = _current_node()
     return node is not None and not hasattr(node, "_forward_cls")
 
