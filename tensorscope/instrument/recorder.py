@@ -25,6 +25,7 @@ from tensorscope.instrument.frames import UserCode
 _Tensor = torch.Tensor
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _MAX_MARKS = 50_000
+_MAIN = threading.main_thread()
 _CO_OPTIMIZED = 0x0001
 
 
@@ -259,18 +260,20 @@ class Recorder:
                  "line": frame.f_lineno if frame else None}
         event.update(data)
         self.events.append(event)
-        if frame is not None:
-            self.mark(_get_sequence_nr(), event["file"], event["line"])
+        if frame is not None and threading.current_thread() is _MAIN:
+            self.mark(_get_sequence_nr(), frame)
         return event
 
-    def mark(self, aseq, file, line):
-        """Remember that `line` ran when autograd's next sequence nr was `aseq` (see node_line)."""
+    def mark(self, aseq, frame):
+        """Remember which instruction of the program ran when autograd's next sequence nr was
+        `aseq` (see Tracker.node_line). Kept in time order, on the program's thread only: other
+        threads (CUDA backward workers) count sequence nrs of their own."""
         marks = self.marks
-        if marks and marks[-1][0] == aseq and marks[-1][1] == file and marks[-1][2] == line:
+        if marks and aseq < marks[-1][0]:
             return
         if len(marks) >= _MAX_MARKS:
             del marks[:_MAX_MARKS // 2]
-        marks.append((aseq, file, line))
+        marks.append((aseq, frame.f_code.co_filename, frame.f_lineno, id(frame), frame.f_lasti))
 
     def names_in(self, frame, tensors) -> dict[int, list[str]]:
         """Names bound to each of `tensors` in a module-level frame (by identity).

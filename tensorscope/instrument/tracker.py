@@ -7,6 +7,7 @@ a failure inside tensorscope only loses detail.
 from __future__ import annotations
 
 import bisect
+import threading
 import weakref
 
 import torch
@@ -27,6 +28,8 @@ _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _TensorBase = torch._C.TensorBase
 _set_versions = torch._C._autograd._unsafe_set_version_counter
 _UINT8 = torch.uint8
+_current_thread = threading.current_thread
+_MAIN = threading.main_thread()
 
 
 def _fingerprint(p, target):
@@ -91,18 +94,21 @@ class Tracker(Recorder):
         and (for a write recorded in detail) of its known storage-mates."""
         try:
             v0 = target._version
-            key = target.untyped_storage()._cdata
         except Exception:
             return None
+        try:
+            key = target.untyped_storage()._cdata
+        except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
+            key = None
         aseq = _get_sequence_nr()
         uf = user_frame(frame, self.user)
         detailed = uf is not None and self.allow("write", uf)
         snap = mates = None
-        if detailed:
+        if detailed and key is not None:
             entry = self._storages.get(key)
             if entry is not None:
                 mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
-        refs = self.pending.get(key) if self.pending else None
+        refs = self.pending.get(key) if self.pending and key is not None else None
         if refs:
             snap = []
             for ref in refs:
@@ -124,7 +130,8 @@ class Tracker(Recorder):
     def _post_write(self, pre, target, op, frame, data_set_value=None, source=None):
         v0, snap, mates, uf, detailed, key, aseq = pre
         v1 = target._version
-        self._log_write(key, target, op, frame, uf, v0, v1, aseq, detailed)
+        if key is not None:
+            self._log_write(key, target, op, frame, uf, v0, v1, aseq, detailed)
         hits = []
         if snap:
             rng = _byte_range(target)
@@ -186,20 +193,23 @@ class Tracker(Recorder):
                      uf.f_lineno if uf is not None else None,
                      frame.f_code if frame is not None and frame is not uf else None,
                      self.tid(target) if detailed else None))
-        if uf is not None:
-            self.mark(aseq, uf.f_code.co_filename, uf.f_lineno)
+        if uf is not None and _current_thread() is _MAIN:
+            self.mark(aseq, uf)
 
     def node_line(self, seq):
         """(file, line) of the forward line that built node ``seq``: exact where a pack hook saw it
-        (explain); else when the lines recorded just before and just after the node was built are
-        one and the same line; else (None, None)."""
+        (explain); else when the events recorded just before and just after the node was built ran
+        in one execution of one line (same frame, same line, later instruction: not the same line
+        in the next iteration of a loop); else (None, None)."""
         known = self.node_lines.get(seq)
         if known is not None:
             return known
         marks = self.marks
         i = bisect.bisect_right(marks, seq, key=lambda m: m[0])
-        if 0 < i < len(marks) and marks[i - 1][1:] == marks[i][1:]:
-            return marks[i][1], marks[i][2]
+        if 0 < i < len(marks):
+            before, after = marks[i - 1], marks[i]
+            if before[1:4] == after[1:4] and before[4] < after[4]:
+                return after[1], after[2]
         return None, None
 
     def _also_changed(self, target, mates):
