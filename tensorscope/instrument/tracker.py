@@ -188,12 +188,14 @@ class Tracker(Recorder):
         elif len(recs) >= _MAX_WRITES_PER_STORAGE:
             del recs[0]
         log[key] = recs
-        recs.append((aseq, _byte_range(target), v0, v1, op, torch.is_grad_enabled(),
+        # no byte range: views of one base share one version counter, so a write into other bytes
+        # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one
+        recs.append((aseq, v0, v1, op, torch.is_grad_enabled(),
                      uf.f_code if uf is not None else None, uf.f_lasti if uf is not None else None,
                      uf.f_lineno if uf is not None else None,
                      frame.f_code if frame is not None and frame is not uf else None,
                      self.tid(target) if detailed else None))
-        if uf is not None and _current_thread() is _MAIN:
+        if detailed and _current_thread() is _MAIN:
             self.mark(aseq, uf)
 
     def node_line(self, seq):
@@ -652,12 +654,12 @@ class Tracker(Recorder):
         return self.note_tensor(same[-1]) if same else None
 
     def _writes_on(self, tf, seq, expected, now):
-        """The logged writes into the saved bytes after node ``seq`` was built, that moved the
-        version on from ``expected`` (the culprit is the one whose version_before is ``expected``)."""
-        key, rng, _ = tf
+        """The logged writes into the saved tensor's storage after node ``seq`` was built, that moved
+        the version on from ``expected`` (the culprit is the one whose version_before is ``expected``)."""
+        key = tf[0]
         out = []
-        for aseq, wrng, v0, v1, op, grad_enabled, code, lasti, line, lib_code, tid in self.write_log.get(key, []):
-            if aseq <= seq or not ranges_overlap(rng, wrng) or v1 == v0:
+        for aseq, v0, v1, op, grad_enabled, code, lasti, line, lib_code, tid in self.write_log.get(key, []):
+            if aseq <= seq or v1 == v0:
                 continue
             if expected is not None and v0 < expected or now is not None and v0 >= now:
                 continue
