@@ -55,13 +55,16 @@ def _fingerprint(p, target):
         p.fingerprint = None
 
 
-def same_bytes(a, b) -> bool:
+def bytes_differing(a, b):
+    """How many bytes of ``b`` differ from the copy ``a``, as a 0-dim tensor on their device: no
+    value is read here (no CUDA synchronisation while the program runs); the count is read once
+    the program has finished (see ``resolve_silent`` in session.py). None: the shapes differ."""
     with _no_python_dispatch():
         flat_a = _TensorBase.reshape(_TensorBase.detach(a), (-1,))
         flat_b = _TensorBase.reshape(_TensorBase.detach(b), (-1,))
-        if flat_a.dtype != flat_b.dtype or flat_a.shape != flat_b.shape:
-            return False
-        return bool(_TensorBase.equal(_TensorBase.view(flat_a, _UINT8), _TensorBase.view(flat_b, _UINT8)))
+        if flat_a.dtype != flat_b.dtype or flat_a.shape != flat_b.shape or flat_a.device != flat_b.device:
+            return None
+        return _TensorBase.sum(_TensorBase.ne(_TensorBase.view(flat_a, _UINT8), _TensorBase.view(flat_b, _UINT8)))
 
 
 def _byte_range(t):
@@ -443,12 +446,12 @@ class Tracker(Recorder):
 
     def on_unpack_check_silent(self, p):
         silent = list(p.silent or [])
+        differing = None
         if silent and p.fingerprint is not None:
-            try:
-                if same_bytes(p.fingerprint, p.tensor):
-                    silent = []  # written and restored (gradcheck): backward reads the saved values
+            try:  # written and restored (gradcheck) is no hazard: decided when the program has ended
+                differing = bytes_differing(p.fingerprint, p.tensor)
             except Exception:
-                pass
+                differing = None
         swap = None
         if not p.is_output and p.storage_key is not None:
             try:
@@ -465,6 +468,7 @@ class Tracker(Recorder):
             "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
             "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
             "writes": writes, "backward": self._current_backward,
+            **({"_bytes_differing": differing} if differing is not None and swap is None else {}),
         })
 
     # --- backward -----------------------------------------------------------------------
