@@ -24,7 +24,7 @@ from tensorscope.instrument.frames import UserCode
 
 _Tensor = torch.Tensor
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
-_MAX_MARKS = 50_000
+_MAX_MARKS = 20_000
 _MAIN = threading.main_thread()
 _CO_OPTIMIZED = 0x0001
 
