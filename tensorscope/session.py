@@ -66,7 +66,9 @@ class Session:
 
         tracker = instrument.new_tracker(None if self.program == "-" else filename)
         progress = Progress(tracker, stdout_tty=self.stdout_tty)
-        with instrument.active(tracker, device=self.device, ops=self.ops) as control:
+        # saved-tensor hooks only where their facts are needed (see NOTE [Hooks only under explain])
+        with instrument.active(tracker, device=self.device, ops=self.ops,
+                               hooks=self.command == "explain") as control:
             def on_end():
                 progress.stop()
                 control.stop()
