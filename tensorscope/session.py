@@ -21,7 +21,7 @@ class Result:
 class Session:
     """Runs one program under instrumentation and builds its report."""
 
-    def __init__(self, *, command, program, argv, source, json_mode, device, timeout, ops=False):
+    def __init__(self, *, command, program, argv, source, json_mode, device, timeout, ops=False, module=False):
         self.command = command
         self.program = program
         self.argv = argv
@@ -30,6 +30,7 @@ class Session:
         self.device = device
         self.timeout = timeout
         self.ops = ops
+        self.module = module  # program is a module name, run as `python -m program`
 
     def execute(self) -> Result:
         saved_stdout_fd = None
@@ -50,19 +51,24 @@ class Session:
                 os.close(saved_stdout_fd)
 
     def _execute(self) -> Result:
-        filename = runner.main_filename(self.program)
-        try:
-            code = runner.compile_program(self.source, filename)
-        except (SyntaxError, ValueError) as e:
-            runner.print_syntax_error(e)
-            return Result(self._static_doc(e, filename), 1)
+        code = filename = None
+        if not self.module:  # a module is found and compiled by runpy, as under python -m
+            filename = runner.main_filename(self.program)
+            try:
+                code = runner.compile_program(self.source, filename)
+            except (SyntaxError, ValueError) as e:
+                runner.print_syntax_error(e)
+                return Result(self._static_doc(e, filename), 1)
 
         import torch
 
         from tensorscope.analysis import diagnose
         from tensorscope.instrument import session as instrument
 
-        tracker = instrument.new_tracker(None if self.program == "-" else filename)
+        if self.module:  # python -m: the program's own files are those under the working directory
+            tracker = instrument.new_tracker(None, root=os.getcwd())
+        else:
+            tracker = instrument.new_tracker(None if self.program == "-" else filename)
         progress = Progress(tracker)
         with instrument.active(tracker, device=self.device, ops=self.ops) as control:
             def on_end():
@@ -71,11 +77,16 @@ class Session:
 
             progress.start()
             outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
-                                 on_end=on_end)
+                                 on_end=on_end, module=self.program if self.module else None)
             snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
+            distributed = instrument.distributed_info(tracker, torchrun_env())
+        path = self.program
+        if self.module:  # the module's file once runpy found it, as python puts it in sys.argv[0]
+            path = (outcome.main_globals or {}).get("__file__") or self.program
         program = {
-            "path": self.program,
-            "argv": [self.program, *self.argv],
+            "path": path,
+            "module": self.program if self.module else None,
+            "argv": [path, *self.argv],
             "exit_status": outcome.exit_status,
             "exception": _exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
         }
@@ -85,6 +96,7 @@ class Session:
             doc["notes"].append(f"stopped after --timeout {self.timeout:g} s: the report is partial")
         if outcome.interrupted:
             doc["notes"].append("interrupted (KeyboardInterrupt): the report is partial")
+        doc["distributed"] = distributed
         diagnose.attach(doc, tracker, outcome)
         outcome.main_globals = None
         return Result(doc, outcome.exit_status, interrupted=outcome.interrupted,
@@ -103,13 +115,14 @@ class Session:
         return {
             "schema_version": report.SCHEMA_VERSION, "tensorscope_version": __version__,
             "torch_version": torch_version, "command": self.command,
-            "program": {"path": self.program, "argv": [self.program, *self.argv], "exit_status": 1,
+            "program": {"path": self.program, "module": None, "argv": [self.program, *self.argv], "exit_status": 1,
                         "exception": {"type": type(e).__name__, "message": str(getattr(e, "msg", e)),
                                       "file": report.display_path(filename), "line": getattr(e, "lineno", None)}},
             "device_mode": self.device, "tensors": [], "storages": [], "version_counters": [], "events": [],
             "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
             "diagnosis": None, "hazards": [],
             "notes": ["the program did not compile, so nothing ran"],
+            "distributed": None if torchrun_env() is None else {**torchrun_env(), "backend": None},
         }
 
 
@@ -170,6 +183,14 @@ class Progress:
                 os.write(2, b"\r\x1b[2K")
             except OSError:
                 pass
+
+
+def torchrun_env() -> dict | None:
+    """Rank, local rank and world size when torchrun's environment is present, else None."""
+    try:
+        return {key.lower(): int(os.environ[key]) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    except (KeyError, ValueError):
+        return None
 
 
 def _stderr_is_tty() -> bool:

@@ -35,13 +35,16 @@ class UserCode:
     """Decides which source files are the program's own (cached per filename).
 
     The program's own files are the script itself and any file below the
-    script's folder that is not an installed library (site-packages) or
-    tensorscope itself.
+    script's folder (``root``: the working directory for ``-m module``) that is
+    not an installed library (site-packages) or tensorscope itself.
     """
 
-    def __init__(self, program_path: str | None):
+    def __init__(self, program_path: str | None, root: str | None = None):
         self.program = os.path.realpath(program_path) if program_path else None
-        self.root = os.path.dirname(self.program) + os.sep if self.program else None
+        if root is not None:
+            self.root = os.path.join(os.path.realpath(root), "")
+        else:
+            self.root = os.path.dirname(self.program) + os.sep if self.program else None
         self._verdict: dict[str, bool] = {}
         if program_path is not None:
             self._verdict[program_path] = True

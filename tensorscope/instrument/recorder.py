@@ -111,8 +111,11 @@ def ranges_overlap(a, b) -> bool:
 class Recorder:
     """Holds what one run of a program recorded."""
 
-    def __init__(self, program_path: str | None, *, max_events: int = 20000, per_site: int = 20):
-        self.user = UserCode(program_path)
+    def __init__(self, program_path: str | None, *, max_events: int = 20000, per_site: int = 20,
+                 root: str | None = None):
+        self.user = UserCode(program_path, root=root)
+        self.ddp_models: list[dict] = []  # one per DistributedDataParallel built (instrument/ddp.py)
+        self.distributed_backend: str | None = None
         self.max_events = max_events
         self.per_site = per_site
         self.events: list[dict] = []

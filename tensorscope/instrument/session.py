@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from tensorscope.instrument import saved, snapshot as _snapshot, state
+from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
 from torch.utils._device import _device_constructors  # device: see active()
 
 
-def new_tracker(program_path: str | None) -> Tracker:
-    return make_tracker(program_path)
+def new_tracker(program_path: str | None, root: str | None = None) -> Tracker:
+    """A tracker for one run; ``root``: the folder of the program's own files (default: the script's)."""
+    return make_tracker(program_path, root=root)
 
 
 class _Control:
@@ -45,6 +46,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False):
     _device_constructors()
     # --- end device
     patcher.install()
+    ddp.install(tracker, patcher)
     saved.push()
     control = _Control(tracker, patcher)
     if device != "auto":
@@ -70,3 +72,10 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         return _snapshot.take(tracker, main_globals, exc)
     finally:
         tracker.active = active_before
+
+
+def distributed_info(tracker, env: dict | None) -> dict | None:
+    """``distributed`` of the report: torchrun's rank, local rank and world size, and the backend."""
+    if env is None:
+        return None
+    return {**env, "backend": ddp.backend_now(tracker)}
