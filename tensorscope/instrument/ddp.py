@@ -74,8 +74,15 @@ def _record_model(tracker, ddp, dist) -> None:
     import sys
 
     frame = user_frame(sys._getframe(2), tracker.user)
+    forwards = {}  # module path -> where its forward is defined, for the program's own modules
+    for path, m in ddp.module.named_modules():
+        code = getattr(getattr(type(m), "forward", None), "__code__", None)
+        if code is not None and code.co_filename in tracker.user:
+            forwards[path] = {"file": code.co_filename, "line": code.co_firstlineno,
+                              "function": f"{type(m).__qualname__}.forward"}
     record = {
         "parameters": reducer_parameter_names(ddp.module, getattr(ddp, "parameters_to_ignore", ())),
+        "forwards": forwards,
         "file": frame.f_code.co_filename if frame is not None else None,
         "line": frame.f_lineno if frame is not None else None,
         "find_unused_parameters": bool(getattr(ddp, "find_unused_parameters", False)),
