@@ -310,14 +310,32 @@ def _print_exception(e: BaseException) -> None:
 
 
 def _join_threads() -> None:
-    """Wait for non-daemon threads, as the interpreter does before exiting."""
+    """Wait for non-daemon threads, as the interpreter does before exiting.
+
+    Like ``threading._shutdown``, first run the callbacks registered with
+    ``threading._register_atexit``: they tell concurrent.futures' worker threads (torch.compile's
+    compile workers, a program's ThreadPoolExecutor) to finish, and joining those threads without
+    them waits forever. They are run once: the interpreter's own shutdown then finds none left.
+    """
     main = threading.main_thread()
-    for t in threading.enumerate():
-        if t is not main and not t.daemon and t is not threading.current_thread():
+    others = [t for t in threading.enumerate()
+              if t is not main and not t.daemon and t is not threading.current_thread()]
+    if not others:
+        return
+    callbacks = getattr(threading, "_threading_atexits", None)
+    if callbacks:
+        pending = list(reversed(callbacks))
+        callbacks.clear()
+        for callback in pending:
             try:
-                t.join()
+                callback()
             except Exception:
                 pass
+    for t in others:
+        try:
+            t.join()
+        except Exception:
+            pass
 
 
 def _flush() -> None:

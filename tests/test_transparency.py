@@ -33,6 +33,7 @@ TIMEOUT = 60  # seconds per subprocess (there is no pytest-timeout here)
 # (program, argv, stdin bytes)
 CASES = [
     ("threads_dataloader.py", [], b""),
+    ("thread_pool_left_open.py", [], b""),
     ("func_transforms.py", [], b""),
     ("checkpoint_prog.py", [], b""),
     ("custom_function.py", [], b""),
