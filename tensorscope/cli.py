@@ -119,7 +119,8 @@ def run(
     if program is None:
         _err("run needs a PROGRAM (or -m MODULE) (see 'tensorscope run --help')")
         raise typer.Exit(ExitCode.USAGE)
-    _main(_request("run", program, args, module, json_, output, device, timeout, ops, traceback_, fail_on, all_ranks))
+    _main(_request("run", program, args, module=module, json=json_, output=output, device=device, timeout=timeout,
+                   ops=ops, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks))
 
 
 @app.command(context_settings=_PROGRAM_CONTEXT)
@@ -158,11 +159,18 @@ def explain(
     if program is None:
         _err("explain needs a program, -m MODULE, - (an error text on stdin) or --message TEXT")
         raise typer.Exit(ExitCode.USAGE)
-    _main(_request("explain", program, args, module, json_, output, device, timeout, False, traceback_, fail_on, all_ranks))
+    _main(_request("explain", program, args, module=module, json=json_, output=output, device=device,
+                   timeout=timeout, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks))
 
 
-def _request(command, program, args, module, json_, output, device, timeout, ops, traceback_, fail_on, all_ranks) -> Request:
-    """Check the options (one-line usage errors, exit 2) and freeze them into a Request."""
+def _request(command: str, program: str, args, **options) -> Request:
+    """Check the options (one-line usage errors, exit 2) and freeze them into a Request.
+
+    ``options`` are Request's fields; a new option of run/explain is a Request field, a
+    parameter of the command, and (if it needs one) a check here.
+    """
+    json_, output, device = options.get("json"), options.get("output"), options.get("device", "auto")
+    fail_on, timeout, module = options.get("fail_on"), options.get("timeout"), options.get("module")
 
     def usage(text):
         _err(text)
@@ -184,11 +192,10 @@ def _request(command, program, args, module, json_, output, device, timeout, ops
             timeout = -1.0
         if not timeout > 0:
             usage("--timeout must be a positive number of seconds")
+        options["timeout"] = timeout
     if module and (not program or program == "-"):
         usage("-m needs a module name")
-    return Request(command=command, program=program, args=tuple(args), module=module, json=json_,
-                   output=output, device=device, timeout=timeout, ops=ops, traceback=traceback_,
-                   fail_on=fail_on, all_ranks=all_ranks)
+    return Request(command=command, program=program, args=tuple(args), **options)
 
 
 def _main(req: Request) -> None:

@@ -3,7 +3,8 @@
 The program gets ``__name__ == "__main__"``, its own ``sys.argv``, its folder as
 ``sys.path[0]``, a fresh ``__main__`` module, and python's own handling of
 ``SystemExit``, uncaught exceptions (through ``sys.excepthook``, with
-tensorscope's frames removed) and ``KeyboardInterrupt``.
+tensorscope's frames removed) and ``KeyboardInterrupt``. ``-m module`` runs through runpy
+exactly as ``python -m module`` (see NOTE [python -m]).
 """
 
 from __future__ import annotations
