@@ -250,14 +250,14 @@ def _emit(doc: dict, req: Request) -> None:
     Under torchrun each rank writes its own file (`r.rank0.json`, ...); on the terminal only
     rank 0 prints, headed "rank 0", unless --all-ranks.
     """
-    from tensorscope.render import render
+    from tensorscope.render import form_for_path, render
 
     rank = (doc.get("distributed") or {}).get("rank")
     output = req.output
     if output is not None:
         if rank is not None:
             output = rank_path(output, rank)
-        form = "json" if str(output).endswith(".json") else "text"
+        form = form_for_path(output)
         try:
             with open(output, "w", encoding="utf-8") as f:
                 f.write(render(doc, form, width=100, color=False))

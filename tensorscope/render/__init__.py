@@ -1,4 +1,4 @@
-"""Output forms: each renders the same report document (see FORMS)."""
+"""Output forms: each renders the same report document (see Form)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,21 @@ from enum import Enum
 class Form(str, Enum):
     text = "text"
     json = "json"
+    html = "html"
+    sarif = "sarif"
+
+
+# `-o FILE` picks the form from FILE's extension; anything else is text.
+_EXTENSIONS = {".json": Form.json, ".html": Form.html, ".htm": Form.html, ".sarif": Form.sarif}
+
+
+def form_for_path(path: str) -> str:
+    """The output form for a report file, chosen by its extension (case-insensitive)."""
+    lower = str(path).lower()
+    for ext, form in _EXTENSIONS.items():
+        if lower.endswith(ext):
+            return form.value
+    return Form.text.value
 
 
 def render(doc: dict, form: str, *, width: int | None = None, color: bool | None = None) -> str:
@@ -21,4 +36,12 @@ def render(doc: dict, form: str, *, width: int | None = None, color: bool | None
         from tensorscope.render import text as text_form
 
         return text_form.render(doc, width=width, color=color)
-    raise AssertionError(form)  # pragma: no cover - FORMS is checked exhaustive by a test
+    if form is Form.html:
+        from tensorscope.render.html import render_html
+
+        return render_html(doc)
+    if form is Form.sarif:
+        from tensorscope.render.sarif import render_sarif
+
+        return render_sarif(doc)
+    raise AssertionError(form)  # pragma: no cover - Form is checked exhaustive by a test
