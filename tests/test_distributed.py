@@ -97,7 +97,7 @@ def test_torchrun_rank0_names_the_unused_parameters_by_module_path(torchrun):
         assert f"`{name}`" in d["explanation"]
     assert "`Net.forward`" in d["explanation"] and "`self.aux`" in d["explanation"]
     assert (d["culprit"]["line"], d["culprit"]["code"]) == (FORWARD, "loss = model(torch.randn(3, 4)).sum()")
-    assert "model.aux.requires_grad_(False)" in d["fix"] and "find_unused_parameters=True" in d["fix"]
+    assert "m.aux.requires_grad_(False)" in d["fix"] and "find_unused_parameters=True" in d["fix"]
 
 
 def _run(cmd, cwd, env=None):

@@ -91,8 +91,8 @@ def unused_parameters(ev: Evidence) -> dict | None:
     if modules:
         first = modules[0]
         fix = (f"`{first}` takes no part in the loss: call it in forward, remove it, or freeze it before wrapping "
-               f"(`model.{first}.requires_grad_(False)`); or pass `find_unused_parameters=True` to "
-               "DistributedDataParallel.")
+               f"(`m.{first}.requires_grad_(False)`, then `DistributedDataParallel(m)`); or pass "
+               "`find_unused_parameters=True` to DistributedDataParallel.")
     else:
         fix = "Pass `find_unused_parameters=True` to DistributedDataParallel, or make every parameter take part in the loss."
     evidence = [f"unused parameters{on_rank}: {', '.join(names)}" if names else "unused parameters: unknown"]
