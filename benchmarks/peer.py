@@ -233,7 +233,7 @@ def child_env(support: Path) -> dict:
 def pytest_args(test_file: Path, support: Path) -> list:
     # -c: our own empty ini, so no project's addopts or conftest.py above the file changes the run.
     return [str(test_file), "-c", str(support / "pytest.ini"), "--rootdir", str(test_file.parent),
-            "-p", "no:cacheprovider", "-p", "_peer_plugin", "-q", "--tb=short"]
+            "-p", "no:cacheprovider", "-p", "no:tensorscope", "-p", "_peer_plugin", "-q", "--tb=short"]
 
 
 def collect(test_file: Path, support: Path, k: str | None) -> list:

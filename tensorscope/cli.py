@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import List, Optional
 
 import typer
@@ -11,7 +12,7 @@ import typer
 from tensorscope.exitcodes import ExitCode
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (typer's own)
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Inspect what a PyTorch program does to its tensors: storage sharing, version counters, "
@@ -20,6 +21,16 @@ app = typer.Typer(
 
 
 DEVICE_MODES = ("auto", "cpu", "cuda")
+FAIL_ON = ("hazard", "diagnosis")
+
+# NOTE [Arguments after the program]
+# `tensorscope run [OPTIONS] PROGRAM [ARGS...]` reads like `python [OPTIONS] PROGRAM [ARGS...]`:
+# click stops parsing options at the first positional argument (allow_interspersed_args=False),
+# so everything after PROGRAM, `--help` and `-o` included, reaches the program untouched.
+# Unknown options *before* PROGRAM stay usage errors (exit 2). A `--` before PROGRAM ends
+# tensorscope's options (a program named `-x.py`); a `--` right after PROGRAM is dropped once,
+# as earlier releases documented `tensorscope run prog.py -- ARGS`.
+_PROGRAM_CONTEXT = {"allow_interspersed_args": False}
 
 
 class UsageError(Exception):
@@ -31,41 +42,120 @@ def _err(text: str) -> None:
     sys.stderr.flush()
 
 
-_PROG_ARGS = typer.Argument(None, help="Arguments passed to the program (put them after --).", show_default=False)
+@dataclass(frozen=True)
+class Request:
+    """One `run` / `explain` of a program, as the command line asked for it."""
+
+    command: str
+    program: str  # a path, "-" (stdin) or, with module=True, a module name
+    args: tuple
+    module: bool = False
+    json: bool = False
+    output: Optional[str] = None
+    device: str = "auto"
+    timeout: Optional[float] = None
+    ops: bool = False
+    traceback: bool = False
+    fail_on: Optional[str] = None
+    all_ranks: bool = False
+    # what the text report shows (the JSON keeps every fact whatever these say)
+    full: bool = False
+    tensor: Optional[str] = None
+    line: Optional[str] = None
+    report: bool = False
+
+    def view(self) -> dict:
+        """The text renderer's options."""
+        view = dict(full=self.full, tensor=self.tensor, line=self.line)
+        if self.command == "explain":
+            view["report"] = self.report
+        return view
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        sys.stdout.write(_version_line() + "\n")
+        raise typer.Exit(ExitCode.OK)
+
+
+def _version_line() -> str:
+    """`tensorscope X (torch Y)`, read from the installed metadata: torch is not imported (start-up)."""
+    from importlib import metadata
+
+    from tensorscope import __version__
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return f"tensorscope {__version__} (torch {torch_version})"
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                 help="Print tensorscope's and torch's versions and exit."),
+) -> None:
+    """Inspect what a PyTorch program does to its tensors: storage sharing, version counters,
+    autograd state, and the line behind every backward failure."""
+
+
+_PROGRAM = typer.Argument(None, metavar="PROGRAM", show_default=False,
+                          help="The program to run (- reads it from stdin), or with -m the module.")
+_PROG_ARGS = typer.Argument(None, help="Everything after PROGRAM goes to the program untouched.", show_default=False)
+_MODULE = typer.Option(False, "-m", "--module", help="Run the module PROGRAM as `python -m PROGRAM ARGS` does (-m MODULE [ARGS...]).")
+_JSON = typer.Option(False, "--json", help="Print one JSON document on stdout (the program's stdout goes to stderr).")
+_OUTPUT = typer.Option(None, "--output", "-o", help="Write the report to FILE (JSON if it ends in .json) and leave the program's output untouched.")
+_DEVICE = typer.Option("auto", "--device", help="auto: change nothing; cpu: run CUDA code on the CPU; cuda: make CUDA the default device.")
+_TIMEOUT = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial.")
+_FAIL_ON = typer.Option(None, "--fail-on", help="Exit 5 when something is found: hazard (a hazard) or diagnosis (a failure diagnosis or a hazard).")
+_ALL_RANKS = typer.Option(False, "--all-ranks", help="Under torchrun, print every rank's report (default: rank 0 only).")
+_TRACEBACK = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error.")
 _FULL = typer.Option(False, "--full", help="Print the complete report: every tensor, storage and event.")
 _TENSOR = typer.Option(None, "--tensor", help="Print one tensor's history, aliases and version changes (a name or an id like t3).")
 _LINE = typer.Option(None, "--line", help="Print what one source line did (FILE:LINE or LINE).")
 
 
-@app.command()
+@app.command(context_settings=_PROGRAM_CONTEXT)
 def run(
-    program: str = typer.Argument(..., help="The program to run, or - to read it from stdin."),
+    program: Optional[str] = _PROGRAM,
     args: Optional[List[str]] = _PROG_ARGS,
-    json_: bool = typer.Option(False, "--json", help="Print one JSON document on stdout (the program's stdout goes to stderr)."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report to FILE (JSON if it ends in .json) and leave the program's output untouched."),
-    device: str = typer.Option("auto", "--device", help="auto: change nothing; cpu: run CUDA code on the CPU; cuda: make CUDA the default device."),
-    timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial."),
+    module: bool = _MODULE,
+    json_: bool = _JSON,
+    output: Optional[str] = _OUTPUT,
+    device: str = _DEVICE,
+    timeout: Optional[str] = _TIMEOUT,
     ops: bool = typer.Option(False, "--ops", help="Also record one event per aten op (slower; see the benchmark)."),
-    traceback_: bool = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error."),
+    fail_on: Optional[str] = _FAIL_ON,
+    all_ranks: bool = _ALL_RANKS,
+    traceback_: bool = _TRACEBACK,
     full: bool = _FULL,
     tensor: Optional[str] = _TENSOR,
     line: Optional[str] = _LINE,
 ) -> None:
     """Run PROGRAM as `python PROGRAM ARGS` would, then report its tensors, aliases, versions and autograd events."""
-    _main("run", program, args or [], json_, output, device, timeout, traceback_, ops,
-          view=dict(full=full, tensor=tensor, line=line))
+    if program is None:
+        _err("run needs a PROGRAM (or -m MODULE) (see 'tensorscope run --help')")
+        raise typer.Exit(ExitCode.USAGE)
+    _main(_request("run", program, args, module=module, json=json_, output=output, device=device, timeout=timeout,
+                   ops=ops, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks, full=full, tensor=tensor,
+                   line=line))
 
 
-@app.command()
+@app.command(context_settings=_PROGRAM_CONTEXT)
 def explain(
-    program: Optional[str] = typer.Argument(None, help="A program to run and explain, or - to read an error text from stdin."),
+    program: Optional[str] = typer.Argument(None, metavar="PROGRAM", show_default=False,
+                                            help="A program to run and explain (with -m a module), or - to read an error text from stdin."),
     args: Optional[List[str]] = _PROG_ARGS,
-    message: Optional[str] = typer.Option(None, "--message", "-m", help="Explain this error text (nothing is run)."),
-    json_: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    module: bool = _MODULE,
+    message: Optional[str] = typer.Option(None, "--message", help="Explain this error text (nothing is run)."),
+    json_: bool = _JSON,
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report to FILE and leave the program's output untouched."),
     device: str = typer.Option("auto", "--device", help="As for run."),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="As for run."),
-    traceback_: bool = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error."),
+    fail_on: Optional[str] = _FAIL_ON,
+    all_ranks: bool = _ALL_RANKS,
+    traceback_: bool = _TRACEBACK,
     full: bool = _FULL,
     tensor: Optional[str] = _TENSOR,
     line: Optional[str] = _LINE,
@@ -75,7 +165,10 @@ def explain(
 
     Unlike run, explain registers saved-tensor hooks to learn the saving line, the version at save and silent writes. A program that inspects saved variables can see them: grad_fn._raw_saved_x.unpack_hook is tensorscope's, _raw_saved_x.register_hooks refuses a second pair of hooks, grad_fn._saved_x is a new tensor object (`is` the input is False), and a __torch_dispatch__ subclass sees one aten.detach per saved input unpacked. Use run for such programs: it registers none.
     """
-    if message is not None or program == "-":
+    if fail_on is not None and fail_on not in FAIL_ON:
+        _err(f"--fail-on must be one of {', '.join(FAIL_ON)}, not '{fail_on}'")
+        raise typer.Exit(ExitCode.USAGE)
+    if message is not None or (program == "-" and not module):
         if message is not None and program is not None:
             _err("give either a program, - (error text on stdin) or --message, not two of them")
             raise typer.Exit(ExitCode.USAGE)
@@ -85,38 +178,65 @@ def explain(
             text = message
         from tensorscope.explain_text import explain_text
 
-        raise typer.Exit(explain_text(text, json_, output))
+        code = explain_text(text, json_, output)
+        if code == ExitCode.FOUND and fail_on == "diagnosis":  # a pasted failure is a diagnosis, never a hazard
+            code = ExitCode.FAIL_ON
+        raise typer.Exit(code)
     if program is None:
-        _err("explain needs a program, - (an error text on stdin) or --message TEXT")
+        _err("explain needs a program, -m MODULE, - (an error text on stdin) or --message TEXT")
         raise typer.Exit(ExitCode.USAGE)
-    _main("explain", program, args or [], json_, output, device, timeout, traceback_,
-          view=dict(full=full, tensor=tensor, line=line, report=report))
+    _main(_request("explain", program, args, module=module, json=json_, output=output, device=device,
+                   timeout=timeout, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks, full=full,
+                   tensor=tensor, line=line, report=report))
 
 
-def _main(command, program, args, json_, output, device, timeout, show_traceback, ops=False, view=None) -> None:
-    from tensorscope.session import Session
+def _request(command: str, program: str, args, **options) -> Request:
+    """Check the options (one-line usage errors, exit 2) and freeze them into a Request.
 
+    ``options`` are Request's fields; a new option of run/explain is a Request field, a
+    parameter of the command, and (if it needs one) a check here.
+    """
+    json_, output, device = options.get("json"), options.get("output"), options.get("device", "auto")
+    fail_on, timeout, module = options.get("fail_on"), options.get("timeout"), options.get("module")
+
+    def usage(text):
+        _err(text)
+        raise typer.Exit(ExitCode.USAGE)
+
+    args = list(args or [])
+    if args[:1] == ["--"]:  # see NOTE [Arguments after the program]
+        args = args[1:]
     if json_ and output is not None:
-        _err("--json and --output cannot be combined")
-        raise typer.Exit(ExitCode.USAGE)
+        usage("--json and --output cannot be combined")
     if device not in DEVICE_MODES:
-        _err(f"--device must be one of {', '.join(DEVICE_MODES)}, not '{device}'")
-        raise typer.Exit(ExitCode.USAGE)
+        usage(f"--device must be one of {', '.join(DEVICE_MODES)}, not '{device}'")
+    if fail_on is not None and fail_on not in FAIL_ON:
+        usage(f"--fail-on must be one of {', '.join(FAIL_ON)}, not '{fail_on}'")
     if timeout is not None:
         try:
             timeout = float(timeout)
         except ValueError:
             timeout = -1.0
         if not timeout > 0:
-            _err("--timeout must be a positive number of seconds")
+            usage("--timeout must be a positive number of seconds")
+        options["timeout"] = timeout
+    if module and (not program or program == "-"):
+        usage("-m needs a module name")
+    return Request(command=command, program=program, args=tuple(args), **options)
+
+
+def _main(req: Request) -> None:
+    from tensorscope.session import Session
+
+    source = None
+    if not req.module:
+        try:
+            source = _read_program(req.program)
+        except UsageError as e:
+            _err(str(e))
             raise typer.Exit(ExitCode.USAGE)
-    try:
-        source = _read_program(program)
-    except UsageError as e:
-        _err(str(e))
-        raise typer.Exit(ExitCode.USAGE)
     # --- device check (tensorscope/instrument/device.py): --device cuda needs a usable GPU
-    if device == "cuda":
+    if req.device == "cuda":
         from tensorscope.instrument.device import cuda_unavailable_reason
 
         reason = cuda_unavailable_reason()
@@ -124,54 +244,91 @@ def _main(command, program, args, json_, output, device, timeout, show_traceback
             _err(reason)
             raise typer.Exit(ExitCode.USAGE)
     # --- end device check
-    session = Session(command=command, program=program, argv=args, source=source, json_mode=json_,
-                      device=device, timeout=timeout, ops=ops)
+    session = Session(command=req.command, program=req.program, argv=list(req.args), source=source,
+                      json_mode=req.json, device=req.device, timeout=req.timeout, ops=req.ops,
+                      module=req.module)
     try:
         result = session.execute()
-        _emit(result.doc, json_, output, view or {})
+        _emit(result.doc, req)
     except Exception:
-        if show_traceback:
+        if req.traceback:
             raise
         _err("internal error (run again with --traceback and report it)")
         raise typer.Exit(ExitCode.INTERNAL)
     if result.timed_out:
-        _err(f"the program did not finish within {timeout:g} s and was stopped; the report is partial")
-    _exit(result, command)
+        _err(f"the program did not finish within {req.timeout:g} s and was stopped; the report is partial")
+    _exit(result, req)
 
 
-def _emit(doc: dict, json_: bool, output, view: dict) -> None:
-    """Write the report where it was asked for: stdout (text or JSON) or a file."""
+# --- torchrun: one report per rank ------------------------------------------------------------
+
+
+def rank_path(path: str, rank: int) -> str:
+    """`r.json` -> `r.rank0.json`, `report` -> `report.rank0`: each rank writes its own file."""
+    head, tail = os.path.split(path)
+    stem, dot, ext = tail.rpartition(".")
+    name = f"{stem}.rank{rank}.{ext}" if dot and stem else f"{tail}.rank{rank}"
+    return os.path.join(head, name)
+
+
+def _emit(doc: dict, req: Request) -> None:
+    """Write the report where it was asked for: stdout (text or JSON) or a file.
+
+    Under torchrun each rank writes its own file (`r.rank0.json`, ...); on the terminal only
+    rank 0 prints, headed "rank 0", unless --all-ranks.
+    """
     from tensorscope.render import form_for_path, render
 
+    rank = (doc.get("distributed") or {}).get("rank")
+    output = req.output
     if output is not None:
+        if rank is not None:
+            output = rank_path(output, rank)
         form = form_for_path(output)
         try:
             with open(output, "w", encoding="utf-8") as f:
-                if form == "json":
+                if form == "json":  # streamed: a large document is never held twice
                     from tensorscope.render import json as json_form
 
                     json_form.write(doc, f)
                 else:
-                    f.write(render(doc, form, width=100, color=False, **view))
+                    f.write(render(doc, form, width=100, color=False, **req.view()))
         except OSError as e:
             _err(f"can't write the report to '{output}': {e.strerror}")
         return
-    if json_:
-        sys.stdout.write(render(doc, "json"))
-        sys.stdout.flush()
+    if rank is not None and rank != 0 and not req.all_ranks:
         return
-    # rich detects the terminal: width (COLUMNS), colour (NO_COLOR, FORCE_COLOR), links
-    from rich.console import Console
+    if req.json:
+        text = render(doc, "json")
+    else:
+        # rich detects the terminal: width (COLUMNS), colour (NO_COLOR, FORCE_COLOR), links
+        from rich.console import Console
 
-    from tensorscope.render.text import renderables
+        from tensorscope.render.text import renderables
 
-    console = Console(highlight=False, soft_wrap=False, emoji=False, markup=False)
-    for r in renderables(doc, **view):
-        console.print(r)
+        console = Console(highlight=False, soft_wrap=False, emoji=False, markup=False)
+        with console.capture() as captured:
+            for r in renderables(doc, **req.view()):
+                console.print(r)
+        text = captured.get()
+        if rank is not None:
+            text = f"rank {rank}\n{text}"
+    # one write: the ranks' reports share the terminal and must not interleave line by line
+    sys.stdout.write(text)
     sys.stdout.flush()
 
 
-def _exit(result, command: str) -> None:
+def _found(doc: dict, fail_on: Optional[str]) -> bool:
+    """--fail-on: `hazard` triggers on hazards only, `diagnosis` on a failure diagnosis or a hazard."""
+    if fail_on is None:
+        return False
+    hazards = bool(doc.get("hazards"))
+    if fail_on == "hazard":
+        return hazards
+    return hazards or doc.get("diagnosis") is not None
+
+
+def _exit(result, req: Request) -> None:
     if result.interrupted:
         # Die by SIGINT like python does, so shells see 130 and callers see -2.
         import signal
@@ -183,7 +340,13 @@ def _exit(result, command: str) -> None:
         raise typer.Exit(ExitCode.INTERRUPTED)
     if result.timed_out:
         raise typer.Exit(ExitCode.TIMEOUT)
-    if command == "explain":
+    if _found(result.doc, req.fail_on):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if result.os_exit:
+            os._exit(ExitCode.FAIL_ON)
+        raise typer.Exit(ExitCode.FAIL_ON)
+    if req.command == "explain":
         found = result.doc.get("diagnosis") is not None or bool(result.doc.get("hazards"))
         raise typer.Exit(ExitCode.FOUND if found else ExitCode.OK)
     if result.os_exit:

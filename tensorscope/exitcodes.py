@@ -21,6 +21,9 @@ class ExitCode(enum.IntEnum):
     UNRECOGNISED = 3
     #: an internal error in tensorscope itself (please report it; --traceback shows it).
     INTERNAL = 4
+    #: --fail-on hazard|diagnosis found what it names; replaces the program's own exit status
+    #: (python's handling of the program is untouched otherwise: its output is the same).
+    FAIL_ON = 5
     #: --timeout expired; the partial report is still produced.
     TIMEOUT = 124
     #: interrupted (Ctrl-C / KeyboardInterrupt); like python, the process dies by SIGINT (shells show 130).

@@ -3,7 +3,8 @@
 The program gets ``__name__ == "__main__"``, its own ``sys.argv``, its folder as
 ``sys.path[0]``, a fresh ``__main__`` module, and python's own handling of
 ``SystemExit``, uncaught exceptions (through ``sys.excepthook``, with
-tensorscope's frames removed) and ``KeyboardInterrupt``.
+tensorscope's frames removed) and ``KeyboardInterrupt``. ``-m module`` runs through runpy
+exactly as ``python -m module`` (see NOTE [python -m]).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import builtins
 import importlib.machinery
 import os
+import runpy
 import signal
 import sys
 import threading
@@ -137,27 +139,38 @@ def _walk_stack(f):
         f = f.f_back
 
 
-def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=None, on_end=None) -> Outcome:
-    """Execute compiled program code as ``__main__``; never raises for the program's own errors."""
+def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=None, on_end=None,
+        module: str | None = None) -> Outcome:
+    """Execute compiled program code as ``__main__``; never raises for the program's own errors.
+
+    With ``module``, ``code`` is None and the module runs as ``python -m module`` runs it:
+    see NOTE [python -m].
+    """
     outcome = Outcome()
     is_stdin = path == "-"
     main = types.ModuleType("__main__")
     g = main.__dict__  # same keys, in the same order, as python's own __main__
     g["__annotations__"] = {}
     g["__builtins__"] = builtins
-    if is_stdin:
+    if module is not None:
+        pass  # runpy sets __file__, __loader__, __spec__, __package__ once the module is found
+    elif is_stdin:
         g["__loader__"] = importlib.machinery.BuiltinImporter
         g["__file__"] = "<stdin>"
     else:
         g["__loader__"] = importlib.machinery.SourceFileLoader("__main__", main_filename(path))
         g["__file__"] = main_filename(path)
-    g["__cached__"] = None
+    if module is None:
+        g["__cached__"] = None
     saved_main = sys.modules.get("__main__")
     saved_argv = sys.argv
     saved_path0 = sys.path[0] if sys.path else None
     sys.modules["__main__"] = main
-    sys.argv = [path, *argv]
-    folder = "" if is_stdin else os.path.dirname(os.path.realpath(path))
+    sys.argv = ["-m" if module is not None else path, *argv]  # runpy puts the module's file in argv[0]
+    if module is not None:
+        folder = os.getcwd()
+    else:
+        folder = "" if is_stdin else os.path.dirname(os.path.realpath(path))
     if sys.path:
         sys.path[0] = folder
     else:
@@ -192,7 +205,18 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         if on_start is not None:
             on_start()
         try:
-            exec(code, main.__dict__)
+            if module is not None:
+                # NOTE [python -m]
+                # `python -m name` is runpy._run_module_as_main(name): it finds the module (importing
+                # its parent packages; a package runs its __main__), puts the module's file in argv[0],
+                # sets __name__, __file__, __spec__, __package__, __loader__, __cached__ in the __main__
+                # module installed above, and exits with "<python>: No module named x" (status 1) when
+                # the lookup fails. Calling that same function gives python's semantics, error texts and
+                # the two "<frozen runpy>" frames of its tracebacks; it is called from here directly so
+                # the program runs at the depth it has under python -m (see _RecursionLimit).
+                runpy._run_module_as_main(module)
+            else:
+                exec(code, main.__dict__)
         finally:
             if timeout:
                 signal.setitimer(signal.ITIMER_REAL, 0)
@@ -287,14 +311,32 @@ def _print_exception(e: BaseException) -> None:
 
 
 def _join_threads() -> None:
-    """Wait for non-daemon threads, as the interpreter does before exiting."""
+    """Wait for non-daemon threads, as the interpreter does before exiting.
+
+    Like ``threading._shutdown``, first run the callbacks registered with
+    ``threading._register_atexit``: they tell concurrent.futures' worker threads (torch.compile's
+    compile workers, a program's ThreadPoolExecutor) to finish, and joining those threads without
+    them waits forever. They are run once: the interpreter's own shutdown then finds none left.
+    """
     main = threading.main_thread()
-    for t in threading.enumerate():
-        if t is not main and not t.daemon and t is not threading.current_thread():
+    others = [t for t in threading.enumerate()
+              if t is not main and not t.daemon and t is not threading.current_thread()]
+    if not others:
+        return
+    callbacks = getattr(threading, "_threading_atexits", None)
+    if callbacks:
+        pending = list(reversed(callbacks))
+        callbacks.clear()
+        for callback in pending:
             try:
-                t.join()
+                callback()
             except Exception:
                 pass
+    for t in others:
+        try:
+            t.join()
+        except Exception:
+            pass
 
 
 def _flush() -> None:

@@ -22,7 +22,7 @@ class Result:
 class Session:
     """Runs one program under instrumentation and builds its report."""
 
-    def __init__(self, *, command, program, argv, source, json_mode, device, timeout, ops=False):
+    def __init__(self, *, command, program, argv, source, json_mode, device, timeout, ops=False, module=False):
         self.command = command
         self.program = program
         self.argv = argv
@@ -31,6 +31,7 @@ class Session:
         self.device = device
         self.timeout = timeout
         self.ops = ops
+        self.module = module  # program is a module name, run as `python -m program`
         # whether the program's stdout is a terminal, taken before --json points fd 1 elsewhere
         self.stdout_tty = _is_tty(1)
 
@@ -53,18 +54,20 @@ class Session:
                 os.close(saved_stdout_fd)
 
     def _execute(self) -> Result:
-        filename = runner.main_filename(self.program)
-        try:
-            code = runner.compile_program(self.source, filename)
-        except (SyntaxError, ValueError) as e:
-            runner.print_syntax_error(e)
-            return Result(self._static_doc(e, filename), 1)
+        code = filename = None
+        if not self.module:  # a module is found and compiled by runpy, as under python -m
+            filename = runner.main_filename(self.program)
+            try:
+                code = runner.compile_program(self.source, filename)
+            except (SyntaxError, ValueError) as e:
+                runner.print_syntax_error(e)
+                return Result(self._static_doc(e, filename), 1)
 
         import torch
 
         from tensorscope.instrument import session as instrument
 
-        tracker = instrument.new_tracker(None if self.program == "-" else filename)
+        tracker = instrument.new_tracker(None if self.program == "-" else filename)  # None with -m
         progress = Progress(tracker, stdout_tty=self.stdout_tty)
         # saved-tensor hooks only where their facts are needed (see NOTE [Hooks only under explain])
         with instrument.active(tracker, device=self.device, ops=self.ops,
@@ -75,7 +78,7 @@ class Session:
 
             progress.start()
             outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
-                                 on_end=on_end)
+                                 on_end=on_end, module=self.program if self.module else None)
             # NOTE [No collector passes while the report is built]
             # The program has ended; building the report allocates one container per fact, and the
             # cyclic collector would walk the program's whole heap again and again meanwhile (a
@@ -84,22 +87,27 @@ class Session:
             gc.disable()
             try:
                 snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
+                distributed = instrument.distributed_info(tracker, torchrun_env())
             except BaseException:
                 if gc_was_enabled:
                     gc.enable()
                 raise
         try:
-            return self._report(tracker, snap, outcome, torch.__version__)
+            return self._report(tracker, snap, outcome, torch.__version__, distributed)
         finally:
             if gc_was_enabled:
                 gc.enable()
 
-    def _report(self, tracker, snap, outcome, torch_version) -> Result:
+    def _report(self, tracker, snap, outcome, torch_version, distributed) -> Result:
         from tensorscope.analysis import diagnose
 
+        path = self.program
+        if self.module:  # the module's file once runpy found it, as python puts it in sys.argv[0]
+            path = (outcome.main_globals or {}).get("__file__") or self.program
         program = {
-            "path": self.program,
-            "argv": [self.program, *self.argv],
+            "path": path,
+            "module": self.program if self.module else None,
+            "argv": [path, *self.argv],
             "exit_status": outcome.exit_status,
             "exception": _exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
         }
@@ -109,6 +117,7 @@ class Session:
             doc["notes"].append(f"stopped after --timeout {self.timeout:g} s: the report is partial")
         if outcome.interrupted:
             doc["notes"].append("interrupted (KeyboardInterrupt): the report is partial")
+        doc["distributed"] = distributed
         diagnose.attach(doc, tracker, outcome)
         outcome.main_globals = None
         return Result(doc, outcome.exit_status, interrupted=outcome.interrupted,
@@ -127,13 +136,14 @@ class Session:
         return {
             "schema_version": report.SCHEMA_VERSION, "tensorscope_version": __version__,
             "torch_version": torch_version, "command": self.command,
-            "program": {"path": self.program, "argv": [self.program, *self.argv], "exit_status": 1,
+            "program": {"path": self.program, "module": None, "argv": [self.program, *self.argv], "exit_status": 1,
                         "exception": {"type": type(e).__name__, "message": str(getattr(e, "msg", e)),
                                       "file": report.display_path(filename), "line": getattr(e, "lineno", None)}},
             "device_mode": self.device, "tensors": [], "storages": [], "version_counters": [], "events": [],
             "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
             "diagnosis": None, "hazards": [],
             "notes": ["the program did not compile, so nothing ran"],
+            "distributed": None if torchrun_env() is None else {**torchrun_env(), "backend": None},
         }
 
 
@@ -195,6 +205,14 @@ class Progress:
                 os.write(2, b"\r\x1b[2K")
             except OSError:
                 pass
+
+
+def torchrun_env() -> dict | None:
+    """Rank, local rank and world size when torchrun's environment is present, else None."""
+    try:
+        return {key.lower(): int(os.environ[key]) for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    except (KeyError, ValueError):
+        return None
 
 
 def _is_tty(fd: int) -> bool:

@@ -318,7 +318,7 @@ def test_inspect_inside_tensorscope_run_joins_the_run(tmp_path):
         "    y = x.detach()\n"
         "    y.mul_(2)\n"
         "print([(e['kind'], e['line']) for e in rep.events])\n")
-    code, out, err, doc = run_cli("run", str(prog), "--json", cwd=tmp_path)
+    code, out, err, doc = run_cli("run", "--json", str(prog), cwd=tmp_path)
     assert code == 0, err
     assert "[('alias', 4), ('write', 5)]" in err  # the program's stdout goes to stderr under --json
     assert [(e["kind"], e["line"]) for e in doc["events"] if e["kind"] == "write"] == [("write", 5)]

@@ -49,7 +49,7 @@ def test_caught_failure_then_another_exception(programs):
     path = programs["then_assert"]
     rc_py, _, err_py = run_python(path)
     assert rc_py == 1 and err_py.rstrip().endswith("AssertionError"), err_py
-    rc, out, err, doc = run_cli("explain", str(path), "--json")
+    rc, out, err, doc = run_cli("explain", "--json", str(path))
     assert rc == 1 and doc is not None, (rc, err[-500:])
     assert validate_against_schema(doc)
     assert doc["program"]["exception"]["type"] == "AssertionError"
@@ -63,7 +63,7 @@ def test_caught_failure_then_exit_0(programs, tmp_path):
     path = programs["then_clean"]
     rc_py, out_py, _ = run_python(path)
     assert rc_py == 0 and "caught the expected failure" in out_py
-    rc, out, err, doc = run_cli("explain", str(path), "--json")
+    rc, out, err, doc = run_cli("explain", "--json", str(path))
     assert rc == 0 and doc is not None, (rc, out[:500], err[-500:])
     assert validate_against_schema(doc)
     assert doc["diagnosis"] is None and doc["hazards"] == [], doc["diagnosis"]

@@ -37,7 +37,7 @@ def test_run_prints_program_output_then_report(tmp_path):
 
 def test_json_mode_is_one_document_and_program_stdout_goes_to_stderr(tmp_path):
     p = prog(tmp_path, OK)
-    rc, out, err, doc = run_cli("run", str(p), "--json", cwd=tmp_path)
+    rc, out, err, doc = run_cli("run", "--json", str(p), cwd=tmp_path)
     assert rc == 0
     assert doc is not None and doc["schema_version"] == 1
     assert doc["program"]["exit_status"] == 0
@@ -74,7 +74,7 @@ def test_exit_status_mirrors_python(tmp_path, code, status):
 
 
 def test_program_from_stdin_and_python_dash_m(tmp_path):
-    rc, out, _, doc = run_cli("run", "-", "--json", stdin="import torch\nx = torch.zeros(2)\ny = x.view(2)\n", cwd=tmp_path)
+    rc, out, _, doc = run_cli("run", "--json", "-", stdin="import torch\nx = torch.zeros(2)\ny = x.view(2)\n", cwd=tmp_path)
     assert rc == 0
     x, = [t for t in doc["tensors"] if "x" in t["names"]]
     y, = [t for t in doc["tensors"] if "y" in t["names"]]
@@ -111,12 +111,12 @@ def test_explain_exit_codes(tmp_path):
         y.backward()
         print(x.grad.item())
     """, "fine.py")
-    rc, out, err, doc = run_cli("explain", str(bad), "--json", cwd=tmp_path)
+    rc, out, err, doc = run_cli("explain", "--json", str(bad), cwd=tmp_path)
     assert rc == 1 and doc["diagnosis"]["kind"] == "inplace-modified-saved-tensor"
     assert doc["diagnosis"]["culprit"]["line"] == 4
     assert doc["diagnosis"]["saved_by"]["line"] == 3
     assert doc["diagnosis"]["backward"]["line"] == 5
-    rc, out, err, doc = run_cli("explain", str(fine), "--json", cwd=tmp_path)
+    rc, out, err, doc = run_cli("explain", "--json", str(fine), cwd=tmp_path)
     assert rc == 0 and doc["diagnosis"] is None and doc["hazards"] == []
     assert "2.0" in err  # the program's own stdout went to stderr
 

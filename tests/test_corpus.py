@@ -1,7 +1,7 @@
 """End-to-end: the real CLI explains every program of tests/corpus/ as its header and markers say.
 
 Each program declares its expected diagnosis (format: tests/corpus/score.py). For every program this
-runs `python -m tensorscope explain PROG --json` once (a module-scoped pool of 2 workers) and checks the
+runs `python -m tensorscope explain --json PROG` once (a module-scoped pool of 2 workers) and checks the
 diagnosis kind, the culprit / saved-by / backward lines, the alias, the saving node, the hazards and
 explain's exit code (1 when something is diagnosed, 0 when fine).
 
@@ -11,7 +11,7 @@ torch version; a program whose hash does not match is run under plain python on 
 (`python tests/corpus/score.py --refresh-golden` rerecords the file).
 - every program: explain's own stderr ends with the same exception line, and its JSON reports the same
   exit status;
-- `tensorscope run PROG -o FILE.json` has the same exit status and last stderr line: for a fixed sample
+- `tensorscope run -o FILE.json PROG` has the same exit status and last stderr line: for a fixed sample
   (BEHAVIOUR_DEFAULT) by default, for every program with TENSORSCOPE_CORPUS_FULL=1. Each tensorscope
   process costs ~2 s of CPU (mostly importing torch) on this 2-core machine; a second process per
   program would not fit the 90 s budget.

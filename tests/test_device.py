@@ -48,8 +48,8 @@ def twin_runs(tmp_path_factory):
     """For each twin: (`run --json --device cpu` of the CUDA program, `run --json` of the CPU twin)."""
     tmp = tmp_path_factory.mktemp("twins")
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        futs = {name: (pool.submit(run_cli, "run", str(PROGRAMS / name), "--json", "--device", "cpu"),
-                       pool.submit(run_cli, "run", str(cpu_twin(name, tmp)), "--json"))
+        futs = {name: (pool.submit(run_cli, "run", "--json", "--device", "cpu", str(PROGRAMS / name)),
+                       pool.submit(run_cli, "run", "--json", str(cpu_twin(name, tmp))))
                 for name in TWINS}
         return {name: (a.result(), b.result()) for name, (a, b) in futs.items()}
 
@@ -199,7 +199,7 @@ def test_cuda_program_prints_what_its_cpu_twin_prints(tmp_path, name):
 
 
 def test_utilities_and_default_device_contexts():
-    rc, out, err, doc = run_cli("run", str(PROGRAMS / "utilities.py"), "--json", "--device", "cpu")
+    rc, out, err, doc = run_cli("run", "--json", "--device", "cpu", str(PROGRAMS / "utilities.py"))
     assert rc == 0, err
     assert f"available: {HAS_CUDA}" in err  # the program's stdout goes to stderr with --json: the check is untouched
     assert "devices: cpu cpu cpu cpu cpu" in err
@@ -219,7 +219,7 @@ def test_plain_python_fails_where_device_cpu_runs(tmp_path):
     prog = REPO / "tests" / "corpus" / "device_cuda_input_cpu_model.py"
     rc_py, _, err_py = run_python(prog)
     assert rc_py == 1 and "Torch not compiled with CUDA enabled" in err_py
-    rc, out, err, doc = run_cli("run", str(prog), "--json", "--device", "cpu")
+    rc, out, err, doc = run_cli("run", "--json", "--device", "cpu", str(prog))
     assert rc == 0, err
     assert doc["program"]["exception"] is None and doc["diagnosis"] is None
     assert find_tensor(doc, "x")["device"] == "cpu"
@@ -231,7 +231,7 @@ def test_device_cuda_without_gpu_is_a_usage_error(tmp_path, command):
     marker = tmp_path / "ran"
     prog = tmp_path / "prog.py"
     prog.write_text(f"open({str(marker)!r}, 'w').close()\nprint('ran')\n")
-    rc, out, err, _ = run_cli(command, str(prog), "--device", "cuda")
+    rc, out, err, _ = run_cli(command, "--device", "cuda", str(prog))
     assert rc == 2
     assert out == ""
     assert not marker.exists()  # refused before the program ran
@@ -286,7 +286,7 @@ def test_no_event_is_recorded_twice_under_the_mode(tmp_path):
         "x.data = torch.ones(3)\n"
         "x.requires_grad = True\n"
         "x.requires_grad_(False)\n")
-    rc, _, err, doc = run_cli("run", str(prog), "--json", "--device", "cpu")
+    rc, _, err, doc = run_cli("run", "--json", "--device", "cpu", str(prog))
     assert rc == 0, err
     rows = [(e["kind"], e["line"]) for e in doc["events"]]
     assert rows == [("create", 2), ("alias", 3), ("write", 4), ("write", 5), ("create", 6), ("write", 6),
@@ -347,8 +347,8 @@ SNIPPETS = sorted(p.name for p in SNIPPETS_DIR.glob("*.py"))
 @pytest.fixture(scope="module")
 def gpu_snippet_runs():
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futs = {s: (pool.submit(run_cli, "run", str(SNIPPETS_DIR / s), "--json"),
-                    pool.submit(run_cli, "run", str(SNIPPETS_DIR / s), "--json", "--device", "cuda"))
+        futs = {s: (pool.submit(run_cli, "run", "--json", str(SNIPPETS_DIR / s)),
+                    pool.submit(run_cli, "run", "--json", "--device", "cuda", str(SNIPPETS_DIR / s)))
                 for s in SNIPPETS}
         return {s: (a.result(), b.result()) for s, (a, b) in futs.items()}
 
@@ -380,8 +380,8 @@ def test_cuda_program_on_gpu_matches_device_cpu(name):
     """The CUDA program on the GPU against the same program with --device cpu: the same facts for
     every tensor, except that a move to the GPU copies (own storage, own counter) where the CPU
     mapping returns the tensor itself."""
-    rc, _, err, doc = run_cli("run", str(PROGRAMS / name), "--json")
-    rc_cpu, _, err_cpu, doc_cpu = run_cli("run", str(PROGRAMS / name), "--json", "--device", "cpu")
+    rc, _, err, doc = run_cli("run", "--json", str(PROGRAMS / name))
+    rc_cpu, _, err_cpu, doc_cpu = run_cli("run", "--json", "--device", "cpu", str(PROGRAMS / name))
     assert rc == rc_cpu, err
     moved = {e["tensor"] for e in doc["events"] if e["kind"] == "copy" and e.get("op") in ("to", "cuda")}
     moved_names = {tuple(t["names"]) for t in doc["tensors"] if t["id"] in moved}
@@ -405,7 +405,7 @@ def test_cuda_program_on_gpu_matches_device_cpu(name):
 @needs_gpu
 def test_device_mismatch_diagnosis_on_gpu():
     prog = REPO / "tests" / "corpus" / "device_cuda_input_cpu_model.py"
-    rc, _, err, doc = run_cli("explain", str(prog), "--json")
+    rc, _, err, doc = run_cli("explain", "--json", str(prog))
     assert rc == 1, err
     exc = doc["program"]["exception"]
     assert exc["type"] == "RuntimeError"
@@ -436,7 +436,7 @@ def test_backward_on_worker_threads_is_attributed_to_the_backward_line():
     """CUDA backward runs on autograd worker threads; saved-tensor facts still point at user lines."""
     snippet = SNIPPETS_DIR / "data_write_silent_wrong_grad.py"
     # silent writes are explain's (run registers no saved-tensor hooks): exit 1, a hazard found
-    rc, _, err, doc = run_cli("explain", str(snippet), "--json", "--device", "cuda")
+    rc, _, err, doc = run_cli("explain", "--json", "--device", "cuda", str(snippet))
     assert rc == 1 and doc["program"]["exit_status"] == 0, err
     hazard = doc["hazards"][0]
     assert hazard["kind"] == "silent-saved-tensor-write"

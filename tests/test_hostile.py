@@ -116,14 +116,13 @@ MARKER_PROG = "import pathlib\npathlib.Path('ran.marker').write_text('ran')\n"
 @pytest.mark.parametrize(
     "argv",
     [
-        ["run", "p.py", "--bogus"],
-        ["run", "--bogus", "p.py"],
+        ["run", "--bogus", "p.py"],  # (after the program, `--bogus` is the program's: test_launch.py)
         ["--bogus"],
         ["frobnicate", "p.py"],
         ["run"],
         ["run", "--device", "tpu", "p.py"],
         ["run", "--timeout", "soon", "p.py"],
-        ["explain", "p.py", "--message", "x"],
+        ["explain", "--message", "x", "p.py"],
     ],
     ids=lambda a: " ".join(a),
 )

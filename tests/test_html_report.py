@@ -264,7 +264,7 @@ def _shares_version_counter(a: torch.Tensor, b: torch.Tensor) -> bool:
 def view_write_page(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("html")
     page = tmp / "report.html"
-    rc, out, err, _ = run_cli("explain", VIEW_WRITE, "-o", str(page))
+    rc, out, err, _ = run_cli("explain", "-o", str(page), VIEW_WRITE)
     return tmp, page, rc, out, err
 
 
@@ -319,7 +319,7 @@ def test_real_failure_in_the_browser(view_write_page):
 @needs_browser
 def test_stride_zero_and_overlap_in_the_browser(tmp_path):
     page = tmp_path / "expand.HTM"
-    rc, out, err, _ = run_cli("run", EXPAND, "-o", str(page))
+    rc, out, err, _ = run_cli("run", "-o", str(page), EXPAND)
     assert page.exists(), err
     dom = load(page, tmp_path)
 

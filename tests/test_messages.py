@@ -424,6 +424,9 @@ def test_live_chain_unknown_wrapper_keeps_the_known_cause():
 # Stored texts: older releases, CUDA machines, IPython, Windows.
 
 FIXTURE_FIELDS = {
+    # torchrun, 2 ranks on gloo: both ranks' tracebacks, each line prefixed "[rankN]: "
+    "ddp-unused-parameters__torchrun-gloo-2.13": dict(indices=[4, 5], rank=0, names=[], reason="unused-parameters"),
+    "ddp-mark-ready-twice__reentrant-checkpoint-2.13": dict(index=1, name="block.bias"),
     "inplace-modified-saved-tensor__older-sigmoidbackward": dict(
         op="Sigmoid", node="SigmoidBackward", node_guessed=False, output_of="SigmoidBackward", shape=[3]),
     "inplace-modified-saved-tensor__older-sigmoidbackward0": dict(
@@ -644,7 +647,8 @@ def test_describe_device_and_other_use_fields():
 
 REQUIRED = {"inplace-modified-saved-tensor", "backward-twice", "no-grad-fn", "leaf-inplace", "view-inplace",
             "overlapping-write", "non-scalar-backward", "non-float-requires-grad", "numpy-requires-grad",
-            "resize-requires-grad", "device-mismatch", "other", "silent-saved-tensor-write"}
+            "resize-requires-grad", "device-mismatch", "other", "silent-saved-tensor-write",
+            "ddp-unused-parameters", "ddp-mark-ready-twice"}
 
 
 def test_kinds_are_complete_and_well_formed():
@@ -800,7 +804,7 @@ def test_explain_json_has_one_shape_for_program_stdin_and_message(tmp_path):
     assert rc_py == 1 and "modified by an inplace operation" in traceback_text
     message = traceback_text.strip().splitlines()[-1]
     docs = {
-        "program": run_cli("explain", str(prog), "--json"),
+        "program": run_cli("explain", "--json", str(prog)),
         "stdin": run_cli("explain", "-", "--json", stdin=traceback_text),
         "message": run_cli("explain", "--message", message, "--json"),
     }

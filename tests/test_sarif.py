@@ -54,7 +54,7 @@ def runs(tmp_path_factory):
     out = {}
     for name, command, program in (("failure", "explain", VIEW_WRITE), ("hazard", "explain", SILENT)):
         path = tmp / f"{name}.sarif"
-        rc, stdout, stderr, _ = run_cli(command, program, "-o", str(path))
+        rc, stdout, stderr, _ = run_cli(command, "-o", str(path), program)
         out[name] = (rc, stdout, json.loads(path.read_text(encoding="utf-8")))
     return out
 

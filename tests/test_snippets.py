@@ -57,7 +57,7 @@ class Runs:
         if key not in self.futures:
             path = str(SNIPPETS_DIR / snippet)
             if what in ("json", "explain"):
-                fut = self.pool.submit(run_cli, "run" if what == "json" else "explain", path, "--json")
+                fut = self.pool.submit(run_cli, "run" if what == "json" else "explain", "--json", path)
             elif what == "python":
                 fut = self.pool.submit(run_python, path)
             else:
@@ -75,7 +75,7 @@ class Runs:
             self._submit("json", s)
 
     def json(self, snippet: str, command: str = "run"):
-        """(returncode, stdout, stderr, doc) of `tensorscope run SNIPPET --json` (or explain)."""
+        """(returncode, stdout, stderr, doc) of `tensorscope run --json SNIPPET` (or explain)."""
         return self._submit("json" if command == "run" else "explain", snippet).result()
 
     def python(self, snippet: str):
@@ -110,7 +110,7 @@ def runs(request, tmp_path_factory):
 def doc_of(runs: Runs, snippet: str, command: str = "run") -> tuple[dict, str]:
     """The --json document of SNIPPET (asserting it is one JSON document) and its stderr."""
     rc, out, err, doc = runs.json(snippet, command)
-    assert doc is not None, f"stdout of `tensorscope {command} {snippet} --json` is not one JSON " \
+    assert doc is not None, f"stdout of `tensorscope {command} --json {snippet}` is not one JSON " \
                             f"document (rc={rc}).\nstdout:\n{out[-2000:]}\nstderr:\n{err[-3000:]}"
     if command == "run":
         assert rc == doc["program"]["exit_status"], (rc, doc["program"])

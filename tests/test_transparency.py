@@ -33,6 +33,7 @@ TIMEOUT = 60  # seconds per subprocess (there is no pytest-timeout here)
 # (program, argv, stdin bytes)
 CASES = [
     ("threads_dataloader.py", [], b""),
+    ("thread_pool_left_open.py", [], b""),
     ("func_transforms.py", [], b""),
     ("checkpoint_prog.py", [], b""),
     ("custom_function.py", [], b""),
@@ -181,7 +182,8 @@ def test_relative_output_path_and_chdir(tmp_path):
 
 
 JSON_CASES = [
-    # (program, tensorscope options placed after the program, as in `tensorscope run prog.py --json`?)
+    # (program, `--` between tensorscope's options and the program?); options after the program are
+    # the program's own (see tests/test_launch.py)
     ("grad_modes.py", True),
     ("exit_3.py", False),
     ("custom_exception.py", False),
@@ -191,7 +193,7 @@ JSON_CASES = [
 @pytest.mark.parametrize("prog,options_after", JSON_CASES)
 def test_json_mode(prog, options_after):
     rel = f"tests/programs/{prog}"
-    ts_cmd = [PY, "-m", "tensorscope", "run", rel, "--json"] if options_after else [PY, "-m", "tensorscope", "run", "--json", rel]
+    ts_cmd = [PY, "-m", "tensorscope", "run", "--json", *(["--"] if options_after else []), rel]
     py, ts = run_pair([PY, rel], ts_cmd, b"")
     problems = []
     if py.returncode != ts.returncode:

@@ -31,7 +31,7 @@ def _rel(path) -> str:
 
 
 def _diagnosis(*argv: str) -> dict:
-    rc, out, err, doc = run_cli("explain", _rel(SCRIPT), "--json", "--", *argv)
+    rc, out, err, doc = run_cli("explain", "--json", _rel(SCRIPT), "--", *argv)
     assert rc == 1 and doc is not None, (rc, out[:300], err[-800:])
     assert validate_against_schema(doc)
     return doc["diagnosis"]

@@ -22,6 +22,7 @@ class Evidence:
     exception: dict | None
     parsed: object | None = None
     by_id: dict = field(default_factory=dict)
+    ddp_models: list = field(default_factory=list)  # one per DistributedDataParallel built (instrument/ddp.py)
 
     def tensor_names(self, tid: str | None) -> list[str]:
         if not tid:

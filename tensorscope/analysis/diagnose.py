@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.analysis import backward_twice, device_mismatch, inplace, no_grad_fn, silent, simple
+from tensorscope.analysis import backward_twice, ddp, device_mismatch, inplace, no_grad_fn, silent, simple
 from tensorscope.analysis.common import Evidence, diagnosis, where
 
 # kind code -> explain(ev) returning a diagnosis dict, or None to fall back to the generic one
@@ -12,6 +12,7 @@ EXPLAINERS = {
     no_grad_fn.CODE: no_grad_fn.explain,
     device_mismatch.CODE: device_mismatch.explain,
     **simple.EXPLAINERS,
+    **ddp.EXPLAINERS,
 }
 
 
@@ -31,7 +32,7 @@ def evidence(doc: dict, tracker) -> Evidence:
         doc=doc, failure=tracker.failure, saved_failure=tracker.saved_failure, hazards=tracker.hazards,
         backwards=list(tracker.backwards), node_lines=tracker.node_lines,
         created=tracker.tensor_created, names=tracker.tensor_names, exception=doc["program"]["exception"],
-        by_id={t["id"]: t for t in doc["tensors"]},
+        by_id={t["id"]: t for t in doc["tensors"]}, ddp_models=list(tracker.ddp_models),
     )
 
 

@@ -263,6 +263,53 @@ _ALL = (
         ),
     ),
     Kind(
+        code="ddp-unused-parameters",
+        title="DistributedDataParallel waited for gradients of parameters that the previous iteration did not use.",
+        explanation=(
+            "DDP's reducer expects a gradient for every parameter it reduces, in every iteration, "
+            "and finishes the iteration's all-reduce when the last one arrives. Parameters that "
+            "took no part in computing the loss got no gradient, so the previous iteration's "
+            "reduction never finished and the next forward refused to start."
+        ),
+        causes=(
+            "A submodule created in `__init__` but never called in `forward` (or called only on "
+            "some iterations: a data-dependent branch).",
+            "An output of `forward` that does not contribute to the loss.",
+            "`static_graph=True` with a graph that changes between iterations.",
+        ),
+        fixes=(
+            "Remove the unused submodule, or freeze it before wrapping: "
+            "`module.requires_grad_(False)` (DDP skips parameters that do not require grad).",
+            "Pass `find_unused_parameters=True` to `DistributedDataParallel` (it costs a graph "
+            "traversal per iteration).",
+            "Make every output of `forward` take part in the loss.",
+        ),
+    ),
+    Kind(
+        code="ddp-mark-ready-twice",
+        title="DistributedDataParallel saw the gradient of one parameter become ready twice in one iteration.",
+        explanation=(
+            "DDP hooks every parameter's gradient accumulation and expects each to fire once per "
+            "iteration. A second gradient for the same parameter in the same iteration comes from "
+            "a second backward pass through it: a reentrant activation checkpoint re-running the "
+            "layer inside backward, or the parameter used outside the DDP-wrapped forward."
+        ),
+        causes=(
+            "`torch.utils.checkpoint.checkpoint(..., use_reentrant=True)` (or a model's "
+            "`gradient_checkpointing_enable()` with reentrant checkpoints) under DDP, with "
+            "`find_unused_parameters=True` or the same layers checkpointed twice.",
+            "A parameter used twice: through `model.module` or in the loss itself, besides the "
+            "DDP-wrapped `forward`.",
+        ),
+        fixes=(
+            "Use non-reentrant checkpoints: `checkpoint(fn, x, use_reentrant=False)`.",
+            "Call every use of the parameters through the DDP model's forward (compute auxiliary "
+            "terms inside `forward` and return them).",
+            "If the graph is the same every iteration, pass `static_graph=True` to "
+            "`DistributedDataParallel`.",
+        ),
+    ),
+    Kind(
         code="other",
         title="A known PyTorch error that is not one of the backward-failure kinds.",
         explanation=(

@@ -162,6 +162,19 @@ _INFERENCE_SAVED = (_w("Inference tensors cannot be saved for backward.")
 # --------------------------------------------------------------------------
 # Decoding the legacy tensor type names that autograd messages print.
 
+_DDP_UNUSED = (
+    _w("Expected to have finished reduction in the prior iteration before starting a new one.")
+    + r"(?:\s+" + _w("This error indicates that your") + r"\s+(?P<why>module\s+has\s+parameters|training\s+graph\s+has\s+changed))?"
+    + r"(?:[\s\S]{0,4000}?" + _w("Parameter indices which did not receive grad for rank")
+    + r"\s+(?P<rank>\d{1,6}):(?P<indices>[ \d]{1,20000}))?"
+    + r"(?:[\s\S]{0,4000}?" + _w("Parameters which did not receive grad for rank")
+    + r"\s+(?P<nrank>\d{1,6}):\s*(?P<names>[^\n]{1,20000}))?"
+)
+_DDP_READY_TWICE = (
+    _w("Expected to mark a variable ready only once.")
+    + r"(?:[\s\S]{0,4000}?" + _w("Parameter at index") + r"\s+(?P<index>\d{1,9})"
+    + r"(?:\s+with\s+name\s+(?P<name>[\w.]{1,500}))?\s+" + _w("has been marked as ready twice.") + r")?"
+)
 _SCALAR = {
     "Byte": "uint8", "Char": "int8", "Short": "int16", "Int": "int32", "Long": "int64",
     "Half": "float16", "Float": "float32", "Double": "float64", "Bool": "bool",
@@ -309,6 +322,14 @@ class _Pattern:
     decode: Callable[[re.Match], Optional[dict]]
 
 
+def _ddp_unused(m: re.Match) -> dict:
+    names = [n.strip() for n in (m["names"] or "").split(",") if n.strip()]
+    rank = m["rank"] or m["nrank"]
+    return {"indices": [int(i) for i in (m["indices"] or "").split()], "names": names,
+            "rank": int(rank) if rank is not None else None,
+            "reason": "static-graph" if m["why"] and "graph" in m["why"] else "unused-parameters"}
+
+
 def _p(kind: str, regex: str, decode: Callable[[re.Match], Optional[dict]] = lambda m: {}) -> _Pattern:
     return _Pattern(kind, re.compile(regex), decode)
 
@@ -331,6 +352,9 @@ _PATTERNS = (
     _p("device-mismatch", _CPU_EXPECTED, _two_devices),
     _p("device-mismatch", _INPUT_WEIGHT, _input_weight),
     _p("device-mismatch", _NO_BACKEND, lambda m: {"reason": "no-" + m["backend"].lower(), "backend": m["backend"]}),
+    _p("ddp-unused-parameters", _DDP_UNUSED, _ddp_unused),
+    _p("ddp-mark-ready-twice", _DDP_READY_TWICE,
+       lambda m: {"index": int(m["index"]) if m["index"] else None, "name": m["name"]}),
     _p("other", _SET_STORAGE, _as_strided),
     _p("other", _EXPAND, _expand),
     _p("other", _INFERENCE_INPLACE, lambda m: {"reason": "inference-tensor-inplace"}),
@@ -744,7 +768,31 @@ def _advise_other(f: dict):
     return None, [], []
 
 
+def _advise_ddp_unused(f: dict):
+    evidence, fixes = [], []
+    if f.get("names"):
+        evidence.append(f"Rank {f.get('rank')}: no gradient for {', '.join(f['names'])}.")
+    elif f.get("indices"):
+        evidence.append(f"Rank {f.get('rank')}: no gradient for the parameters at indices "
+                        f"{' '.join(map(str, f['indices']))} of the model's parameters that require grad "
+                        "(in `named_parameters()` order).")
+    if f.get("reason") == "static-graph":
+        fixes.append("The graph changed between iterations under `static_graph=True`: drop `static_graph=True`, "
+                     "or make every iteration use the same parameters.")
+    return None, evidence, fixes
+
+
+def _advise_ddp_ready_twice(f: dict):
+    evidence = []
+    if f.get("index") is not None:
+        name = f" (`{f['name']}`)" if f.get("name") else ""
+        evidence.append(f"The parameter at index {f['index']}{name} received two gradients in one iteration.")
+    return None, evidence, []
+
+
 _ADVICE = {
+    "ddp-unused-parameters": _advise_ddp_unused,
+    "ddp-mark-ready-twice": _advise_ddp_ready_twice,
     "inplace-modified-saved-tensor": _advise_inplace,
     "no-grad-fn": _advise_no_grad_fn,
     "leaf-inplace": _advise_leaf,

@@ -517,7 +517,7 @@ class Patcher:
         self._set(_Tensor, "data", transparent_property(data, data_get, data_set))
         self._set(_Tensor, "requires_grad", transparent_property(requires_grad, rg_get, rg_set))
 
-    def _install_dispatch_mode_guard(self) -> None:
+    def _install_dispatch_mode_guard(self) -> None:  # see _entered_by_program
         """Step our saved-tensor hooks aside while the program's own TorchDispatchMode is active.
 
         With any saved-tensor hook, autograd detaches each unpacked tensor at dispatch level,
@@ -535,7 +535,8 @@ class Patcher:
             ours = rec is not None and rec.active and saved.hooks_on_top()
             if ours:
                 saved.pop()
-                rec.note("saved tensors inside the program's TorchDispatchMode are not inspected")
+                if _entered_by_program(sys._getframe(1), rec.user):
+                    rec.note("saved tensors inside the program's TorchDispatchMode are not inspected")
             popped.append((id(self), ours))
             return out
 
@@ -590,3 +591,15 @@ def installed():
         yield p
     finally:
         p.uninstall()
+
+
+def _entered_by_program(frame, user) -> bool:
+    """True when a dispatch mode is entered by the program's own code (``with MyMode():``).
+
+    torch.compile enters its own modes (FakeTensorMode, FunctionalTensorMode, ...) while it
+    traces; those are not the program's, and saying so would be a false note. Subclasses'
+    ``__enter__`` methods calling ``super().__enter__()`` are skipped to find the ``with`` line.
+    """
+    while frame is not None and frame.f_code.co_name == "__enter__":
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename in user

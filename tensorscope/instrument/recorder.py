@@ -116,6 +116,8 @@ class Recorder:
 
     def __init__(self, program_path: str | None, *, max_events: int = 20000, per_site: int = 20):
         self.user = UserCode(program_path)
+        self.ddp_models: list[dict] = []  # one per DistributedDataParallel built (instrument/ddp.py)
+        self.distributed_backend: str | None = None
         self.max_events = max_events
         self.per_site = per_site
         self.events: list[dict] = []

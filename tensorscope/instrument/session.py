@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from tensorscope.instrument import saved, snapshot as _snapshot, state
+from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
 from torch.utils._device import _device_constructors  # device: see active()
 
 
 def new_tracker(program_path: str | None) -> Tracker:
+    """A tracker for one run (the program's own files: every file outside the installation, see UserCode)."""
     return make_tracker(program_path)
 
 
@@ -48,6 +49,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     _device_constructors()
     # --- end device
     patcher.install()
+    ddp.install(tracker, patcher)
     if hooks:
         saved.push()
     control = _Control(tracker, patcher)
@@ -93,3 +95,10 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         return _snapshot.take(tracker, main_globals, exc)
     finally:
         tracker.active = active_before
+
+
+def distributed_info(tracker, env: dict | None) -> dict | None:
+    """``distributed`` of the report: torchrun's rank, local rank and world size, and the backend."""
+    if env is None:
+        return None
+    return {**env, "backend": ddp.backend_now(tracker)}

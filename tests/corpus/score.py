@@ -115,8 +115,8 @@ class Explained:
 
 
 def explain(path: Path) -> Explained:
-    """`python -m tensorscope explain PROG --json`, parsed."""
-    cmd = [sys.executable, "-m", "tensorscope", "explain", str(path), "--json"]
+    """`python -m tensorscope explain --json PROG`, parsed."""
+    cmd = [sys.executable, "-m", "tensorscope", "explain", "--json", str(path)]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=_env(), timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -135,10 +135,10 @@ def plain_behaviour(path: Path) -> Dict[str, object]:
 
 
 def tensorscope_behaviour(path: Path) -> Dict[str, object]:
-    """Exit status and last stderr line of `tensorscope run PROG -o FILE.json`."""
+    """Exit status and last stderr line of `tensorscope run -o FILE.json PROG`."""
     with tempfile.TemporaryDirectory(prefix="ts-corpus-") as tmp:
         out = os.path.join(tmp, "report.json")
-        cmd = [sys.executable, "-m", "tensorscope", "run", str(path), "-o", out]
+        cmd = [sys.executable, "-m", "tensorscope", "run", "-o", out, str(path)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=_env(), timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
