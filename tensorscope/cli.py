@@ -46,6 +46,7 @@ def run(
     device: str = typer.Option("auto", "--device", help="auto: change nothing; cpu: run CUDA code on the CPU; cuda: make CUDA the default device."),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial."),
     ops: bool = typer.Option(False, "--ops", help="Also record one event per aten op (slower; see the benchmark)."),
+    check_values: bool = typer.Option(False, "--check-values", help="Check the bytes of every saved tensor at backward, as explain does (registers saved-tensor hooks; see the benchmark)."),
     traceback_: bool = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error."),
     full: bool = _FULL,
     tensor: Optional[str] = _TENSOR,
@@ -53,7 +54,7 @@ def run(
 ) -> None:
     """Run PROGRAM as `python PROGRAM ARGS` would, then report its tensors, aliases, versions and autograd events."""
     _main("run", program, args or [], json_, output, device, timeout, traceback_, ops,
-          view=dict(full=full, tensor=tensor, line=line))
+          view=dict(full=full, tensor=tensor, line=line), check_values=check_values)
 
 
 @app.command()
@@ -93,7 +94,8 @@ def explain(
           view=dict(full=full, tensor=tensor, line=line, report=report))
 
 
-def _main(command, program, args, json_, output, device, timeout, show_traceback, ops=False, view=None) -> None:
+def _main(command, program, args, json_, output, device, timeout, show_traceback, ops=False, view=None,
+          check_values=False) -> None:
     from tensorscope.session import Session
 
     if json_ and output is not None:
@@ -125,7 +127,7 @@ def _main(command, program, args, json_, output, device, timeout, show_traceback
             raise typer.Exit(ExitCode.USAGE)
     # --- end device check
     session = Session(command=command, program=program, argv=args, source=source, json_mode=json_,
-                      device=device, timeout=timeout, ops=ops)
+                      device=device, timeout=timeout, ops=ops, check_values=check_values)
     try:
         result = session.execute()
         _emit(result.doc, json_, output, view or {})
