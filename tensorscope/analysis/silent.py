@@ -39,6 +39,16 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         fix = (f"In {fn}.forward, write into a clone of the input (`x = x.clone()`), or declare the write with "
                "`ctx.mark_dirty(x)` and return the written input (then autograd tracks it).")
         evidence = f"saved bytes changed at an unchanged version; consumed by the custom Function {fn}"
+    elif not writes and any(n.split(".")[-1] in ("running_mean", "running_var") for n in ev.tensor_names(hazard.get("tensor"))):
+        line = None
+        frm, to = hazard.get("saved_line"), backward.get("line")
+        how = ("its bytes changed while its version did not move: BatchNorm's kernel updates its running "
+               "statistics in place without bumping their version, so a training-mode call of the module"
+               + (f" between line {frm} (saved, in eval mode) and line {to} (backward)" if frm and to else "")
+               + " changed what this eval-mode output's backward reads")
+        fix = ("Run backward before calling the module in training mode again, or compute the eval-mode output "
+               "from a copy of the module (`copy.deepcopy(bn).eval()`).")
+        evidence = "saved bytes changed at an unchanged version (checksum at save and at backward); a BatchNorm buffer"
     elif not writes:
         line = None
         frm, to = hazard.get("saved_line"), backward.get("line")

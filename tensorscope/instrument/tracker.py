@@ -7,6 +7,7 @@ a failure inside tensorscope only loses detail.
 from __future__ import annotations
 
 import bisect
+import linecache
 import threading
 import weakref
 
@@ -518,7 +519,7 @@ class Tracker(Recorder):
                         fwd = getattr(cls.forward, "__code__", None)
                         file, line = self.node_line(seq)
                         return {"op": "custom_function", "function": cls.__name__,
-                                "file": fwd.co_filename if fwd else file, "line": fwd.co_firstlineno if fwd else line,
+                                "file": fwd.co_filename if fwd else file, "line": _def_line(fwd) if fwd else line,
                                 "applied_file": file, "applied_line": line, "segment": None,
                                 "alias": f"{cls.__name__}.forward", "library": None, "bumped": False}
                     stack.append(nxt)
@@ -877,6 +878,16 @@ class Tracker(Recorder):
         for n in names:
             if n not in known:
                 known.append(n)
+
+
+def _def_line(code):
+    """The `def` line of a function (``co_firstlineno`` is its first decorator's)."""
+    first = code.co_firstlineno
+    for line in range(first, first + 16):
+        text = linecache.getline(code.co_filename, line).lstrip()
+        if text.startswith(("def ", "async def ")):
+            return line
+    return first
 
 
 class _Where:
