@@ -453,6 +453,8 @@ class Tracker(Recorder):
         if changed is False or changed is None and not p.silent and swap is None:
             return
         node = _current_node()
+        if changed is not None and _running_stat_in_training(node, p):
+            return
         facts = {
             "tensor": None, "version_at_save": p.version, "version_now": p.tensor._version,
             "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
@@ -878,6 +880,18 @@ class Tracker(Recorder):
         for n in names:
             if n not in known:
                 known.append(n)
+
+
+def _running_stat_in_training(node, p) -> bool:
+    """A training-mode batch norm saves ``running_mean``/``running_var`` (inputs: packed before its
+    kernel updates them, with no version bump) and its backward never reads them: no hazard."""
+    try:
+        if node is None or "BatchNorm" not in node.name() or not getattr(node, "_saved_training", False):
+            return False
+        t = p.tensor
+        return not p.is_output and not t.requires_grad and t.dim() == 1
+    except Exception:
+        return False
 
 
 def _def_line(code):
