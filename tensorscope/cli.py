@@ -58,6 +58,7 @@ class Request:
     traceback: bool = False
     fail_on: Optional[str] = None
     all_ranks: bool = False
+    check_values: bool = False  # run --check-values: explain's saved-tensor hooks and fingerprints
     # what the text report shows (the JSON keeps every fact whatever these say)
     full: bool = False
     tensor: Optional[str] = None
@@ -126,6 +127,7 @@ def run(
     device: str = _DEVICE,
     timeout: Optional[str] = _TIMEOUT,
     ops: bool = typer.Option(False, "--ops", help="Also record one event per aten op (slower; see the benchmark)."),
+    check_values: bool = typer.Option(False, "--check-values", help="Check the bytes of every saved tensor at backward, as explain does (registers saved-tensor hooks; see the benchmark)."),
     fail_on: Optional[str] = _FAIL_ON,
     all_ranks: bool = _ALL_RANKS,
     traceback_: bool = _TRACEBACK,
@@ -139,7 +141,7 @@ def run(
         raise typer.Exit(ExitCode.USAGE)
     _main(_request("run", program, args, module=module, json=json_, output=output, device=device, timeout=timeout,
                    ops=ops, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks, full=full, tensor=tensor,
-                   line=line))
+                   line=line, check_values=check_values))
 
 
 @app.command(context_settings=_PROGRAM_CONTEXT)
@@ -249,7 +251,7 @@ def _main(req: Request) -> None:
     # --- end device check
     session = Session(command=req.command, program=req.program, argv=list(req.args), source=source,
                       json_mode=req.json, device=req.device, timeout=req.timeout, ops=req.ops,
-                      module=req.module)
+                      module=req.module, check_values=req.check_values)
     try:
         result = session.execute()
         _emit(result.doc, req)

@@ -22,7 +22,8 @@ class Result:
 class Session:
     """Runs one program under instrumentation and builds its report."""
 
-    def __init__(self, *, command, program, argv, source, json_mode, device, timeout, ops=False, module=False):
+    def __init__(self, *, command, program, argv, source, json_mode, device, timeout, ops=False, module=False,
+                 check_values=False):
         self.command = command
         self.program = program
         self.argv = argv
@@ -32,6 +33,7 @@ class Session:
         self.timeout = timeout
         self.ops = ops
         self.module = module  # program is a module name, run as `python -m program`
+        self.check_values = check_values  # run --check-values: explain's saved-tensor hooks and fingerprints
         # whether the program's stdout is a terminal, taken before --json points fd 1 elsewhere
         self.stdout_tty = _is_tty(1)
 
@@ -71,7 +73,7 @@ class Session:
         progress = Progress(tracker, stdout_tty=self.stdout_tty)
         # saved-tensor hooks only where their facts are needed (see NOTE [Hooks only under explain])
         with instrument.active(tracker, device=self.device, ops=self.ops,
-                               hooks=self.command == "explain") as control:
+                               hooks=self.command == "explain" or self.check_values) as control:
             def on_end():
                 progress.stop()
                 control.stop()

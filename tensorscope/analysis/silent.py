@@ -17,11 +17,49 @@ def explain(ev: Evidence, hazard: dict) -> dict:
     op = first.get("op", "")
     line = first.get("line")
     wcode = code_at(first.get("file"), line)
+    backward = hazard.get("backward") or {}
+    evidence = "write into the saved tensor's bytes that did not bump its version counter"
     if op == "data_set":
         how = (f"line {line} (`{wcode}`) swapped its data with `.data = ...`: it now reads another "
                "storage, and its version counter did not move")
         fix = (f"Do not assign `.data` on a tensor the graph saved; build a new tensor and a new forward pass, "
                f"or wrap the update in `with torch.no_grad(): {via}.copy_(...)` so autograd can see it.")
+    elif op in ("numpy", "from_numpy"):
+        made = "`.numpy()`" if op == "numpy" else "`torch.from_numpy`"
+        how = (f"its bytes changed while its version did not move: it shares memory with the NumPy array made "
+               f"by {made} at line {line} (`{wcode}`), and NumPy's writes bump no version counter")
+        fix = (f"Give NumPy its own copy at line {line} (`.numpy().copy()`, or `torch.from_numpy(a.copy())`), "
+               "or write into the array only after backward has run.")
+        evidence = f"saved bytes changed at an unchanged version; memory shared with NumPy by {made} at line {line}"
+    elif op == "custom_function":
+        fn = first.get("function") or "a custom autograd.Function"
+        at = f" (applied at line {first['applied_line']})" if first.get("applied_line") else ""
+        how = (f"its bytes changed while its version did not move; {fn}.forward (line {line}){at} takes it as "
+               "input, and writes into it without `ctx.mark_dirty`")
+        fix = (f"In {fn}.forward, write into a clone of the input (`x = x.clone()`), or declare the write with "
+               "`ctx.mark_dirty(x)` and return the written input (then autograd tracks it).")
+        evidence = f"saved bytes changed at an unchanged version; consumed by the custom Function {fn}"
+    elif not writes and any(n.split(".")[-1] in ("running_mean", "running_var") for n in ev.tensor_names(hazard.get("tensor"))):
+        line = None
+        frm, to = hazard.get("saved_line"), backward.get("line")
+        how = ("its bytes changed while its version did not move: BatchNorm's kernel updates its running "
+               "statistics in place without bumping their version, so a training-mode call of the module"
+               + (f" between line {frm} (saved, in eval mode) and line {to} (backward)" if frm and to else "")
+               + " changed what this eval-mode output's backward reads")
+        fix = ("Run backward before calling the module in training mode again, or compute the eval-mode output "
+               "from a copy of the module (`copy.deepcopy(bn).eval()`).")
+        evidence = "saved bytes changed at an unchanged version (checksum at save and at backward); a BatchNorm buffer"
+    elif not writes:
+        line = None
+        frm, to = hazard.get("saved_line"), backward.get("line")
+        how = ("its bytes changed while its version did not move: something wrote into its memory without "
+               "autograd seeing it (a kernel or extension writing through a pointer, NumPy, a BatchNorm "
+               "running statistic updated by a training-mode call, `.data`)"
+               + (f", between line {frm} (saved) and line {to} (backward)" if frm and to else ""))
+        fix = ("Find the write in that window and make it out of place (or through the tensor itself, so its "
+               "version moves); for a BatchNorm module, do not call it in training mode while a graph through "
+               "its eval-mode output waits for backward.")
+        evidence = "saved bytes changed at an unchanged version (checksum at save and at backward)"
     else:
         how = (f"line {line} (`{wcode}`) wrote into its memory through `{via}`, which shares the storage but "
                "not the version counter, so the version did not move")
@@ -35,7 +73,6 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         + f", then {how}. Backward used the changed values without any error: the gradients it computed "
         "are wrong."
     )
-    backward = hazard.get("backward") or {}
     return diagnosis(
         CODE,
         explanation=explanation,
@@ -46,5 +83,5 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         tensor={"id": hazard.get("tensor"), "names": ev.tensor_names(hazard.get("tensor")),
                 "version_at_save": hazard.get("version_at_save"), "version_now": hazard.get("version_now")},
         other_writes=[where(w.get("file"), w.get("line"), alias=w.get("alias")) for w in writes[1:] if w.get("line")],
-        evidence=["write into the saved tensor's bytes that did not bump its version counter"],
+        evidence=[evidence],
     )

@@ -51,6 +51,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     patcher.install()
     ddp.install(tracker, patcher)
     if hooks:
+        tracker.check_values = True  # see NOTE [Fingerprints of saved tensors]
         saved.push()
     control = _Control(tracker, patcher)
     if device != "auto":
@@ -70,21 +71,13 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
 
 
 def resolve_silent(tracker: Tracker) -> None:
-    """Drop the silent-write hazards whose saved bytes were back when backward read them.
+    """Turn the CUDA unpack checks into hazards, once the program has finished.
 
-    The one place tensorscope reads a value: a count of differing bytes per silent write, read
-    after the program has finished, so no synchronisation happens while it runs.
+    The one place tensorscope reads a value: one flag per unpack check on CUDA (did the saved
+    bytes' checksum change?), read after the program, so no synchronisation happens while it runs.
+    See NOTE [Fingerprints of saved tensors] in saved.py.
     """
-    kept = []
-    for h in tracker.hazards:
-        differing = h.pop("_bytes_differing", None)
-        try:
-            if differing is not None and int(differing) == 0:
-                continue
-        except Exception:
-            pass
-        kept.append(h)
-    tracker.hazards[:] = kept
+    tracker.resolve_unchecked()
 
 
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:

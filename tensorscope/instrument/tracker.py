@@ -7,12 +7,13 @@ a failure inside tensorscope only loses detail.
 from __future__ import annotations
 
 import bisect
+import linecache
 import threading
 import weakref
 
 import torch
 
-from tensorscope.instrument import stale, state
+from tensorscope.instrument import saved as saved_mod, stale, state
 from tensorscope.instrument.saved import _quiet as _no_python_dispatch
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, inspectable, node_name, ranges_overlap
@@ -24,47 +25,11 @@ _MAX_BACKWARDS = 256
 _MAX_WALK = 20_000
 _MAX_LOGGED_STORAGES = 4096  # with 16 writes each: a few MB at most
 _MAX_WRITES_PER_STORAGE = 16
+_MAX_UNCHECKED = 200_000  # CUDA unpack checks waiting for the end of the program (a few bytes each)
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _TensorBase = torch._C.TensorBase
-_set_versions = torch._C._autograd._unsafe_set_version_counter
-_UINT8 = torch.uint8
 _current_thread = threading.current_thread
 _MAIN = threading.main_thread()
-
-
-def _fingerprint(p, target):
-    """Before a write that cannot bump the saved tensor's version (``target`` has its own
-    counter, e.g. ``x.data``): an exact copy of the saved bytes, so that unpack reports a silent
-    write only if the bytes really changed (gradcheck perturbs and restores through ``.data``).
-    Probing the counter bumps ``target``'s and restores it at once (see the internals notes)."""
-    try:
-        if p.kind is not None:
-            return
-        saved = p.tensor
-        old, before = target._version, saved._version
-        _set_versions((target,), (old + 1,))
-        try:
-            shares = saved._version != before
-        finally:
-            _set_versions((target,), (old,))
-        if shares:
-            return
-        with _no_python_dispatch():
-            p.fingerprint = _TensorBase.clone(_TensorBase.detach(saved))
-    except Exception:
-        p.fingerprint = None
-
-
-def bytes_differing(a, b):
-    """How many bytes of ``b`` differ from the copy ``a``, as a 0-dim tensor on their device: no
-    value is read here (no CUDA synchronisation while the program runs); the count is read once
-    the program has finished (see ``resolve_silent`` in session.py). None: the shapes differ."""
-    with _no_python_dispatch():
-        flat_a = _TensorBase.reshape(_TensorBase.detach(a), (-1,))
-        flat_b = _TensorBase.reshape(_TensorBase.detach(b), (-1,))
-        if flat_a.dtype != flat_b.dtype or flat_a.shape != flat_b.shape or flat_a.device != flat_b.device:
-            return None
-        return _TensorBase.sum(_TensorBase.ne(_TensorBase.view(flat_a, _UINT8), _TensorBase.view(flat_b, _UINT8)))
 
 
 def _byte_range(t):
@@ -83,9 +48,12 @@ class Tracker(Recorder):
     """A Recorder with the callbacks of the wrappers (patches.py) and hooks (saved.py)."""
 
     active = False
+    check_values = False  # fingerprints of saved tensors (see NOTE [Fingerprints of saved tensors])
 
     def __init__(self, program_path, **kwargs):
         super().__init__(program_path, **kwargs)
+        self.numpy_shared: dict[int, dict] = {}  # storage key -> the `.numpy()`/`from_numpy` sharing it
+        self.unchecked: list = []  # CUDA: (device flag, hazard facts) read once the program has ended
         self.backwards: list[dict] = []  # earlier backward calls (bounded), for backward-twice
         self.swaps: dict[str, dict] = {}  # tid -> the `x.data = y` that moved it to another storage
         self.write_log: dict[int, list] = {}  # storage key -> compact in-place writes (bounded)
@@ -118,8 +86,6 @@ class Tracker(Recorder):
                 p = ref()
                 if p is not None:
                     snap.append((p, p.tensor._version))
-                    if p.fingerprint is None and p.silent is None:
-                        _fingerprint(p, target)
         return (v0, snap, mates, uf, detailed, key, aseq)
 
     def post_write(self, pre, target, op, frame, source=None):
@@ -290,6 +256,8 @@ class Tracker(Recorder):
     def on_copy(self, op, source, out, frame, kind, kwargs):
         if out is source:  # a no-op "copy" returned its input itself: nothing was made
             return
+        if op in ("numpy", "from_numpy") and self.check_values:
+            self._note_numpy(op, source if op == "numpy" else out, frame)
         try:
             if not self.allow(kind, frame):
                 return
@@ -447,36 +415,124 @@ class Tracker(Recorder):
             pass
         self.saved_failure = facts
 
+    def _note_numpy(self, op, t, frame):
+        """A NumPy array and a tensor now share memory: NumPy's writes bump no version counter."""
+        try:
+            key = t.untyped_storage()._cdata
+            names = self.names_in(frame, [t]).get(id(t), []) if op == "numpy" else []
+            seg = call_segment(frame)
+            log = self.numpy_shared
+            if key not in log and len(log) >= _MAX_LOGGED_STORAGES:
+                del log[next(iter(log))]
+            log[key] = {"op": op, "file": frame.f_code.co_filename, "line": frame.f_lineno, "segment": seg,
+                        "alias": seg, "library": None, "bumped": False, "tensor": self.note_tensor(t),
+                        "names": names}
+        except Exception:
+            pass
+
     def on_unpack_check_silent(self, p):
-        silent = list(p.silent or [])
-        differing = None
-        if silent and p.fingerprint is not None:
-            try:  # written and restored (gradcheck) is no hazard: decided when the program has ended
-                differing = bytes_differing(p.fingerprint, p.tensor)
+        """Backward unpacks a saved tensor whose version did not move: are its bytes the saved ones?
+
+        See NOTE [Fingerprints of saved tensors]. A recorded `.data` write that was undone before
+        backward (gradcheck) leaves the checksum unchanged: no hazard.
+        """
+        changed = None  # True/False, a 0-dim bool on the device (CUDA), or None: no fingerprint
+        if p.fingerprint is not None:
+            try:
+                flag = _TensorBase.ne(saved_mod.checksum(p.tensor), p.fingerprint)
+                changed = bool(flag) if flag.device.type == "cpu" else flag
             except Exception:
-                differing = None
+                changed = None
         swap = None
         if not p.is_output and p.storage_key is not None:
             try:
                 if p.tensor.untyped_storage()._cdata != p.storage_key:
-                    swap = self.swaps.get(p.tid)
+                    swap = self.swaps.get(p.tid) or {}
             except Exception:
                 pass
-        if not silent and swap is None:
+        if changed is False or changed is None and not p.silent and swap is None:
             return
         node = _current_node()
-        self.saved_tid(p)
-        writes = silent + ([swap] if swap else [])
-        self.add_hazard((p.tid, p.seq_nr), {
-            "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
+        if changed is not None and _running_stat_in_training(node, p):
+            return
+        facts = {
+            "tensor": None, "version_at_save": p.version, "version_now": p.tensor._version,
             "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
-            "writes": writes, "backward": self._current_backward,
-            **({"_bytes_differing": differing} if differing is not None and swap is None else {}),
-        })
+            "writes": list(p.silent or []) + ([swap] if swap else []), "backward": self._current_backward,
+        }
+        if changed is None or changed is True:
+            facts["tensor"] = self.saved_tid(p)
+            if not facts["writes"]:
+                facts["writes"] = self._unseen_writer(p, node)
+            self.add_hazard((facts["tensor"], p.seq_nr), facts)
+        elif len(self.unchecked) < _MAX_UNCHECKED:
+            # CUDA: nothing is read now; the graph walk for a custom Function is skipped here
+            if not facts["writes"]:
+                shared = self.numpy_shared.get(p.storage_key)
+                facts["writes"] = [dict(shared)] if shared is not None else []
+            self.unchecked.append((changed, p.tid, p.orig, p.seq_nr, facts))
+
+    def resolve_unchecked(self):
+        """After the program has ended: the CUDA unpack checks whose bytes had changed become hazards."""
+        pending, self.unchecked = self.unchecked, []
+        for flag, tid, orig, seq, facts in pending:
+            try:
+                if not bool(flag):
+                    continue
+                t = orig() if orig is not None else None
+                facts["tensor"] = tid if tid is not None else (self.note_tensor(t) if t is not None else None)
+                self.add_hazard((facts["tensor"], seq), facts)
+            except Exception:
+                continue
+
+    def _unseen_writer(self, p, node):
+        """Who wrote without any wrapper seeing it: a NumPy array sharing the memory, or a custom
+        autograd.Function that took the saved tensor as input; else nothing (the window is
+        explained from the save and backward lines)."""
+        shared = self.numpy_shared.get(p.storage_key)
+        if shared is not None:
+            return [dict(shared)]
+        fn = self._custom_function_on(node)
+        return [fn] if fn is not None else []
+
+    def _custom_function_on(self, node):
+        """The custom autograd.Function whose node consumes ``node``'s output in the graph being
+        run: its forward wrote its input without ``ctx.mark_dirty`` (walk bounded by _MAX_WALK)."""
+        roots = self._backward_roots
+        if node is None or not roots:
+            return None
+        try:
+            target = node._sequence_nr()
+            stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+            seen = set()
+            n = 0
+            while stack and n < _MAX_WALK:
+                cur = stack.pop()
+                n += 1
+                seq = cur._sequence_nr()
+                if seq in seen:
+                    continue
+                seen.add(seq)
+                cls = getattr(cur, "_forward_cls", None)
+                for nxt, _ in cur.next_functions:
+                    if nxt is None:
+                        continue
+                    if cls is not None and nxt._sequence_nr() == target and not hasattr(nxt, "variable"):
+                        fwd = getattr(cls.forward, "__code__", None)
+                        file, line = self.node_line(seq)
+                        return {"op": "custom_function", "function": cls.__name__,
+                                "file": fwd.co_filename if fwd else file, "line": _def_line(fwd) if fwd else line,
+                                "applied_file": file, "applied_line": line, "segment": None,
+                                "alias": f"{cls.__name__}.forward", "library": None, "bumped": False}
+                    stack.append(nxt)
+        except Exception:
+            return None
+        return None
 
     # --- backward -----------------------------------------------------------------------
 
     _current_backward = None
+    _backward_roots = None
 
     def before_backward(self, op, args, kwargs, frame):
         try:
@@ -530,6 +586,7 @@ class Tracker(Recorder):
             # kept only while this backward runs: the failure path may need the graph (see _freed_facts)
             ctx["_roots"] = roots
             ctx["_frame"] = uf
+            self._backward_roots = roots if self.check_values else None
             self._current_backward = {"file": loc["file"], "line": loc["line"], "segment": loc["segment"]}
             return ctx
         except Exception:
@@ -569,6 +626,7 @@ class Tracker(Recorder):
             return
         try:
             self._current_backward = None
+            self._backward_roots = None
             record = {"file": ctx["file"], "line": ctx["line"], "segment": ctx["segment"],
                       "retain_graph": ctx["retain_graph"], "seq_now": ctx["seq_now"], "ok": error is None,
                       "roots": ctx["roots"], "op": ctx["op"]}
@@ -822,6 +880,28 @@ class Tracker(Recorder):
         for n in names:
             if n not in known:
                 known.append(n)
+
+
+def _running_stat_in_training(node, p) -> bool:
+    """A training-mode batch norm saves ``running_mean``/``running_var`` (inputs: packed before its
+    kernel updates them, with no version bump) and its backward never reads them: no hazard."""
+    try:
+        if node is None or "BatchNorm" not in node.name() or not getattr(node, "_saved_training", False):
+            return False
+        t = p.tensor
+        return not p.is_output and not t.requires_grad and t.dim() == 1
+    except Exception:
+        return False
+
+
+def _def_line(code):
+    """The `def` line of a function (``co_firstlineno`` is its first decorator's)."""
+    first = code.co_firstlineno
+    for line in range(first, first + 16):
+        text = linecache.getline(code.co_filename, line).lstrip()
+        if text.startswith(("def ", "async def ")):
+            return line
+    return first
 
 
 class _Where:
