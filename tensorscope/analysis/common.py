@@ -55,7 +55,7 @@ def diagnosis(kind_code: str, *, explanation: str, fix: str, culprit=None, saved
               tensor=None, other_writes=None, alias_chain=None, title: str | None = None,
               evidence: list | None = None, graph: dict | None = None) -> dict:
     """A diagnosis object with the stable fields of the JSON contract."""
-    from tensorscope.explain.kinds import get
+    from tensorscope.kinds import get
 
     kind = get(kind_code)
     return {

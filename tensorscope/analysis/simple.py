@@ -354,9 +354,6 @@ def _other_fix(message: str, file, line, ev: Evidence) -> str:
                 "strides within it.")
     if fields.get("reason") == "inference-tensor-inplace":
         return "Clone the tensor created under torch.inference_mode() before writing into it (`t = t.clone()`)."
-    if fields.get("reason") == "inference-tensor-saved":
-        return ("Tensors made under torch.inference_mode() cannot enter autograd: create them under "
-                "torch.no_grad() instead, or `.clone()` them outside inference mode.")
     return f"Fix line {line} so that the operation gets the arguments it expects." if line else "Read the message above."
 
 
