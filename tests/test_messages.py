@@ -317,6 +317,34 @@ def _invalid_gradient_shape():
     Halve.apply(torch.randn(3, requires_grad=True)).sum().backward()
 
 
+def _checkpoint_metadata():
+    from torch.utils.checkpoint import checkpoint
+
+    seen = []
+
+    def block(x):
+        seen.append(1)
+        return torch.cos(x) if len(seen) == 1 else torch.cos(x.reshape(3, 1))
+
+    checkpoint(block, torch.randn(3, requires_grad=True), use_reentrant=False).sum().backward()
+
+
+def _function_without_jvp():
+    import torch.autograd.forward_ad as fwAD
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    with fwAD.dual_level():
+        Twice.apply(fwAD.make_dual(torch.randn(3), torch.randn(3)))
+
+
 def _float_backward():
     loss = (torch.randn(3, requires_grad=True) ** 2).sum().item()
     loss.backward()
@@ -393,6 +421,8 @@ LIVE = [
     ("detached-in-place", _detached_in_place, "saved-detached-inplace", {}),
     ("checkpoint-count", _checkpoint_count, "checkpoint-mismatch", dict(reason="count", saved_forward=3,
                                                                           saved_recompute=1)),
+    ("checkpoint-metadata", _checkpoint_metadata, "checkpoint-mismatch", dict(reason="metadata", position=0)),
+    ("no-jvp", _function_without_jvp, "forward-ad", dict(reason="no-jvp")),
     ("tangent-size", _tangent_size, "forward-ad", dict(reason="tangent-size", primal_shape=[2], tangent_shape=[5])),
     ("no-forward-formula", _no_forward_formula, "forward-ad", dict(reason="no-formula", op="_unique2")),
     ("invalid-gradient", _invalid_gradient_shape, "invalid-gradient", dict(node="HalveBackward", index=0,
@@ -910,7 +940,7 @@ def test_explain_json_has_one_shape_for_program_stdin_and_message(tmp_path):
     message = traceback_text.strip().splitlines()[-1]
     docs = {
         "program": run_cli("explain", "--json", str(prog)),
-        "stdin": run_cli("explain", "--json", "-", stdin=traceback_text),
+        "stdin": run_cli("explain", "-", "--json", stdin=traceback_text),
         "message": run_cli("explain", "--message", message, "--json"),
     }
     for form, (rc, out, err, doc) in docs.items():

@@ -101,12 +101,13 @@ def last_event(ev, kind: str, ops, before_seq: Optional[int] = None) -> Optional
 
 def user_files(ev) -> list:
     """The program's own files seen in the run (the raising file first), as the report names them."""
-    out = []
+    import os
+
+    out, seen = [], set()
     file, _, _ = site(ev)
-    if file:
-        out.append(file)
-    for e in (ev.doc or {}).get("events") or []:
-        f = e.get("file")
-        if f and f not in out:
+    for f in [file] + [e.get("file") for e in (ev.doc or {}).get("events") or []]:
+        key = os.path.realpath(f) if f else None  # the failure names absolute paths, events display paths
+        if f and key not in seen:
+            seen.add(key)
             out.append(f)
     return out

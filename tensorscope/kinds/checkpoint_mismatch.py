@@ -34,11 +34,10 @@ PATTERNS = (
             lambda m: {"reason": "count", "saved_forward": int(m["f"]) if m["f"] else None,
                        "saved_recompute": int(m["r"]) if m["r"] else None}),
     Pattern(w("torch.utils.checkpoint: Recomputed values for the following tensors have different metadata "
-              "than during the forward pass."), lambda m: {"reason": "metadata"}),
-    Pattern(w("torch.utils.checkpoint: trying to save more tensors during recomputation than during the "
-              "original forward pass."), lambda m: {"reason": "count"}),
-    Pattern(w("torch.utils.checkpoint: Unpack is being triggered for a tensor that was already unpacked once."),
-            lambda m: {"reason": "unpacked-twice"}),
+              "than during the forward pass.")
+            + r"(?:\s+tensor\s+at\s+position\s+(?P<pos>\d{1,9}):)?"
+            + r"(?:[\s\S]{0,20000}?" + w("workaround examples.") + r")?",
+            lambda m: {"reason": "metadata", "position": int(m["pos"]) if m["pos"] else None}),
 )
 
 

@@ -37,8 +37,6 @@ PATTERNS = (
             + r"(?:\s+" + w("Please file an issue to PyTorch") + r"[^\n]{0,400})?", lambda m: {"reason": "no-formula", "op": m["op"]}),
     Pattern(w("You must implement the jvp function for custom autograd.Function to use it with forward mode AD."),
             lambda m: {"reason": "no-jvp"}),
-    Pattern(w("Trying to set a forward gradient that has a different") + r"\s+(?P<what>dtype|layout|device)"
-            + r"[^\n]{0,300}", lambda m: {"reason": "tangent-" + m["what"]}),
 )
 
 

@@ -27,12 +27,25 @@ PATTERNS = (Pattern(w("Inference tensors cannot be saved for backward.")
                     + r"(?:\s+" + w("To work around") + r"[^\n]{0,300})?"),)
 
 
-def _inference_created(ev):
-    """The tensors recorded as created while inference mode was on (the report's create events)."""
+def _inference_blocks(ev) -> list:
+    """``(file, line)`` of every ``with torch.inference_mode()`` and ``@torch.inference_mode()`` in the run's files."""
+    import ast
+
+    from tensorscope.analysis import source
+    from tensorscope.kinds._base import user_files
+
+    def is_mode(node) -> bool:
+        node = node.func if isinstance(node, ast.Call) else node
+        return ast.unparse(node).split(".")[-1] == "inference_mode"
+
     out = []
-    for t in (ev.doc or {}).get("tensors") or []:
-        if t.get("inference") and t.get("created"):
-            out.append(t)
+    for file in user_files(ev):
+        tree = source.tree(file)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                out += [(file, node.lineno) for item in node.items if is_mode(item.context_expr)]
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out += [(file, d.lineno) for d in node.decorator_list if is_mode(d)]
     return out
 
 
@@ -49,5 +62,14 @@ def explain(ev):
             "cannot be saved.")
     fix = ("Create the inputs of this line under `torch.no_grad()` instead of `torch.inference_mode()`, or clone "
            "the inference tensor outside inference mode before this line (`x = x.clone()`).")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=f.get("alias")),
+    culprit = where(file, line, alias=f.get("alias"))
+    blocks = _inference_blocks(ev)
+    if len(blocks) == 1:  # the one place inference tensors come from: change it
+        bfile, bline = blocks[0]
+        culprit = where(bfile, bline)
+        text += f" Inference mode is entered at line {bline} (`{source.code(bfile, bline)}`)."
+        fix = (f"Replace `torch.inference_mode()` at line {bline} with `torch.no_grad()` (its tensors can then "
+               "be used with autograd), or clone the tensors it made before using them with grad "
+               "(`x = x.clone()`).")
+    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=None,
                      evidence=["the op raised while saving an inference tensor for backward"])

@@ -9,7 +9,7 @@ class Square(torch.autograd.Function):
         return x * x
 
     @staticmethod
-    @once_differentiable
+    @once_differentiable  # <- culprit
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return 2 * x * g
@@ -18,4 +18,4 @@ class Square(torch.autograd.Function):
 x = torch.randn(3, requires_grad=True)
 y = Square.apply(x)
 (g,) = torch.autograd.grad((y ** 2).sum(), x, create_graph=True)
-g.sum().backward()  # <- culprit
+g.sum().backward()

@@ -1,5 +1,5 @@
 import torch
 
 w = torch.randn(3, requires_grad=True)
-loss = (w ** 2).sum().item()  # <- setup
-loss.backward()  # <- culprit
+loss = (w ** 2).sum().item()  # <- culprit
+loss.backward()
