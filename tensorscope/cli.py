@@ -172,6 +172,9 @@ def explain(
         if message is not None and program is not None:
             _err("give either a program, - (error text on stdin) or --message, not two of them")
             raise typer.Exit(ExitCode.USAGE)
+        if args:  # nothing runs, so nothing takes arguments: these were meant as options
+            _err(f"options go before '-': tensorscope explain [OPTIONS] - (got {' '.join(args)!r} after it)")
+            raise typer.Exit(ExitCode.USAGE)
         if message is None:
             text = sys.stdin.buffer.read().decode("utf-8", "replace")
         else:

@@ -35,6 +35,8 @@ def document(text: str) -> dict:
         "diagnosis": None,
         "hazards": [],
         "notes": ["explained from the error text alone: nothing was run"],
+        "optimizers": [],
+        "distributed": None,
         "message": None,
     }
     if parsed is None:

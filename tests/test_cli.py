@@ -87,6 +87,7 @@ def test_program_from_stdin_and_python_dash_m(tmp_path):
     (["run", "--bogus", "x.py"], 2),
     (["explain", "--message", ""], 2),
     (["explain", "--message", "RuntimeError: something unrelated"], 3),
+    (["explain", "-", "--json"], 2),  # options after '-' (nothing runs to take them) are refused
 ])
 def test_usage_errors_have_codes_and_no_traceback(tmp_path, args, code):
     rc, out, err, _ = run_cli(*args, cwd=tmp_path)

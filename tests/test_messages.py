@@ -940,7 +940,7 @@ def test_explain_json_has_one_shape_for_program_stdin_and_message(tmp_path):
     message = traceback_text.strip().splitlines()[-1]
     docs = {
         "program": run_cli("explain", "--json", str(prog)),
-        "stdin": run_cli("explain", "-", "--json", stdin=traceback_text),
+        "stdin": run_cli("explain", "--json", "-", stdin=traceback_text),
         "message": run_cli("explain", "--message", message, "--json"),
     }
     for form, (rc, out, err, doc) in docs.items():

@@ -109,19 +109,7 @@ def _hide_sequence_protocol(cls) -> None:
 
 
 def strip_traceback(e: BaseException) -> None:
-    """Remove tensorscope's frames from an exception's traceback (see NOTE [Warnings from wrapped calls]
-A warning that torch's C++ code raises inside a wrapped call is located by python
-at the innermost Python frame: the wrapper. Python's "default" filter keys its
-registry on module and line, so every line of the program that triggered the same
-warning through the same wrapper would share one entry and the warning would show
-once. The ``_showwarnmsg`` hook therefore undoes what ``warn()`` recorded for the
-wrapper's frame and issues the warning again with ``warn_explicit`` at the program's
-frame: its module's filters, its ``__warningregistry__``, its line, as python does.
-The first pass still matches the filters against tensorscope's module, so a filter
-that singles out a module (``default::DeprecationWarning:__main__``) is not seen
-for warnings raised inside wrapped calls (README, Known limits).
-
-NOTE [Invisible frames])."""
+    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames])."""
     tb = e.__traceback__
     while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
