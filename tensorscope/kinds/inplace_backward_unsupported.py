@@ -24,12 +24,15 @@ KIND = Kind(
     ),
 )
 
+# PyTorch's kernels name the op their own way: leakyReLu (leaky_relu_), elu (elu_, celu_, selu_), rrelu_.
+_OPS = {"leakyrelu": "leaky_relu_", "elu": "elu_", "rrelu_": "rrelu_", "rrelu": "rrelu_"}
 PATTERNS = (
-    Pattern(w("In-place leakyReLu backward calculation is triggered with a negative slope which is not supported.")
-            + r"(?:[^\n]{0,600})", lambda m: {"op": "leaky_relu_"}),
+    Pattern(r"In-place\s+(?P<op>\w{1,40})\s+" + w("backward calculation is triggered with a negative slope which "
+                                                 "is not supported.") + r"(?:[^\n]{0,600})",
+            lambda m: {"op": _OPS.get(m["op"].lower(), m["op"])}),
 )
 
-_OUT_OF_PLACE = {"leaky_relu_": "leaky_relu"}
+_OUT_OF_PLACE = {"leaky_relu_": "leaky_relu", "elu_": "elu", "rrelu_": "rrelu", "celu_": "celu", "selu_": "selu"}
 
 
 def rewrite(code: str):
@@ -58,22 +61,25 @@ def explain(ev):
     file, line, f = site(ev)
     if not line:
         return None
-    write = last_event(ev, "write", ("leaky_relu_",))
+    from tensorscope.kinds._base import fields
+
+    op = fields(ev).get("op") or "leaky_relu_"
+    write = last_event(ev, "write", (op,) if op != "elu_" else ("elu_", "celu_", "selu_"))
     culprit, fix = where(file, line), None
-    text = (f"Line {line} (`{source.code(file, line)}`) ran backward through an in-place `leaky_relu_` with a "
+    text = (f"Line {line} (`{source.code(file, line)}`) ran backward through an in-place `{op}` with a "
             "negative slope, whose backward PyTorch does not support.")
     if write is not None and write.get("line"):
         wcode = source.code(write["file"], write["line"])
         culprit = where(write["file"], write["line"], alias=None)
-        text = (f"Line {write['line']} (`{wcode}`) applied `leaky_relu_` in place with a negative slope; "
+        text = (f"Line {write['line']} (`{wcode}`) applied `{write.get('op')}` in place with a negative slope; "
                 f"backward (line {line}) cannot compute its gradient from the overwritten values.")
         new = rewrite(wcode)
         if new:
             fix = f"Use the out-of-place op: replace the line with `{new}`."
-        elif "LeakyReLU" in wcode or "inplace" in wcode:
-            fix = "Build the activation without `inplace=True`: `nn.LeakyReLU(negative_slope)`."
+        elif "inplace" in wcode or "ReLU" in wcode or "ELU" in wcode:
+            fix = "Build the activation module without `inplace=True` (e.g. `nn.LeakyReLU(negative_slope)`)."
     if fix is None:
-        fix = ("Use the out-of-place op (`F.leaky_relu(x, slope)` instead of `F.leaky_relu_`), or drop "
-               "`inplace=True` from `nn.LeakyReLU`.")
+        fix = (f"Use the out-of-place op (`F.{_OUT_OF_PLACE.get(op, 'leaky_relu')}(x, slope)` instead of `F.{op}`), "
+               "or drop `inplace=True` from the activation module.")
     return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
                      evidence=["the in-place op's backward refused a negative slope"])
