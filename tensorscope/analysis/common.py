@@ -78,8 +78,10 @@ def diagnosis(kind_code: str, *, explanation: str, fix: str, culprit=None, saved
 # (checked against torch in tests/test_fixes.py); a fix never proposes `x.zero(...)`.
 NO_OUT_OF_PLACE = frozenset({
     "zero_", "fill_", "uniform_", "normal_", "random_", "exponential_", "cauchy_", "log_normal_", "geometric_",
-    "copy_", "set_", "resize_", "resize_as_", "share_memory_", "requires_grad_", "fill_diagonal_", "map_",
-    "apply_", "map2_", "index_put_", "put_", "bernoulli_", "swapdims_", "swapaxes_",
+    "copy_", "set_", "share_memory_", "fill_diagonal_", "map_", "apply_", "map2_", "resize_as_sparse_",
+    "sparse_resize_", "sparse_resize_and_clear_",
+    # these have a namesake without the underscore that is not their out-of-place form
+    "resize_", "resize_as_", "requires_grad_",
 })
 # ... and what to write instead, as an expression over the receiver X and the call's arguments.
 _REPLACEMENT = {"zero_": "torch.zeros_like({x})", "fill_": "torch.full_like({x}, {args})"}
@@ -122,9 +124,9 @@ def assignable(expr: str | None) -> bool:
         node = ast.parse(expr.strip(), mode="eval").body
     except (SyntaxError, ValueError):
         return False
-    if isinstance(node, ast.Subscript):
-        return True
-    while isinstance(node, ast.Attribute):
+    if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return False
+    while isinstance(node, (ast.Attribute, ast.Subscript)):  # `self.w`, `x[0]`, `a.b[1].c`; not `f(x).y`
         node = node.value
     return isinstance(node, ast.Name)
 
@@ -154,7 +156,10 @@ def rewrite_out_of_place(code: str) -> str | None:
     if isinstance(node, ast.AugAssign) and type(node.op).__name__ in _BINOPS:
         t = source.text(node.target)
         if assignable(t):
-            return f"{t} = {t} {_BINOPS[type(node.op).__name__]} {source.atom(source.text(node.value))}"
+            op, value = _BINOPS[type(node.op).__name__], source.text(node.value)
+            bare, wrapped = f"{t} = {t} {op} {value}", f"{t} = {t} {op} ({value})"
+            # parentheses only where precedence needs them: `w = w - lr * g`, `x = x * (a + b)`
+            return bare if ast.dump(ast.parse(bare)) == ast.dump(ast.parse(wrapped)) else wrapped
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
         call = node.value
         args = ", ".join([source.text(a) for a in call.args]

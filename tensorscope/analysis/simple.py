@@ -141,7 +141,7 @@ def view_inplace(ev: Evidence) -> dict | None:
         text = (f"`{alias}` is the output of the custom autograd Function {fn} ({origin}), whose forward returns a "
                 f"view of its input. Line {line} (`{code}`) modifies it in place, which would bypass the Function's "
                 "own backward.")
-        fix = (f"Clone the Function's output ({clone_of(alias)}, or return `....clone()` from "
+        fix = (f"Clone the Function's output ({clone_of(alias)}, or return a clone, `x.clone()`, from "
                f"{fn}.forward), or write out of place: `{rewrite}`.")
     else:
         text = f"`{alias}` is a view that autograd does not let line {line} (`{code}`) modify in place."
