@@ -40,8 +40,12 @@ def advise(f: dict):
     return None, [f"{f['node']} returned, at index {f['index']}: {f['detail']}."], []
 
 
-def _backward_return(ev, node_name: str):
-    """``(file, line)`` of the last ``return`` of ``backward`` in the class named like the node."""
+def _backward_return(ev, node_name: str, index=None):
+    """``(file, line)`` of the last ``return`` of ``backward`` in the class named like the node.
+
+    When the gradient returned (at ``index``) is a plain name, the last assignment to that name
+    in backward is where it got its shape/dtype/device, so that line is taken instead.
+    """
     from tensorscope.analysis import source
 
     cls = re.sub(r"Backward\d{0,3}$", "", node_name or "")
@@ -52,8 +56,19 @@ def _backward_return(ev, node_name: str):
                 for fn in node.body:
                     if isinstance(fn, ast.FunctionDef) and fn.name == "backward":
                         returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
-                        if returns:
-                            return file, max(r.lineno for r in returns)
+                        if not returns:
+                            continue
+                        last = max(returns, key=lambda r: r.lineno)
+                        value = last.value
+                        if isinstance(value, ast.Tuple) and index is not None and index < len(value.elts):
+                            value = value.elts[index]
+                        if isinstance(value, ast.Name):
+                            sets = [n.lineno for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign))
+                                    and n.lineno < last.lineno and value.id in source.target_names(
+                                        n.targets[0] if isinstance(n, ast.Assign) else n.target)]
+                            if sets:
+                                return file, max(sets)
+                        return file, last.lineno
     return None
 
 
@@ -70,7 +85,7 @@ def explain(ev):
     text = (f"During backward (line {line}, `{source.code(file, line)}`), {node or 'a backward function'} returned "
             f"an invalid gradient for its input {index if index is not None else '?'}: {detail or 'mismatch'}.")
     culprit = where(file, line)
-    found = _backward_return(ev, node) if node else None
+    found = _backward_return(ev, node, index) if node else None
     if found:
         culprit = where(*found)
         text += f" Its backward returns at line {found[1]} (`{source.code(*found)}`)."

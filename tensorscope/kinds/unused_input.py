@@ -70,8 +70,19 @@ def explain(ev):
         elif index == 0 and not isinstance(inputs, (ast.List, ast.Tuple)):
             name = ast.unparse(inputs)
     what = f"`{name}`" if name else (f"input {index}" if index is not None else "one of the inputs")
+    culprit = where(file, line, alias=name)
+    rebound = None
+    if name and name.isidentifier():
+        stmt = source.definition(file, line, name)
+        # `W = W.clone()` / `x = x.to(...)`: the name now holds a new tensor the outputs never saw
+        if stmt is not None and isinstance(stmt, ast.Assign) and name in source.reads(stmt.value):
+            rebound = stmt.lineno
+            culprit = where(file, rebound, alias=name)
     text = (f"Line {line} (`{code}`) asks autograd.grad for the gradient of {what}, but the outputs do not "
             "depend on it: no recorded op on the way to the outputs used that tensor.")
+    if rebound:
+        text += (f" Line {rebound} (`{source.code(file, rebound)}`) rebinds `{name}` to a new tensor; the outputs "
+                 "were computed from the previous one.")
     if call is not None and not any(k.arg == "allow_unused" for k in call.keywords):
         fixed = ast.Call(func=call.func, args=call.args, keywords=call.keywords + [
             ast.keyword(arg="allow_unused", value=ast.Constant(True)),
@@ -82,5 +93,9 @@ def explain(ev):
     else:
         fix = ("Differentiate with respect to the tensor the computation actually used, or pass "
                "`allow_unused=True` when an unused input is expected.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=name),
+    if rebound:
+        fix = (f"Differentiate with respect to the tensor the outputs used: give the new tensor of line {rebound} "
+               f"another name (`{name}_new = ...`) so that `{name}` stays the one the graph saw, or compute the "
+               f"outputs after line {rebound}. " + fix)
+    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit,
                      backward=where(file, line), evidence=["autograd.grad found no path to an input"])
