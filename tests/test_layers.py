@@ -24,7 +24,7 @@ def modules(sub: str):
 
 
 def test_analysis_explain_render_and_report_are_torch_free():
-    for sub in ("analysis", "explain", "render", "report.py"):
+    for sub in ("analysis", "explain", "kinds", "render", "report.py"):
         for path in modules(sub):
             bad = {m for m in imports(path) if m == "torch" or m.startswith("torch.")}
             assert not bad, f"{path.name} imports {bad}: only tensorscope.instrument may touch torch"
@@ -43,6 +43,7 @@ def test_lower_layers_do_not_import_upper_ones():
     for path in (PKG / "instrument").glob("*.py"):
         bad = {m for m in imports(path) if m.startswith(upper)}
         assert not bad, f"instrument/{path.name} imports {bad}"
-    for path in list((PKG / "analysis").glob("*.py")) + list((PKG / "explain").glob("*.py")):
+    for path in list((PKG / "analysis").glob("*.py")) + list((PKG / "explain").glob("*.py")) + list(
+            (PKG / "kinds").glob("*.py")):
         bad = {m for m in imports(path) if m.startswith(("tensorscope.cli", "tensorscope.render", "tensorscope.session"))}
         assert not bad, f"{path.name} imports {bad}"

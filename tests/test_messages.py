@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensorscope.explain import kinds
+from tensorscope import kinds
 from tensorscope.explain.messages import MAX_SCAN, ParsedMessage, describe, parse
 
 try:
@@ -235,6 +235,121 @@ def _inference_tensor_saved():
     (torch.randn(3, requires_grad=True) * a).sum().backward()
 
 
+def _non_leaf_requires_grad():
+    h = torch.randn(3, requires_grad=True) * 2
+    h.requires_grad = False
+
+
+def _once_differentiable_twice():
+    from torch.autograd.function import once_differentiable
+
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x ** 2 * g
+
+    x = torch.randn(3, requires_grad=True)
+    (g,) = torch.autograd.grad((Cube.apply(x) ** 2).sum(), x, create_graph=True)
+    g.sum().backward()
+
+
+def _unused_input():
+    a, b = torch.randn(2, requires_grad=True), torch.randn(2, requires_grad=True)
+    torch.autograd.grad(a.sum(), [a, b])
+
+
+def _leaky_relu_inplace_negative():
+    h = torch.randn(4, requires_grad=True) + 0
+    torch.nn.functional.leaky_relu_(h, -0.5)
+    h.sum().backward()
+
+
+def _detached_in_place():
+    h = torch.randn(3, requires_grad=True) + 1
+    loss = (h * h).sum()
+    h.detach_()
+    loss.backward()
+
+
+def _checkpoint_count():
+    from torch.utils.checkpoint import checkpoint
+
+    seen = []
+
+    def block(x):
+        seen.append(1)
+        return torch.cos(x) * x if len(seen) == 1 else torch.cos(x)
+
+    checkpoint(block, torch.randn(3, requires_grad=True), use_reentrant=False).sum().backward()
+
+
+def _tangent_size():
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        fwAD.make_dual(torch.randn(2), torch.randn(5))
+
+
+def _no_forward_formula():
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        torch.unique(fwAD.make_dual(torch.randn(3), torch.randn(3)))
+
+
+def _invalid_gradient_shape():
+    class Halve(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x / 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g[:1]
+
+    Halve.apply(torch.randn(3, requires_grad=True)).sum().backward()
+
+
+def _checkpoint_metadata():
+    from torch.utils.checkpoint import checkpoint
+
+    seen = []
+
+    def block(x):
+        seen.append(1)
+        return torch.cos(x) if len(seen) == 1 else torch.cos(x.reshape(3, 1))
+
+    checkpoint(block, torch.randn(3, requires_grad=True), use_reentrant=False).sum().backward()
+
+
+def _function_without_jvp():
+    import torch.autograd.forward_ad as fwAD
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    with fwAD.dual_level():
+        Twice.apply(fwAD.make_dual(torch.randn(3), torch.randn(3)))
+
+
+def _float_backward():
+    loss = (torch.randn(3, requires_grad=True) ** 2).sum().item()
+    loss.backward()
+
+
 INPLACE = "inplace-modified-saved-tensor"
 LIVE = [
     ("sigmoid", _sigmoid_zeroed, INPLACE, dict(
@@ -295,7 +410,23 @@ LIVE = [
     ("expand", lambda: torch.randn(2, 3).expand(3, -1), "other", dict(
         reason="expand-size-mismatch", target_size=3, existing_size=2, dim=0, target_sizes=[3, -1], sizes=[2, 3])),
     ("inference-inplace", _inference_tensor_written, "other", dict(reason="inference-tensor-inplace")),
-    ("inference-saved", _inference_tensor_saved, "other", dict(reason="inference-tensor-saved")),
+    ("inference-saved", _inference_tensor_saved, "inference-tensor-saved", {}),
+    ("non-leaf-requires-grad", _non_leaf_requires_grad, "non-leaf-requires-grad", {}),
+    ("once-differentiable", _once_differentiable_twice, "double-backward-unsupported", {}),
+    ("gradient-shape", lambda: (torch.randn(2, 3, requires_grad=True) * 2).backward(torch.ones(3)),
+     "gradient-shape-mismatch", dict(index=0, gradient_shape=[3], output_shape=[2, 3])),
+    ("unused-input", _unused_input, "unused-input", dict(index=1)),
+    ("float-backward", _float_backward, "float-has-no-backward", dict(type="float")),
+    ("leaky-relu-inplace", _leaky_relu_inplace_negative, "inplace-backward-unsupported", dict(op="leaky_relu_")),
+    ("detached-in-place", _detached_in_place, "saved-detached-inplace", {}),
+    ("checkpoint-count", _checkpoint_count, "checkpoint-mismatch", dict(reason="count", saved_forward=3,
+                                                                          saved_recompute=1)),
+    ("checkpoint-metadata", _checkpoint_metadata, "checkpoint-mismatch", dict(reason="metadata", position=0)),
+    ("no-jvp", _function_without_jvp, "forward-ad", dict(reason="no-jvp")),
+    ("tangent-size", _tangent_size, "forward-ad", dict(reason="tangent-size", primal_shape=[2], tangent_shape=[5])),
+    ("no-forward-formula", _no_forward_formula, "forward-ad", dict(reason="no-formula", op="_unique2")),
+    ("invalid-gradient", _invalid_gradient_shape, "invalid-gradient", dict(node="HalveBackward", index=0,
+                                                                           reason="shape")),
 ]
 NO_CUDA = [
     ("zeros-cuda", lambda: torch.zeros(3, device="cuda")),
@@ -329,14 +460,15 @@ def test_live_message(name, fn, kind, expected):
     bare = parse(f"{type(exc).__name__}: {exc}")
     _check(bare, kind, expected)
     assert bare.exception_type == type(exc).__name__
-    assert bare.message == str(exc)  # the whole logical message, hint and tails included
+    # the whole logical message, hint and tails included (a multi-line one joined into one line)
+    assert bare.message == (" ".join(str(exc).split()) if "\n" in str(exc) else str(exc))
     assert bare.frames == []
     assert parse(str(exc)).exception_type is None
 
     full = parse(tb)
     _check(full, kind, expected)
     assert full.fields == bare.fields
-    assert full.message == str(exc)
+    assert full.message == bare.message
     assert full.frames, "the traceback's frames are decoded"
     assert full.frames[-1]["file"] == __file__
     assert all("site-packages/torch" not in (f["file"] or "") for f in full.frames)
@@ -648,7 +780,10 @@ def test_describe_device_and_other_use_fields():
 REQUIRED = {"inplace-modified-saved-tensor", "backward-twice", "no-grad-fn", "leaf-inplace", "view-inplace",
             "overlapping-write", "non-scalar-backward", "non-float-requires-grad", "numpy-requires-grad",
             "resize-requires-grad", "device-mismatch", "other", "silent-saved-tensor-write",
-            "ddp-unused-parameters", "ddp-mark-ready-twice"}
+            "ddp-unused-parameters", "ddp-mark-ready-twice", "non-leaf-requires-grad", "inference-tensor-saved",
+            "double-backward-unsupported", "gradient-shape-mismatch", "unused-input", "non-leaf-grad-none",
+            "float-has-no-backward", "inplace-backward-unsupported", "saved-detached-inplace", "checkpoint-mismatch",
+            "forward-ad", "invalid-gradient"}
 
 
 def test_kinds_are_complete_and_well_formed():

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from tensorscope.analysis import backward_twice, ddp, device_mismatch, inplace, no_grad_fn, silent, simple
+from tensorscope import kinds
+from tensorscope.analysis import inplace, silent
 from tensorscope.analysis.common import Evidence, diagnosis, where
 
 # kind code -> explain(ev) returning a diagnosis dict, or None to fall back to the generic one
-EXPLAINERS = {
-    inplace.CODE: inplace.explain,
-    backward_twice.CODE: backward_twice.explain,
-    no_grad_fn.CODE: no_grad_fn.explain,
-    device_mismatch.CODE: device_mismatch.explain,
-    **simple.EXPLAINERS,
-    **ddp.EXPLAINERS,
-}
+# (each kind's module in tensorscope/kinds/ holds its explainer)
+EXPLAINERS = kinds.EXPLAINERS
 
 
 def _parse(text: str):
@@ -59,6 +54,8 @@ def diagnose(ev: Evidence) -> dict | None:
     code = parsed.kind if parsed is not None else "other"
     if failure is not None and failure.get("saved"):
         code = inplace.CODE
+    if code == "other":  # kinds seen in the evidence rather than in the message (a None `.grad` used ...)
+        code = next((c for c, seen in kinds.RECOGNISERS.items() if _safely(seen, ev)), code)
     explain = EXPLAINERS.get(code)
     if explain is not None:
         try:
@@ -68,6 +65,13 @@ def diagnose(ev: Evidence) -> dict | None:
         if d is not None:
             return d
     return generic(ev, code, text)
+
+
+def _safely(recognise, ev) -> bool:
+    try:
+        return bool(recognise(ev))
+    except Exception:  # a surprising program loses the kind, never the report
+        return False
 
 
 def ended_the_program(failure: dict, exc: dict | None) -> bool:
@@ -87,7 +91,7 @@ def ended_the_program(failure: dict, exc: dict | None) -> bool:
 
 def generic(ev: Evidence, code: str, text: str) -> dict:
     """A diagnosis from the kind's knowledge and the line that raised."""
-    from tensorscope.explain.kinds import get
+    from tensorscope.kinds import get
 
     kind = get(code)
     failure = ev.failure or {}

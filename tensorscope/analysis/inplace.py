@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.analysis.common import Evidence, diagnosis, out_of_place, where
+from tensorscope.analysis.common import Evidence, clone_of, diagnosis, out_of_place, rewrite_out_of_place, where
 from tensorscope.report import code_at, display_path
 
 CODE = "inplace-modified-saved-tensor"
@@ -62,22 +62,35 @@ def _fix(w: dict | None, saved_label: str, saved_code: str) -> str:
                 "backward: use `inplace=False` (e.g. `nn.ReLU()` / `F.relu(x)`), or clone its input.")
     if not w.get("grad_enabled", True):
         return (f"Writing under torch.no_grad() still bumps the version counter: at line {line} write into a "
-                f"copy instead (`{alias} = {alias}.clone()` first), or move the write after backward().")
+                f"copy instead ({clone_of(alias)} first), or move the write after backward().")
     if op == "setitem":
         return (f"Line {line} assigns into {alias} in place. Build a new tensor instead (e.g. "
-                f"`{alias} = {alias}.clone()` before the assignment, or `torch.where`/`index_put` out of place), "
+                f"{clone_of(alias)} before the assignment, or `torch.where`/`index_put` out of place), "
                 f"so {saved_label} keeps the value saved for backward.")
+    rewritten = rewrite_out_of_place(code)
     if op.startswith("i") and op not in ("index_add_", "index_copy_", "index_fill_", "index_put_"):
-        sym = out_of_place(op)
-        return (f"Line {line} `{code}` is in place; write it out of place: `{alias} = {alias} {sym} ...`, "
+        how = f": `{rewritten}`" if rewritten else f" (the {out_of_place(op)} operator, giving a new tensor)"
+        if not rewritten and out_of_place(op) == op:
+            how = ""
+        return (f"Line {line} `{code}` is in place; write it out of place{how}, "
                 f"so {saved_label} keeps the value saved for backward.")
-    fix = (f"Line {line} `{code}` writes in place through `{alias}`. Use the out-of-place op "
-           f"(`{alias} = {alias}.{out_of_place(op)}(...)`)")
+    fix = f"Line {line} `{code}` writes in place through `{alias}`. Use the out-of-place op"
+    fix += f" (`{rewritten}`)" if rewritten else ""
     if "detach()" in alias or ".data" in alias:
-        fix += f", or clone first (`{alias}.clone()`)"
+        fix += f", or clone first (`{alias}.clone()`)" if _parses(f"{alias}.clone()") else ", or clone first"
     else:
-        fix += f", or clone before writing (`{alias} = {alias}.clone()`)"
+        fix += f", or clone before writing ({clone_of(alias)})"
     return fix + f", so {saved_label} keeps the value saved by `{saved_code}`."
+
+
+def _parses(expr: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(expr)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def graph_for_report(graph: dict | None) -> dict | None:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import ast
 
 from tensorscope.analysis import source
-from tensorscope.analysis.common import Evidence, diagnosis, out_of_place, where
+from tensorscope.analysis.common import Evidence, assignable, clone_of, diagnosis, rewrite_out_of_place, where
 from tensorscope.report import display_path
 
 _UPDATE_OPS = {"isub", "iadd", "imul", "itruediv", "sub_", "add_", "mul_", "div_", "addcmul_", "addcdiv_",
                "copy_", "lerp_"}
 _INIT_OPS = {"setitem", "fill_", "zero_", "uniform_", "normal_", "copy_", "clamp_", "clamp_min_", "clamp_max_",
              "masked_fill_", "index_fill_", "scatter_", "bernoulli_", "random_", "exponential_"}
-_OPERATORS = {"isub": "-", "iadd": "+", "imul": "*", "itruediv": "/", "ipow": "**"}
 
 
 def _site(ev: Evidence) -> tuple[str | None, int | None, dict]:
@@ -45,20 +44,13 @@ def _name(ev: Evidence, f: dict) -> str:
 
 
 def _rewrite(segment: str, op: str, alias: str) -> str:
-    """The out-of-place form of an in-place statement: ``w -= lr * g`` -> ``w = w - lr * g``."""
-    try:
-        node = ast.parse(segment.strip()).body[0]
-    except (SyntaxError, IndexError, ValueError):
-        node = None
-    if isinstance(node, ast.AugAssign):
-        t = source.text(node.target)
-        return f"{t} = {t} {_OPERATORS.get(op, '?')} {source.text(node.value)}"
-    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
-        call = node.value
-        args = ", ".join([source.text(a) for a in call.args] + [f"{k.arg}={source.text(k.value)}" for k in call.keywords])
-        recv = source.atom(source.text(call.func.value))
-        return f"{recv} = {recv}.{out_of_place(call.func.attr)}({args})"
-    return f"{alias} = {alias}.clone()  # then write into the clone"
+    """The out-of-place form of an in-place statement (``w -= lr * g`` -> ``w = w - lr * g``), else a clone."""
+    rewritten = rewrite_out_of_place(segment)
+    if rewritten:
+        return rewritten
+    if assignable(alias):
+        return f"{alias} = {alias}.clone()  # then write into the clone"
+    return "x = x.clone()  # x: the tensor written; then write into the clone"
 
 
 def leaf_inplace(ev: Evidence) -> dict | None:
@@ -91,7 +83,7 @@ def leaf_inplace(ev: Evidence) -> dict | None:
         fix += "; or let an optimizer do the update (`torch.optim.SGD(...).step()`)." if update else "."
     else:
         fix = (f"If this is part of the computation, do it out of place so the leaf stays intact: "
-               f"`{_rewrite(code, op, alias)}` (or clone first: `{alias} = {alias}.clone()`); if it is meant "
+               f"`{_rewrite(code, op, alias)}` (or clone first: {clone_of(alias)}); if it is meant "
                f"as an update of the leaf, wrap it in `with torch.no_grad():`.")
     return diagnosis("leaf-inplace", explanation=text, fix=fix, culprit=where(file, line, alias=alias),
                      tensor=_tensor(ev, f.get("tensor"), f.get("names")),
@@ -131,7 +123,7 @@ def view_inplace(ev: Evidence) -> dict | None:
         text = (f"`{alias}` comes from {origin}: {node.lower() if isinstance(node, str) else node} returns several "
                 f"views of one tensor, and autograd forbids modifying such views in place. Line {line} (`{code}`) "
                 "does exactly that.")
-        fix = (f"Use the out-of-place op: `{rewrite}`; or clone the view first (`{alias} = {alias}.clone()`).")
+        fix = (f"Use the out-of-place op: `{rewrite}`; or clone the view first ({clone_of(alias)}).")
     elif reason in ("no-grad-view", "inference-mode-view"):
         region = None
         if origin_line:
@@ -143,17 +135,17 @@ def view_inplace(ev: Evidence) -> dict | None:
                 "place with grad mode on; autograd cannot tell whether that write should be recorded, so it refuses.")
         fix = (f"Create the view with grad enabled (move `{source.code(file, origin_line) if origin_line else alias}` "
                f"out of the no_grad block) if the write should be tracked; or do the write inside the same no_grad "
-               f"block; or clone the view (`{alias} = {alias}.clone()`) or write out of place: `{rewrite}`.")
+               f"block; or clone the view ({clone_of(alias)}) or write out of place: `{rewrite}`.")
     elif reason == "custom-function":
         fn = fields.get("op") or "the custom Function"
         text = (f"`{alias}` is the output of the custom autograd Function {fn} ({origin}), whose forward returns a "
                 f"view of its input. Line {line} (`{code}`) modifies it in place, which would bypass the Function's "
                 "own backward.")
-        fix = (f"Clone the Function's output (`{alias} = {alias}.clone()`, or return `....clone()` from "
+        fix = (f"Clone the Function's output ({clone_of(alias)}, or return a clone, `x.clone()`, from "
                f"{fn}.forward), or write out of place: `{rewrite}`.")
     else:
         text = f"`{alias}` is a view that autograd does not let line {line} (`{code}`) modify in place."
-        fix = f"Write out of place: `{rewrite}`, or clone the view first (`{alias} = {alias}.clone()`)."
+        fix = f"Write out of place: `{rewrite}`, or clone the view first ({clone_of(alias)})."
     return diagnosis("view-inplace", explanation=text, fix=fix, culprit=where(file, line, alias=alias),
                      tensor=_tensor(ev, f.get("tensor"), f.get("names")), alias_chain=chain,
                      evidence=[f"message reason: {reason}", "where the view was created"])
@@ -193,7 +185,7 @@ def overlapping_write(ev: Evidence) -> dict | None:
     text += "; PyTorch refuses the write because its result would depend on the order of the element updates."
     chain.append({"file": display_path(file), "line": line, "code": code, "what": f"writes in place through `{alias}`"})
     fix = ("Give the tensor its own memory before writing: " + (f"{fix_make} at line {chain[0]['line']}"
-           if fix_make else f"`{alias} = {alias}.clone()` (or `.contiguous()`)")
+           if fix_make else f"{clone_of(alias)} (or `.contiguous()`)")
            + "; or replace `expand` by `repeat`, or write out of place.")
     return diagnosis("overlapping-write", explanation=text, fix=fix, culprit=where(file, line, alias=alias),
                      tensor=_tensor(ev, f.get("tensor"), f.get("names")), alias_chain=chain,
@@ -328,6 +320,9 @@ def other(ev: Evidence) -> dict | None:
     text = f"Line {line} (`{code}`) raised {etype}: {message}" if line else f"The program raised {etype}: {message}"
     if lib:
         text += f" (inside {lib})"
+    if ev.failure is None and not (ev.parsed is not None and ev.parsed.fields.get("reason")):
+        # no tensor op raised it and PyTorch's wording is not in it: say so instead of inventing a tensor fix
+        text = f"Not a tensor or autograd error: {text[0].lower() + text[1:]}"
     fix = _other_fix(message, file, line, ev)
     return diagnosis("other", explanation=text, fix=fix, culprit=where(file, line, alias=f.get("alias")),
                      evidence=[f"exception: {etype}: {message[:300]}"])
@@ -354,10 +349,13 @@ def _other_fix(message: str, file, line, ev: Evidence) -> str:
                 "strides within it.")
     if fields.get("reason") == "inference-tensor-inplace":
         return "Clone the tensor created under torch.inference_mode() before writing into it (`t = t.clone()`)."
-    if fields.get("reason") == "inference-tensor-saved":
-        return ("Tensors made under torch.inference_mode() cannot enter autograd: create them under "
-                "torch.no_grad() instead, or `.clone()` them outside inference mode.")
-    return f"Fix line {line} so that the operation gets the arguments it expects." if line else "Read the message above."
+    if ev.failure is None:
+        where_ = f" at line {line} (`{source.code(file, line)}`)" if line else ""
+        return (f"Not a tensor or autograd error: the {ev.exception.get('type') if ev.exception else 'exception'}"
+                f"{where_} comes from the program's own Python logic, so tensorscope has no tensor fix to offer; "
+                "fix it as a plain Python error.")
+    return (f"PyTorch refused the op at line {line} (`{source.code(file, line)}`): give it the arguments its message "
+            "above asks for (shapes, dtypes, devices).") if line else "Read the message above."
 
 
 EXPLAINERS = {

@@ -21,7 +21,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from tensorscope.explain.kinds import KINDS
+from tensorscope.kinds import ADVICE as _KIND_ADVICE
+from tensorscope.kinds import KINDS
+from tensorscope.kinds import PATTERNS as _KIND_PATTERNS
 
 #: Only the last this-many characters of a text are scanned.
 MAX_SCAN = 2_000_000
@@ -153,10 +155,6 @@ _EXPAND = (_w("The expanded size of the tensor") + r"\s+\((?P<target>-?\d{1,19})
 _INFERENCE_INPLACE = (_w("Inplace update to inference tensor outside InferenceMode is not allowed.")
                       + r"(?:\s*" + _w("You can make a clone to get a normal tensor before doing inplace update.")
                       + r")?(?:\s*See\s+https://github\.com/pytorch/rfcs/pull/17\s+for\s+more\s+details\.)?")
-_INFERENCE_SAVED = (_w("Inference tensors cannot be saved for backward.")
-                    + r"(?:\s+" + _w("Please do not use Tensors created in inference mode in computation "
-                                     "tracked by autograd.") + r")?"
-                    + r"(?:\s+" + _w("To work around") + r"[^\n]{0,300})?")
 
 
 # --------------------------------------------------------------------------
@@ -358,7 +356,8 @@ _PATTERNS = (
     _p("other", _SET_STORAGE, _as_strided),
     _p("other", _EXPAND, _expand),
     _p("other", _INFERENCE_INPLACE, lambda m: {"reason": "inference-tensor-inplace"}),
-    _p("other", _INFERENCE_SAVED, lambda m: {"reason": "inference-tensor-saved"}),
+    # the kinds that declare their own patterns (tensorscope/kinds/*.py)
+    *(_Pattern(code, re.compile(p.regex), p.decode) for code, p in _KIND_PATTERNS),
 )
 
 
@@ -761,10 +760,6 @@ def _advise_other(f: dict):
         return ("A tensor created in inference mode was modified in place outside it.", [],
                 ["Clone it before writing (`x = x.clone()`), or create it under `torch.no_grad()` "
                  "instead of `torch.inference_mode()`."])
-    if reason == "inference-tensor-saved":
-        return ("A tensor created in inference mode was used in a computation autograd records.", [],
-                ["Clone it first (`x = x.clone()`), or create it under `torch.no_grad()` instead of "
-                 "`torch.inference_mode()`."])
     return None, [], []
 
 
@@ -802,4 +797,5 @@ _ADVICE = {
     "non-float-requires-grad": _advise_non_float,
     "device-mismatch": _advise_device,
     "other": _advise_other,
+    **_KIND_ADVICE,
 }

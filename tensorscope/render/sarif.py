@@ -1,7 +1,7 @@
 """The SARIF form (2.1.0): the diagnosis and each hazard as results for code-scanning tools.
 
 One result per finding, at its culprit line (else the backward line, else the line that raised),
-with the kind code as rule id; the rules are every kind of :mod:`tensorscope.explain.kinds` with
+with the kind code as rule id; the rules are every kind of :mod:`tensorscope.kinds` with
 its title. A diagnosis is an ``error``, a hazard a ``warning``. The forward line that saved the
 tensor, the backward line and the alias chain are related locations. File URIs are relative to
 the working directory (``%SRCROOT%``), as the report's paths are.
@@ -22,7 +22,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 from tensorscope import __version__
-from tensorscope.explain.kinds import KINDS
+from tensorscope.kinds import KINDS
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 _ROOT = "%SRCROOT%"

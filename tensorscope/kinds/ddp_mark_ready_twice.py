@@ -1,0 +1,48 @@
+"""The `ddp-mark-ready-twice` kind: distributedDataParallel saw the gradient of one parameter become ready twice in one iteration."""
+
+from __future__ import annotations
+
+from tensorscope.kinds._base import Kind
+
+KIND = Kind(
+    code='ddp-mark-ready-twice',
+    title=(
+        'DistributedDataParallel saw the gradient of one parameter become ready twice in one '
+        'iteration.'
+    ),
+    explanation=(
+        "DDP hooks every parameter's gradient accumulation and expects each to fire once per "
+        'iteration. A second gradient for the same parameter in the same iteration comes from a '
+        'second backward pass through it: a reentrant activation checkpoint re-running the layer '
+        'inside backward, or the parameter used outside the DDP-wrapped forward.'
+    ),
+    causes=(
+        (
+            "`torch.utils.checkpoint.checkpoint(..., use_reentrant=True)` (or a model's "
+            '`gradient_checkpointing_enable()` with reentrant checkpoints) under DDP, with '
+            '`find_unused_parameters=True` or the same layers checkpointed twice.'
+        ),
+        (
+            'A parameter used twice: through `model.module` or in the loss itself, besides the '
+            'DDP-wrapped `forward`.'
+        ),
+    ),
+    fixes=(
+        'Use non-reentrant checkpoints: `checkpoint(fn, x, use_reentrant=False)`.',
+        (
+            "Call every use of the parameters through the DDP model's forward (compute auxiliary terms "
+            'inside `forward` and return them).'
+        ),
+        (
+            'If the graph is the same every iteration, pass `static_graph=True` to '
+            '`DistributedDataParallel`.'
+        ),
+    ),
+)
+
+
+def explain(ev):
+    """The diagnosis of this kind from the evidence (analysis/ddp.py)."""
+    from tensorscope.analysis import ddp
+
+    return ddp.ready_twice(ev)

@@ -1,0 +1,31 @@
+"""The `non-scalar-backward` kind: backward() was called without a gradient on a tensor that is not a scalar."""
+
+from __future__ import annotations
+
+from tensorscope.kinds._base import Kind
+
+KIND = Kind(
+    code='non-scalar-backward',
+    title='backward() was called without a gradient on a tensor that is not a scalar.',
+    explanation=(
+        'backward() with no argument starts from a gradient of 1, which only makes sense for a real '
+        'single-element output. For any other output autograd needs the gradient of the final '
+        'objective with respect to it.'
+    ),
+    causes=(
+        'Calling `out.backward()` on a per-sample loss or a model output instead of a reduced loss.',
+        "A loss built with `reduction='none'`.",
+        'A complex-valued loss.',
+    ),
+    fixes=(
+        'Reduce to a scalar first: `loss.sum().backward()` or `loss.mean().backward()`.',
+        'Pass the gradient explicitly: `out.backward(gradient=torch.ones_like(out))`.',
+    ),
+)
+
+
+def explain(ev):
+    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
+    from tensorscope.analysis import simple
+
+    return simple.non_scalar_backward(ev)

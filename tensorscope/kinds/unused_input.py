@@ -1,0 +1,101 @@
+"""The `unused-input` kind: autograd.grad was asked for the gradient of an input the graph never used."""
+
+from __future__ import annotations
+
+import ast
+
+from tensorscope.kinds._base import Kind, Pattern, site, statement, w
+
+KIND = Kind(
+    code="unused-input",
+    title="torch.autograd.grad was asked for the gradient of an input that the output does not depend on.",
+    explanation=(
+        "`torch.autograd.grad(outputs, inputs)` returns one gradient per input. An input that no path of "
+        "the graph leads to has no gradient, and autograd refuses unless `allow_unused=True` says that "
+        "None (or zeros with `materialize_grads=True`) is acceptable."
+    ),
+    causes=(
+        "An input used only through `.detach()`, `.data`, a copy made before it required grad, or not at all "
+        "(a parameter of a submodule that forward skipped).",
+        "An input replaced by a new tensor (`W = W.clone()`, `x = x.to(...)`) after the list of inputs was made.",
+    ),
+    fixes=(
+        "Pass `allow_unused=True` (and `materialize_grads=True` for zeros instead of None) when an unused input "
+        "is expected.",
+        "Differentiate with respect to the tensor the computation really used.",
+    ),
+)
+
+PATTERNS = (
+    Pattern(w("The differentiated Tensor at index") + r"\s+(?P<i>\d{1,9})\s+"
+            + w("appears to not have been used in the graph.")
+            + r"(?:\s+" + w("Set allow_unused=True if this is the desired behavior.") + r")?",
+            lambda m: {"index": int(m["i"])}),
+    Pattern(w("One of the differentiated Tensors appears to not have been used in the graph.")
+            + r"(?:\s+" + w("Set allow_unused=True if this is the desired behavior.") + r")?",
+            lambda m: {"index": None}),
+)
+
+
+def advise(f: dict):
+    if f.get("index") is None:
+        return None, [], []
+    return None, [f"Input {f['index']} of the inputs given to autograd.grad is not used by the outputs."], []
+
+
+def _grad_call(code: str):
+    stmt = statement(code)
+    for node in ast.walk(stmt) if stmt is not None else ():
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "grad" and len(node.args) >= 2:
+            return node
+    return None
+
+
+def explain(ev):
+    from tensorscope.analysis import source
+    from tensorscope.analysis.common import diagnosis, where
+    from tensorscope.kinds._base import fields
+
+    file, line, f = site(ev)
+    if not line:
+        return None
+    code = source.code(file, line)
+    index = fields(ev).get("index")
+    call = _grad_call(code)
+    name = None
+    if call is not None and index is not None:
+        inputs = call.args[1]
+        if isinstance(inputs, (ast.List, ast.Tuple)) and index < len(inputs.elts):
+            name = ast.unparse(inputs.elts[index])
+        elif index == 0 and not isinstance(inputs, (ast.List, ast.Tuple)):
+            name = ast.unparse(inputs)
+    what = f"`{name}`" if name else (f"input {index}" if index is not None else "one of the inputs")
+    culprit = where(file, line, alias=name)
+    rebound = None
+    if name and name.isidentifier():
+        stmt = source.definition(file, line, name)
+        # `W = W.clone()` / `x = x.to(...)`: the name now holds a new tensor the outputs never saw
+        if stmt is not None and isinstance(stmt, ast.Assign) and name in source.reads(stmt.value):
+            rebound = stmt.lineno
+            culprit = where(file, rebound, alias=name)
+    text = (f"Line {line} (`{code}`) asks autograd.grad for the gradient of {what}, but the outputs do not "
+            "depend on it: no recorded op on the way to the outputs used that tensor.")
+    if rebound:
+        text += (f" Line {rebound} (`{source.code(file, rebound)}`) rebinds `{name}` to a new tensor; the outputs "
+                 "were computed from the previous one.")
+    if call is not None and not any(k.arg == "allow_unused" for k in call.keywords):
+        fixed = ast.Call(func=call.func, args=call.args, keywords=call.keywords + [
+            ast.keyword(arg="allow_unused", value=ast.Constant(True)),
+            ast.keyword(arg="materialize_grads", value=ast.Constant(True))])
+        fix = (f"If {what} may legitimately be unused, ask for zeros: `{ast.unparse(fixed)}`; otherwise "
+               f"differentiate with respect to the tensor the computation actually used (a copy such as "
+               f"`x.clone()`/`x.to(...)` made after the inputs were chosen is a different tensor).")
+    else:
+        fix = ("Differentiate with respect to the tensor the computation actually used, or pass "
+               "`allow_unused=True` when an unused input is expected.")
+    if rebound:
+        fix = (f"Differentiate with respect to the tensor the outputs used: give the new tensor of line {rebound} "
+               f"another name (`{name}_new = ...`) so that `{name}` stays the one the graph saw, or compute the "
+               f"outputs after line {rebound}. " + fix)
+    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit,
+                     backward=where(file, line), evidence=["autograd.grad found no path to an input"])
