@@ -15,7 +15,8 @@ no_grad block, or of a frozen model's output, cut nothing). When backward fails,
 is the events since the last backward that succeeded: the first cut in it of a tensor that
 had a graph is the culprit; else frozen parameters; else the grad-mode region (``with
 torch.no_grad()``, a ``@torch.no_grad()`` function, ``set_grad_enabled(False)``) the program
-entered in that window, by the file and line where it was entered.
+entered last in that window, by the file and line where it was entered (an earlier one is
+typically a target or teacher computed without grad on purpose).
 """
 
 from __future__ import annotations
@@ -382,6 +383,22 @@ def _cut_kind(e: dict) -> str | None:
     return None
 
 
+def _leaves_torch(e: dict, window: list) -> bool:
+    """The cut's value went out of torch (``.item()``/``.tolist()``/``.numpy()``, on the same line for a detach)."""
+    if e.get("kind") == "copy" and e.get("leaves_autograd"):
+        return True
+    if e.get("kind") == "alias":
+        return any(x.get("kind") == "copy" and x.get("leaves_autograd") and x.get("file") == e.get("file")
+                   and x.get("line") == e.get("line") and x["seq"] > e["seq"] for x in window)
+    return False
+
+
+def _reenters(e: dict, window: list) -> bool:
+    """A tensor was made again from Python or NumPy values after the cut (``torch.tensor``, ``from_numpy``)."""
+    return any(x.get("kind") == "create" and x.get("op") in ("tensor", "as_tensor", "from_numpy")
+               and x["seq"] > e["seq"] for x in window)
+
+
 def _regions(window: list, before: list) -> list[dict]:
     """Grad-mode regions that switched autograd off: entered in the window, or a global switch still in force."""
     out = [e for e in window if e.get("kind") == "grad_mode" and e.get("mode") in _REGION_MODES
@@ -491,18 +508,25 @@ def _provenance(ev: Evidence, f: dict) -> dict | None:
     events = ev.doc.get("events") or []
     window, before = _window(events, f)
     root = _root_label(f)
-    for e in window:
-        what = _cut_kind(e)
-        if what is not None:
-            text, fix = _explain_cut(e, what, window, root)
-            return {"event": e, "what": what, "text": text, "fix": fix,
-                    "provenance": {"cut": what, "event": e["seq"], "region": None,
-                                   "window": [window[0]["seq"], window[-1]["seq"]] if window else None}}
+    cuts = [(e, _cut_kind(e)) for e in window]
+    cuts = [(e, what) for e, what in cuts if what is not None]
+    # a value taken out to Python or NumPy is on the root's way only if the program made a tensor of
+    # such values again afterwards; otherwise it was logged (`loss.item()`, `x.detach().numpy()` to plot)
+    kept = [(e, what) for e, what in cuts if not _leaves_torch(e, window)]
+    kept += [(e, what) for e, what in cuts if _leaves_torch(e, window) and _reenters(e, window)]
+    if kept:
+        e, what = min(kept, key=lambda c: c[0]["seq"])
+        text, fix = _explain_cut(e, what, window, root)
+        return {"event": e, "what": what, "text": text, "fix": fix,
+                "provenance": {"cut": what, "event": e["seq"], "region": None,
+                               "window": [window[0]["seq"], window[-1]["seq"]] if window else None}}
     if any(e.get("kind") == "requires_grad" and e.get("value") is False for e in before):
         return None  # frozen parameters: _runtime words it
     regions = _regions(window, before)
     if regions:
-        e = regions[0]
+        # the region nearest the backward: one entered earlier in the step is typically a target or
+        # teacher computed without grad on purpose
+        e = regions[-1]
         text, fix, region = _explain_region(e, window, root)
         return {"event": e, "what": "no_grad", "text": text, "fix": fix,
                 "provenance": {"cut": "grad_mode", "event": e["seq"], "region": region,
