@@ -866,12 +866,21 @@ class Tracker(Recorder):
 _REWRAPS = ("tensor", "as_tensor")
 
 
-def _holds_graph(value, depth=0) -> bool:
-    """True when `value` (a tensor, or a list/tuple of them) holds a tensor that requires grad."""
-    if isinstance(value, _Tensor):
-        return bool(value.requires_grad)
-    if isinstance(value, (list, tuple)) and depth < 3:
-        return any(_holds_graph(v, depth + 1) for v in value[:4096])
+def _holds_graph(value, budget=4096) -> bool:
+    """True when `value` (a tensor, or nested lists/tuples of them) holds a tensor that requires grad.
+
+    At most `budget` items are looked at in all: `torch.tensor(rows)` of a large nested list of
+    floats must not cost a walk over every number.
+    """
+    stack = [value]
+    while stack and budget > 0:
+        v = stack.pop()
+        budget -= 1
+        if isinstance(v, _Tensor):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v[:budget])
     return False
 
 
