@@ -1,9 +1,22 @@
-"""no-grad-fn: backward() on a tensor with no graph behind it; find the statement that cut the graph.
+"""no-grad-fn: backward() on a tensor with no graph behind it; find where the graph was cut.
 
-A static backward slice over the user's source (from the root of the failing backward, back through
-the assignments of the same scope, into the user's own functions and ``forward`` methods it calls)
-looks for the constructs that leave autograd; recorded events (``requires_grad = False``, ``no_grad``
-regions, ``.detach()``/``.data``/``.item()`` calls) confirm it or stand in when the source says nothing.
+Runtime provenance decides (see NOTE [Provenance of a missing graph]): the recorded calls that
+took a tensor which had a graph out of autograd (``.detach()``, ``.data``, ``.item()``,
+``.numpy()``, ``torch.tensor(...)`` of tensors), ``Distribution.sample()``, ``autograd.grad``
+without ``create_graph``, ``requires_grad = False`` and the grad-mode regions the program
+entered. The source is read to quote lines and to word fixes; a static backward slice over it
+remains only for cuts no wrapper sees (``argmax``, comparisons), when nothing was recorded.
+
+NOTE [Provenance of a missing graph]
+Only entry points are wrapped (NOTE [Hot path] in instrument/patches.py), so the ops between a
+cut and the root are not seen and nothing is walked while the program runs. Each recorded cut
+carries what it cut: whether its input required grad at that moment (a ``.detach()`` inside a
+no_grad block, or of a frozen model's output, cut nothing). When backward fails, the window
+is the events since the last backward that succeeded: the first cut in it of a tensor that
+had a graph is the culprit; else frozen parameters; else the grad-mode region (``with
+torch.no_grad()``, a ``@torch.no_grad()`` function, ``set_grad_enabled(False)``) the program
+entered last in that window, by the file and line where it was entered (an earlier one is
+typically a target or teacher computed without grad on purpose).
 """
 
 from __future__ import annotations
@@ -256,7 +269,7 @@ def _fix_for(c: dict, file: str, sl: _Slice | None, root: str) -> tuple[str, str
 
 
 def _runtime(ev: Evidence, f: dict) -> tuple[dict, str, str] | None:
-    """Recorded events that explain a graph-less root: frozen parameters, grad mode switched off."""
+    """Frozen parameters: ``requires_grad = False`` recorded before the failing backward."""
     events = ev.doc.get("events") or []
     bseq = max((e["seq"] for e in events if e.get("kind") == "backward" and e.get("line") == f.get("line")), default=None)
     before = [e for e in events if bseq is None or e["seq"] < bseq]
@@ -273,20 +286,6 @@ def _runtime(ev: Evidence, f: dict) -> tuple[dict, str, str] | None:
                 f"Keep requires_grad=True on the parameters you train: freeze only the part meant to stay fixed "
                 f"at line {e['line']} (e.g. `for p in backbone.parameters(): p.requires_grad = False`), and make "
                 "sure the new head is left trainable.")
-    off = [e for e in before if e.get("kind") == "grad_mode" and e.get("enabled") is False and e.get("action") == "set"]
-    if off:
-        e = off[-1]
-        return (e, f"Line {e['line']} (`{source.code(e.get('file'), e.get('line'))}`) switched grad mode off for the code after it, so "
-                   f"{root} was computed without a graph.",
-                f"Remove `{source.code(e.get('file'), e.get('line'))}` at line {e['line']} (or re-enable with `torch.set_grad_enabled(True)`) "
-                "before the forward pass you call backward() on.")
-    cuts = [e for e in before if (e.get("kind") == "alias" and e.get("op") in ("detach", "data"))
-            or (e.get("kind") == "copy" and e.get("op") in ("item", "numpy", "tolist"))]
-    if cuts:
-        e = cuts[-1]
-        return (e, f"Line {e['line']} (`{source.code(e.get('file'), e.get('line'))}`) took a value out of autograd with `{e.get('op')}`; "
-                   f"{root} was computed from it and has no grad_fn.",
-                f"Keep the computation connected to the graph at line {e['line']}: drop the `{e.get('op')}`.")
     return None
 
 
@@ -301,17 +300,28 @@ def explain(ev: Evidence) -> dict | None:
     if roots:
         r = roots[0]
         tensor = {"id": r.get("tensor"), "names": r.get("names") or [], "version_at_save": None, "version_now": None}
-    try:
-        cut, sl = _static(ev, f)
-    except Exception:  # an odd program must not lose the diagnosis
-        cut, sl = None, None
     evidence = ["backward roots: requires_grad=False, no grad_fn"]
     int_root = next((r for r in roots if r.get("dtype") and not r["dtype"].startswith(("float", "complex", "bfloat"))), None)
-    rt = _runtime(ev, f) if cut is None else None
-    if cut is not None:
-        text, fix = _fix_for(cut, file, sl, root)
-        culprit = where(file, cut["line"], alias=source.text(cut["expr"]) if cut.get("expr") is not None else None)
-        evidence.append("static backward slice of the root through the program's assignments")
+    cut, sl, rt, prov = None, None, None, None
+    try:
+        prov = _provenance(ev, f)
+    except Exception:  # an odd recording must not lose the diagnosis
+        prov = None
+    if prov is None:
+        rt = _runtime(ev, f)
+    if prov is None and rt is None:
+        try:
+            cut, sl = _static(ev, f)
+        except Exception:  # an odd program must not lose the diagnosis
+            cut, sl = None, None
+    if prov is not None:
+        e = prov["event"]
+        text, fix = prov["text"], prov["fix"]
+        culprit = _where_event(e, alias=(e.get("names") or [None])[0])
+        evidence.append(f"recorded {e.get('kind')} event #{e['seq']} ({prov['what']}) at line {e.get('line')}, "
+                        "the first cut of a tensor with a graph since the last backward that succeeded"
+                        if prov["what"] != "no_grad" else
+                        f"recorded grad_mode event #{e['seq']} at line {e.get('line')}: autograd off in that window")
     elif rt is not None:
         e, text, fix = rt
         culprit = {"file": display_path(e.get("file")) if e.get("file") else None, "line": e.get("line"),
@@ -319,6 +329,11 @@ def explain(ev: Evidence) -> dict | None:
         if e.get("library"):
             culprit["library"] = e["library"]
         evidence.append(f"recorded {e.get('kind')} event at line {e.get('line')}")
+    elif cut is not None:
+        text, fix = _fix_for(cut, file, sl, root)
+        culprit = where(file, cut["line"], alias=source.text(cut["expr"]) if cut.get("expr") is not None else None)
+        evidence.append("nothing recorded cut the graph: static backward slice of the root through the program's "
+                        "assignments")
     else:
         text = (f"Nothing {root} is computed from requires grad: no input or parameter on its way has "
                 "requires_grad=True, so autograd recorded no graph.")
@@ -329,5 +344,191 @@ def explain(ev: Evidence) -> dict | None:
         text += f" ({root} has dtype {int_root['dtype']}: integer tensors never require grad.)"
     explanation = (f"backward() at line {bline} was called on {root}, which has requires_grad=False and no "
                    f"grad_fn. " + text)
-    return diagnosis(CODE, explanation=explanation, fix=fix, culprit=culprit, backward=where(file, bline),
-                     tensor=tensor, evidence=evidence)
+    d = diagnosis(CODE, explanation=explanation, fix=fix, culprit=culprit, backward=where(file, bline),
+                  tensor=tensor, evidence=evidence)
+    d["provenance"] = prov["provenance"] if prov is not None else None
+    return d
+
+
+# --- runtime provenance (see NOTE [Provenance of a missing graph]) -------------------------------
+
+_REGION_MODES = ("no_grad", "inference_mode")
+
+
+def _window(events: list, f: dict) -> tuple[list, list]:
+    """(events since the last successful backward, all events) before the failing backward."""
+    bk = [e for e in events if e.get("kind") == "backward"]
+    failing = max((e["seq"] for e in bk if e.get("ok") is False), default=None)
+    if failing is None:
+        failing = max((e["seq"] for e in bk if e.get("line") == f.get("line")), default=None)
+    before = [e for e in events if failing is None or e["seq"] < failing]
+    start = max((e["seq"] for e in before if e.get("kind") == "backward" and e.get("ok")
+                 and e.get("op") == "backward"), default=0)
+    return [e for e in before if e["seq"] > start], before
+
+
+def _cut_kind(e: dict) -> str | None:
+    """What a recorded event cut, when it took a tensor that had a graph out of autograd."""
+    kind, op = e.get("kind"), e.get("op")
+    if kind == "alias" and op in ("detach", "data") and e.get("source_requires_grad"):
+        return op
+    if kind == "copy" and op in ("item", "tolist", "numpy") and e.get("source_requires_grad"):
+        return op
+    if kind == "create" and op in ("tensor", "as_tensor") and e.get("from_graph"):
+        return "rewrap"
+    if kind == "sample" and op == "sample" and e.get("params_require_grad"):
+        return "sample"
+    if kind == "backward" and op == "grad" and e.get("ok") and not e.get("create_graph"):
+        return "grad"
+    return None
+
+
+def _leaves_torch(e: dict, window: list) -> bool:
+    """The cut's value went out of torch (``.item()``/``.tolist()``/``.numpy()``, on the same line for a detach)."""
+    if e.get("kind") == "copy" and e.get("leaves_autograd"):
+        return True
+    if e.get("kind") == "alias":
+        return any(x.get("kind") == "copy" and x.get("leaves_autograd") and x.get("file") == e.get("file")
+                   and x.get("line") == e.get("line") and x["seq"] > e["seq"] for x in window)
+    return False
+
+
+def _reenters(e: dict, window: list) -> bool:
+    """A tensor was made again from Python or NumPy values after the cut (``torch.tensor``, ``from_numpy``)."""
+    return any(x.get("kind") == "create" and x.get("op") in ("tensor", "as_tensor", "from_numpy")
+               and x["seq"] > e["seq"] for x in window)
+
+
+def _regions(window: list, before: list) -> list[dict]:
+    """Grad-mode regions that switched autograd off: entered in the window, or a global switch still in force."""
+    out = [e for e in window if e.get("kind") == "grad_mode" and e.get("mode") in _REGION_MODES
+           and e.get("action") == "enter"]
+    sets = [e for e in before if e.get("kind") == "grad_mode" and e.get("action") == "set"]
+    if sets and sets[-1].get("enabled") is False:
+        out.append(sets[-1])
+    return sorted(out, key=lambda e: e["seq"])
+
+
+def _exit_of(region: dict, window: list) -> dict | None:
+    if region.get("action") != "enter":
+        return None
+    depth = 0
+    for e in window:
+        if e["seq"] <= region["seq"] or e.get("kind") != "grad_mode" or e.get("mode") != region.get("mode"):
+            continue
+        if e.get("action") == "enter":
+            depth += 1
+        elif e.get("action") == "exit":
+            if depth == 0:
+                return e
+            depth -= 1
+    return None
+
+
+def _static_at(file: str | None, line: int | None, what: str) -> dict | None:
+    """The construct on a recorded line, read from the source only to word the explanation and fix."""
+    stmt = source.statement_at(file, line)
+    if stmt is None:
+        return None
+    want = {"rewrap": ("rewrap", "from_numpy")}.get(what, (what,))
+    for n in ast.walk(stmt):
+        cut = _cut_of(n)
+        if cut is not None and cut[0] in want:
+            return {"what": cut[0], "line": line, "node": n, "expr": cut[1], "order": 0, "depth": 0, "stmt": stmt}
+    return None
+
+
+def _where_event(e: dict, alias: str | None = None) -> dict:
+    d = {"file": display_path(e.get("file")) if e.get("file") else None, "line": e.get("line"),
+         "code": code_at(e.get("file"), e.get("line")), "alias": alias}
+    return d
+
+
+def _explain_cut(e: dict, what: str, window: list, root: str) -> tuple[str, str]:
+    file, line = e.get("file"), e.get("line")
+    code = source.code(file, line)
+    if what == "sample":
+        dist = e.get("distribution") or "the distribution"
+        text = (f"Line {line} (`{code}`) draws with `{dist}.sample()`, which is not differentiable: the draw has "
+                f"no grad_fn although the distribution's parameters require grad, so {root} computed from it has "
+                "no graph back to them.")
+        if e.get("has_rsample"):
+            fix = (f"Use `.rsample()` instead of `.sample()` at line {line}: the reparameterised draw keeps the "
+                   "graph to the distribution's parameters.")
+        else:
+            fix = (f"`{dist}` has no rsample(): keep the draw from line {line} as a constant and train through "
+                   "`dist.log_prob(sample)` (a score-function loss, e.g. `-(dist.log_prob(a) * reward).mean()`).")
+        return text, fix
+    if what == "grad":
+        text = (f"Line {line} (`{code}`) calls torch.autograd.grad without create_graph=True: the gradients it "
+                f"returns have no graph of their own, so {root} computed from them (a gradient penalty) has no "
+                "grad_fn.")
+        fix = (f"Pass `create_graph=True` to torch.autograd.grad at line {line} so the gradients stay "
+               "differentiable (retain_graph follows it).")
+        return text, fix
+    c = _static_at(file, line, what)
+    if c is not None:
+        return _fix_for(c, file, None, root)
+    label = {"detach": "`.detach()`", "data": "`.data`", "item": "`.item()`", "tolist": "`.tolist()`",
+             "numpy": "`.numpy()`", "rewrap": "`torch.tensor(...)`"}.get(what, what)
+    return (f"Line {line} (`{code}`) took a tensor that requires grad out of autograd with {label}; {root} was "
+            "computed from the result and has no grad_fn.",
+            f"Keep the computation connected to the graph at line {line}: drop the {label}.")
+
+
+def _explain_region(e: dict, window: list, root: str) -> tuple[str, str, dict]:
+    file, line = e.get("file"), e.get("line")
+    code = source.code(file, line)
+    exit_ = _exit_of(e, window)
+    region = {"mode": e.get("mode"), "file": display_path(file) if file else None, "line": line,
+              "decorator": bool(e.get("decorator")), "function": e.get("function"),
+              "exit_line": exit_.get("line") if exit_ else None,
+              "events_inside": sum(1 for x in window if e["seq"] < x["seq"] < (exit_ or {"seq": 1 << 62})["seq"])}
+    if e.get("action") == "set":
+        return (f"Line {line} (`{code}`) switched grad mode off, and it was still off when {root} was computed, "
+                "so autograd recorded no graph.",
+                f"Remove `{code}` at line {line} (or re-enable with `torch.set_grad_enabled(True)`) before the "
+                "forward pass you call backward() on.", region)
+    mode = "torch.inference_mode" if e.get("mode") == "inference_mode" else "torch.no_grad"
+    if e.get("decorator"):
+        fn = e.get("function") or "the function"
+        return (f"`{fn}` is decorated with `{code}` (line {line}), so everything it computes runs without "
+                f"autograd; {root} was computed from what `{fn}` returned and has no grad_fn.",
+                f"Remove the `{code}` decorator at line {line} from `{fn}` (keep no_grad at the evaluation "
+                "call sites instead), so the pass you call backward() on is recorded.", region)
+    return (f"{root} was computed in the `{mode}()` block entered at line {line} (`{code}`)"
+            + (f" in `{e['function']}`" if e.get("function") else "")
+            + ", where autograd records nothing, so it has no graph.",
+            f"Move the computation you call backward() on out of the `{code.rstrip(':')}` block at line {line} "
+            "(keep no_grad only for evaluation), or run it with grad enabled.", region)
+
+
+def _provenance(ev: Evidence, f: dict) -> dict | None:
+    """The recorded cut of the failing root's graph: {event, what, text, fix, provenance}."""
+    events = ev.doc.get("events") or []
+    window, before = _window(events, f)
+    root = _root_label(f)
+    cuts = [(e, _cut_kind(e)) for e in window]
+    cuts = [(e, what) for e, what in cuts if what is not None]
+    # a value taken out to Python or NumPy is on the root's way only if the program made a tensor of
+    # such values again afterwards; otherwise it was logged (`loss.item()`, `x.detach().numpy()` to plot)
+    kept = [(e, what) for e, what in cuts if not _leaves_torch(e, window)]
+    kept += [(e, what) for e, what in cuts if _leaves_torch(e, window) and _reenters(e, window)]
+    if kept:
+        e, what = min(kept, key=lambda c: c[0]["seq"])
+        text, fix = _explain_cut(e, what, window, root)
+        return {"event": e, "what": what, "text": text, "fix": fix,
+                "provenance": {"cut": what, "event": e["seq"], "region": None,
+                               "window": [window[0]["seq"], window[-1]["seq"]] if window else None}}
+    if any(e.get("kind") == "requires_grad" and e.get("value") is False for e in before):
+        return None  # frozen parameters: _runtime words it
+    regions = _regions(window, before)
+    if regions:
+        # the region nearest the backward: one entered earlier in the step is typically a target or
+        # teacher computed without grad on purpose
+        e = regions[-1]
+        text, fix, region = _explain_region(e, window, root)
+        return {"event": e, "what": "no_grad", "text": text, "fix": fix,
+                "provenance": {"cut": "grad_mode", "event": e["seq"], "region": region,
+                               "window": [window[0]["seq"], window[-1]["seq"]] if window else None}}
+    return None

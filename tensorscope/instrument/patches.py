@@ -47,6 +47,7 @@ from contextlib import contextmanager
 import torch
 
 from tensorscope.instrument import saved, state
+from tensorscope.instrument import provenance
 from tensorscope.instrument.frames import is_tensorscope_file
 from tensorscope.instrument.recorder import inspectable
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
@@ -217,7 +218,8 @@ def make_copy(op, orig, kind="copy"):
         frame = sys._getframe(1)
         if (frame.f_code.co_filename in rec.user and (not isinstance(out, _Tensor) or inspectable(out))
                 and (not isinstance(src, _Tensor) or inspectable(src))):
-            rec.on_copy(op, _target(args, kwargs) if kind == "copy" else None, out, frame, kind, kwargs)
+            rec.on_copy(op, _target(args, kwargs) if kind == "copy" else None, out, frame, kind, kwargs,
+                        first=_target(args, kwargs) if kind == "create" else None)
         return out
 
     return named(copy, orig)
@@ -447,6 +449,7 @@ class Patcher:
             _hide_sequence_protocol(t)
         self._install_properties()
         self._install_grad_modes()
+        provenance.install(self._set)
         self._set(torch.autograd, "backward", make_backward("backward", torch.autograd.backward))
         self._set(torch.autograd, "grad", make_backward("grad", torch.autograd.grad))
         self._set(torch.autograd.graph, "disable_saved_tensors_hooks",

@@ -248,12 +248,16 @@ class Tracker(Recorder):
                         "source": base_id, "shares_version_counter": shares_counter})
             if not ids:
                 return
+            extra = {}
+            if op in ("detach", "data") and isinstance(base, _Tensor):
+                # provenance of a missing graph: this call cut a tensor that had one
+                extra["source_requires_grad"] = bool(base.requires_grad)
             self.emit("alias", frame, op=op, tensor=ids[0] if len(ids) == 1 else ids, base=base_id,
-                      shares_version_counter=shares_counter, grad_enabled=torch.is_grad_enabled())
+                      shares_version_counter=shares_counter, grad_enabled=torch.is_grad_enabled(), **extra)
         except Exception:
             pass
 
-    def on_copy(self, op, source, out, frame, kind, kwargs):
+    def on_copy(self, op, source, out, frame, kind, kwargs, first=None):
         if out is source:  # a no-op "copy" returned its input itself: nothing was made
             return
         if op in ("numpy", "from_numpy") and self.check_values:
@@ -270,10 +274,15 @@ class Tracker(Recorder):
                         "grad_enabled": torch.is_grad_enabled()}
                 if src is not None:
                     data["source"] = src
+                    data["source_requires_grad"] = bool(source.requires_grad)
+                elif first is not None and op in _REWRAPS:
+                    # `torch.tensor([loss_a, loss_b])`: values copied out of tensors that had a graph
+                    data["from_graph"] = _holds_graph(first)
                 self.emit(kind, frame, **data)
             elif src is not None and op in ("item", "tolist", "numpy"):  # the value leaves autograd
                 # (`x.type()` with no argument returns the type's name: nothing left autograd)
-                data = {"op": op, "tensor": None, "source": src, "leaves_autograd": True}
+                data = {"op": op, "tensor": None, "source": src, "leaves_autograd": True,
+                        "source_requires_grad": bool(source.requires_grad)}
                 if op == "numpy":
                     data["shares_storage"] = True
                 self.emit("copy", frame, **data)
@@ -296,17 +305,47 @@ class Tracker(Recorder):
     def on_grad_mode(self, mode, action, frame):
         try:
             caller = frame
+            decorated = None
             if caller.f_code.co_filename.endswith("_contextlib.py"):
+                decorated = _decorated_function(caller)
                 caller = caller.f_back
                 decorator = True
             else:
                 decorator = False
+            if decorated is not None and decorated.co_filename in self.user:
+                # `@torch.no_grad()` on the program's own function (a `forward` called by nn.Module
+                # included): the region is that function, located at its decorator line
+                site = ("grad_mode", decorated.co_filename, decorated.co_firstlineno)
+                n = self.site_counts.get(site, 0) + 1
+                self.site_counts[site] = n
+                if n > self.per_site or len(self.events) >= self.max_events:
+                    return
+                event = self.emit("grad_mode", caller, mode=mode, action=action, enabled=torch.is_grad_enabled(),
+                                  decorator=True, function=decorated.co_name)
+                event["file"], event["line"] = decorated.co_filename, decorated.co_firstlineno
+                return
             if caller is None or caller.f_code.co_filename not in self.user:
                 return
             if not self.allow("grad_mode", caller):
                 return
             self.emit("grad_mode", caller, mode=mode, action=action, enabled=torch.is_grad_enabled(),
                       decorator=decorator)
+        except Exception:
+            pass
+
+    def on_sample(self, op, dist, out, frame):
+        """A draw from a ``torch.distributions`` object (see instrument/provenance.py)."""
+        try:
+            if not isinstance(out, _Tensor) or not self.allow("sample", frame):
+                return
+            # the instance's own attributes only: reading a lazy property (`probs`) would compute it
+            params = any(isinstance(v, _Tensor) and v.requires_grad for v in vars(dist).values())
+            tid = self.note_tensor(out)
+            self.tensor_created.setdefault(tid, {"file": frame.f_code.co_filename, "line": frame.f_lineno,
+                                                 "how": op, "source": None})
+            self.emit("sample", frame, op=op, tensor=tid, distribution=type(dist).__name__,
+                      has_rsample=bool(getattr(dist, "has_rsample", False)), params_require_grad=params,
+                      requires_grad=bool(out.requires_grad), grad_enabled=torch.is_grad_enabled())
         except Exception:
             pass
 
@@ -902,6 +941,43 @@ def _def_line(code):
         if text.startswith(("def ", "async def ")):
             return line
     return first
+
+
+_REWRAPS = ("tensor", "as_tensor")
+
+
+def _holds_graph(value, budget=4096) -> bool:
+    """True when `value` (a tensor, or nested lists/tuples of them) holds a tensor that requires grad.
+
+    At most `budget` items are looked at in all: `torch.tensor(rows)` of a large nested list of
+    floats must not cost a walk over every number.
+    """
+    stack = [value]
+    while stack and budget > 0:
+        v = stack.pop()
+        budget -= 1
+        if isinstance(v, _Tensor):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v[:budget])
+    return False
+
+
+def _decorated_function(frame):
+    """The code of the function a grad-mode decorator runs (torch's ``decorate_context`` frame).
+
+    The function is a closure variable of torch's own wrapper frame, read through ``f_locals``:
+    a torch frame (never the program's, see NOTE [No f_locals of running functions]) whose
+    locals are the call's own arguments, alive for as long as the call anyway.
+    """
+    try:
+        if frame.f_code.co_name != "decorate_context" or "func" not in frame.f_code.co_freevars:
+            return None
+        func = frame.f_locals.get("func")
+        return getattr(func, "__code__", None)
+    except Exception:
+        return None
 
 
 class _Where:

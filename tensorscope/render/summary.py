@@ -209,7 +209,8 @@ def other_named(doc) -> list[Text]:
 # --- timeline, folded per line ---------------------------------------------------------------
 
 _KIND_WORDS = {"create": "created", "alias": "alias", "copy": "copy", "write": "write", "saved": "saved for backward",
-               "backward": "backward", "grad_mode": "grad mode", "requires_grad": "requires_grad set", "op": "aten op"}
+               "backward": "backward", "grad_mode": "grad mode", "requires_grad": "requires_grad set", "op": "aten op",
+               "sample": "distribution draw"}
 
 
 def _library_file(lib: str | None) -> str | None:

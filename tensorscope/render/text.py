@@ -216,6 +216,9 @@ def _describe_event(e, names) -> str:
         return f"requires_grad of {lab(e['tensor'])} set to {e['value']} ({e.get('how')})"
     if k == "grad_mode":
         return f"{e['mode']} {e['action']} (grad {'enabled' if e.get('enabled') else 'disabled'})"
+    if k == "sample":
+        grad = "requires_grad" if e.get("requires_grad") else "no grad_fn"
+        return f"{lab(e['tensor'])} = {e.get('distribution')}.{e['op']}() ({grad})"
     if k == "saved":
         return f"{lab(e['tensor'])} saved for backward at version {e['version']}" + (" (an output)" if e.get("output") else "")
     if k == "op":
