@@ -16,6 +16,9 @@ are all counted) under each mode:
     ``python W``
 ``tensorscope``
     ``python -m tensorscope run -o <tmp>/report.json W``
+``tensorscope-text``
+    ``python -m tensorscope run W``: the default terminal report on stdout (a file
+    here, so rich renders it plain at 80 columns)
 ``anomaly``
     ``python benchmarks/anomaly.py W`` -- ``torch.autograd.set_detect_anomaly(True)``
     then ``runpy.run_path(W, run_name="__main__")``: PyTorch's own debugging aid,
@@ -63,10 +66,12 @@ median peak RSS and its per-round ratio to plain, and for report-writing modes
 the report's ``events_summary.recorded`` / ``aggregated`` counts and the report
 size (to show that the event log stays bounded).
 
-Targets (checked for ``tensorscope`` and every extra ``--mode``; only meaningful
-at ``--scale 1``):
+Targets (checked for ``tensorscope``, ``tensorscope-text`` and every extra ``--mode``;
+only meaningful at ``--scale 1``):
 
 * mlp_train: time ratio <= 1.3 and median wall time below ``anomaly`` in the same run;
+* gpt_train: time ratio <= 1.10 (``tensorscope-text``: <= 1.15) and below ``anomaly``;
+* wide_model: time ratio <= 1.3;
 * python_heavy: time ratio <= 2.0;
 * seed_snippet: start-up, median(mode) - median(plain) <= 0.3 s;
 * every workload: peak RSS ratio <= 1.1;
@@ -103,11 +108,15 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 WORKLOAD_DIR = BENCH_DIR / "workloads"
 DEFAULT_OUT = BENCH_DIR / "results" / "latest.json"
-DEFAULT_WORKLOADS = ["seed_snippet", "mlp_train", "python_heavy", "memory_churn", "many_events"]
-BUILTIN_MODES = ["plain", "tensorscope", "anomaly"]
+DEFAULT_WORKLOADS = ["seed_snippet", "mlp_train", "python_heavy", "memory_churn", "many_events", "gpt_train",
+                     "wide_model"]
+BUILTIN_MODES = ["plain", "tensorscope", "tensorscope-text", "anomaly"]
 
 # Targets: (id, description).  Evaluated in evaluate_targets().
 MLP_MAX_RATIO = 1.3
+GPT_MAX_RATIO = 1.10          # with -o; the terminal report (tensorscope-text) may cost up to GPT_TEXT_MAX_RATIO
+GPT_TEXT_MAX_RATIO = 1.15
+WIDE_MAX_RATIO = 1.3
 PY_HEAVY_MAX_RATIO = 2.0
 STARTUP_MAX_S = 0.3
 RSS_MAX_RATIO = 1.1
@@ -148,6 +157,8 @@ def build_modes(python: str, selected: list[str], extra: list[str]) -> list[Mode
     builtin = {
         "plain": Mode("plain", [python], False),
         "tensorscope": Mode("tensorscope", [python, "-m", "tensorscope", "run", "-o", "{report}"], True),
+        # the default terminal report, written to stdout (a file here: rich renders it at 80 columns)
+        "tensorscope-text": Mode("tensorscope-text", [python, "-m", "tensorscope", "run"], False),
         "anomaly": Mode("anomaly", [python, str(BENCH_DIR / "anomaly.py")], False),
     }
     modes: list[Mode] = []
@@ -401,6 +412,17 @@ def evaluate_targets(summary: dict, target_modes: list[str]) -> list[dict]:
             t, a = get("mlp_train", m, "median_wall_s"), get("mlp_train", "anomaly", "median_wall_s")
             add(m, "mlp_train below anomaly", None if t is None or a is None else t - a,
                 "median(mode) - median(anomaly) < 0 s", None if t is None or a is None else t < a)
+        if "gpt_train" in summary:
+            limit = GPT_TEXT_MAX_RATIO if m == "tensorscope-text" else GPT_MAX_RATIO
+            r = get("gpt_train", m, "ratio_to_plain")
+            add(m, "gpt_train time ratio", r, f"<= {limit}", None if r is None else r <= limit, cpu_note("gpt_train"))
+            t, a = get("gpt_train", m, "median_wall_s"), get("gpt_train", "anomaly", "median_wall_s")
+            add(m, "gpt_train below anomaly", None if t is None or a is None else t - a,
+                "median(mode) - median(anomaly) < 0 s", None if t is None or a is None else t < a)
+        if "wide_model" in summary:
+            r = get("wide_model", m, "ratio_to_plain")
+            add(m, "wide_model time ratio", r, f"<= {WIDE_MAX_RATIO}", None if r is None else r <= WIDE_MAX_RATIO,
+                cpu_note("wide_model"))
         if "python_heavy" in summary:
             r = get("python_heavy", m, "ratio_to_plain")
             add(m, "python_heavy time ratio", r, f"<= {PY_HEAVY_MAX_RATIO}",

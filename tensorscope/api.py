@@ -95,14 +95,14 @@ class Report:
         return render(self.doc, "json")
 
     def render(self, *, width: int = 100, color: bool = False, full: bool = True) -> str:
-        """The report as ``tensorscope run`` prints it in a terminal.
+        """The report as ``tensorscope run --full`` prints it in a terminal.
 
-        With ``full=False`` only the header, the diagnosis and the hazards (the tensor
-        table, storage map and timeline are left out).
+        With ``full=False`` only the header, the verdict, the diagnosis and the hazards (the
+        tensor table, storage map and timeline are left out).
         """
         from tensorscope.render import render
 
-        return render(self.doc if full else summary(self.doc), "text", width=width, color=color)
+        return render(self.doc if full else summary(self.doc), "text", width=width, color=color, full=full)
 
     def _repr_html_(self) -> str:
         return html(self.doc)
@@ -325,10 +325,9 @@ def _start(filename: str, options, root: str | None = None) -> _Recording:
     # the user's code: the files below the block's folder, or below `root` (a pytest rootdir) when given
     tracker = instrument.new_tracker(_below(root, filename) if root else filename)
     stack = contextlib.ExitStack()
-    kwargs = {}
-    if _takes_hooks(instrument.active):  # saved-tensor hooks for explain only, as the command line does
-        kwargs["hooks"] = options[0] == "explain"
-    control = stack.enter_context(instrument.active(tracker, device=device, ops=ops, **kwargs))
+    # saved-tensor hooks for explain only, as the command line does (NOTE [Hooks only under explain])
+    control = stack.enter_context(instrument.active(tracker, device=device, ops=ops,
+                                                    hooks=options[0] == "explain"))
     return _Recording(tracker, options, stack, control)
 
 
@@ -340,16 +339,6 @@ def _below(root: str, filename: str) -> str:
     if not os.path.realpath(filename).startswith(root.rstrip(os.sep) + os.sep):
         return filename
     return os.path.join(root, os.path.basename(filename))
-
-
-def _takes_hooks(active) -> bool:
-    """Whether instrument.active() chooses the saved-tensor hooks (``hooks=``); older ones always push them."""
-    import inspect as python_inspect
-
-    try:
-        return "hooks" in python_inspect.signature(active).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def _leave(block: _Block) -> bool:

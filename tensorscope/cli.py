@@ -32,6 +32,9 @@ def _err(text: str) -> None:
 
 
 _PROG_ARGS = typer.Argument(None, help="Arguments passed to the program (put them after --).", show_default=False)
+_FULL = typer.Option(False, "--full", help="Print the complete report: every tensor, storage and event.")
+_TENSOR = typer.Option(None, "--tensor", help="Print one tensor's history, aliases and version changes (a name or an id like t3).")
+_LINE = typer.Option(None, "--line", help="Print what one source line did (FILE:LINE or LINE).")
 
 
 @app.command()
@@ -44,9 +47,13 @@ def run(
     timeout: Optional[str] = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial."),
     ops: bool = typer.Option(False, "--ops", help="Also record one event per aten op (slower; see the benchmark)."),
     traceback_: bool = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error."),
+    full: bool = _FULL,
+    tensor: Optional[str] = _TENSOR,
+    line: Optional[str] = _LINE,
 ) -> None:
     """Run PROGRAM as `python PROGRAM ARGS` would, then report its tensors, aliases, versions and autograd events."""
-    _main("run", program, args or [], json_, output, device, timeout, traceback_, ops)
+    _main("run", program, args or [], json_, output, device, timeout, traceback_, ops,
+          view=dict(full=full, tensor=tensor, line=line))
 
 
 @app.command()
@@ -59,8 +66,15 @@ def explain(
     device: str = typer.Option("auto", "--device", help="As for run."),
     timeout: Optional[str] = typer.Option(None, "--timeout", help="As for run."),
     traceback_: bool = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error."),
+    full: bool = _FULL,
+    tensor: Optional[str] = _TENSOR,
+    line: Optional[str] = _LINE,
+    report: bool = typer.Option(False, "--report", help="Print the report after a clean verdict too."),
 ) -> None:
-    """Explain the first backward failure of PROGRAM (or of a pasted error text): the line, the alias, the node, the fix."""
+    """Explain the first backward failure of PROGRAM (or of a pasted error text): the line, the alias, the node, the fix.
+
+    Unlike run, explain registers saved-tensor hooks to learn the saving line, the version at save and silent writes. A program that inspects saved variables can see them: grad_fn._raw_saved_x.unpack_hook is tensorscope's, _raw_saved_x.register_hooks refuses a second pair of hooks, grad_fn._saved_x is a new tensor object (`is` the input is False), and a __torch_dispatch__ subclass sees one aten.detach per saved input unpacked. Use run for such programs: it registers none.
+    """
     if message is not None or program == "-":
         if message is not None and program is not None:
             _err("give either a program, - (error text on stdin) or --message, not two of them")
@@ -75,10 +89,11 @@ def explain(
     if program is None:
         _err("explain needs a program, - (an error text on stdin) or --message TEXT")
         raise typer.Exit(ExitCode.USAGE)
-    _main("explain", program, args or [], json_, output, device, timeout, traceback_)
+    _main("explain", program, args or [], json_, output, device, timeout, traceback_,
+          view=dict(full=full, tensor=tensor, line=line, report=report))
 
 
-def _main(command, program, args, json_, output, device, timeout, show_traceback, ops=False) -> None:
+def _main(command, program, args, json_, output, device, timeout, show_traceback, ops=False, view=None) -> None:
     from tensorscope.session import Session
 
     if json_ and output is not None:
@@ -113,7 +128,7 @@ def _main(command, program, args, json_, output, device, timeout, show_traceback
                       device=device, timeout=timeout, ops=ops)
     try:
         result = session.execute()
-        _emit(result.doc, json_, output)
+        _emit(result.doc, json_, output, view or {})
     except Exception:
         if show_traceback:
             raise
@@ -124,7 +139,7 @@ def _main(command, program, args, json_, output, device, timeout, show_traceback
     _exit(result, command)
 
 
-def _emit(doc: dict, json_: bool, output) -> None:
+def _emit(doc: dict, json_: bool, output, view: dict) -> None:
     """Write the report where it was asked for: stdout (text or JSON) or a file."""
     from tensorscope.render import form_for_path, render
 
@@ -132,7 +147,12 @@ def _emit(doc: dict, json_: bool, output) -> None:
         form = form_for_path(output)
         try:
             with open(output, "w", encoding="utf-8") as f:
-                f.write(render(doc, form, width=100, color=False))
+                if form == "json":
+                    from tensorscope.render import json as json_form
+
+                    json_form.write(doc, f)
+                else:
+                    f.write(render(doc, form, width=100, color=False, **view))
         except OSError as e:
             _err(f"can't write the report to '{output}': {e.strerror}")
         return
@@ -140,7 +160,14 @@ def _emit(doc: dict, json_: bool, output) -> None:
         sys.stdout.write(render(doc, "json"))
         sys.stdout.flush()
         return
-    sys.stdout.write(render(doc, "text", color=None))
+    # rich detects the terminal: width (COLUMNS), colour (NO_COLOR, FORCE_COLOR), links
+    from rich.console import Console
+
+    from tensorscope.render.text import renderables
+
+    console = Console(highlight=False, soft_wrap=False, emoji=False, markup=False)
+    for r in renderables(doc, **view):
+        console.print(r)
     sys.stdout.flush()
 
 

@@ -12,29 +12,49 @@ from tensorscope.exitcodes import ExitCode
 _MAX_TEXT = 4 * 1024 * 1024
 
 
-def document(text: str) -> dict | None:
-    """The JSON document for a pasted error text, or None when it is not a failure tensorscope knows."""
+def document(text: str) -> dict:
+    """The JSON document for a pasted error text.
+
+    It has the shape of ``tensorscope explain PROGRAM --json`` (the same schema), so
+    ``jq .diagnosis.kind`` reads all three forms: ``program`` is null (nothing ran),
+    the tensor facts are empty, and ``message`` holds what was decoded from the text.
+    ``diagnosis`` is null when the text is not a failure tensorscope knows.
+    """
     from tensorscope.explain.messages import describe, parse
 
     parsed = parse(text[-_MAX_TEXT:])
-    if parsed is None:
-        return None
-    d = describe(parsed)
-    return {
+    doc = {
         "schema_version": 1,
         "tensorscope_version": __version__,
-        "command": "explain-text",
-        "kind": d["kind"],
-        "title": d["title"],
-        "explanation": d["explanation"],
-        "causes": list(d["causes"]),
-        "fixes": list(d["fixes"]),
-        "fields": d["fields"],
-        "exception_type": parsed.exception_type,
-        "message": parsed.message,
-        "frames": parsed.frames,
-        "pinpoint": _pinpoint(parsed),
+        "torch_version": None,  # the text may come from any release; nothing is imported or run
+        "command": "explain",
+        "program": None,
+        "device_mode": None,
+        "tensors": [], "storages": [], "version_counters": [], "events": [],
+        "events_summary": {"recorded": 0, "aggregated": 0, "sites": []},
+        "diagnosis": None,
+        "hazards": [],
+        "notes": ["explained from the error text alone: nothing was run"],
+        "message": None,
     }
+    if parsed is None:
+        doc["notes"].append("not a failure tensorscope knows (no PyTorch autograd/aliasing error found in the text)")
+        return doc
+    d = describe(parsed)
+    doc["diagnosis"] = {
+        "kind": d["kind"], "title": d["title"], "explanation": d["explanation"],
+        # a pasted text names no line of the program for certain: `pinpoint` runs it to find them
+        "culprit": None, "saved_by": None, "backward": None, "tensor": None,
+        "other_writes": [], "alias_chain": [],
+        "fix": d["fixes"][0] if d["fixes"] else "",
+        "evidence": list(d.get("evidence") or []),
+        "causes": list(d["causes"]), "fixes": list(d["fixes"]),
+    }
+    doc["message"] = {
+        "exception_type": parsed.exception_type, "message": parsed.message, "fields": d["fields"],
+        "frames": parsed.frames, "pinpoint": _pinpoint(parsed),
+    }
+    return doc
 
 
 def _pinpoint(parsed) -> str:
@@ -52,11 +72,11 @@ def explain_text(text: str, json_: bool, output) -> int:
                          "or pass --message TEXT)\n")
         return ExitCode.USAGE
     doc = document(text)
-    if doc is None:
+    if doc["diagnosis"] is None:
         sys.stderr.write("tensorscope: not a failure tensorscope knows (no PyTorch autograd/aliasing error "
                          "found in the text)\n")
         if json_:
-            sys.stdout.write(json.dumps({"schema_version": 1, "command": "explain-text", "kind": None}) + "\n")
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return ExitCode.UNRECOGNISED
     as_json = str(output).endswith(".json") if output is not None else json_
     out = json.dumps(doc, indent=2) + "\n" if as_json else render_text(doc)
@@ -75,16 +95,17 @@ def render_text(doc: dict) -> str:
 
     buf = io.StringIO()
     console = Console(file=buf, width=100, color_system=None, highlight=False)
-    parts = [Text(doc["title"], style="bold"), Text(doc["explanation"])]
-    fields = {k: v for k, v in (doc.get("fields") or {}).items() if v is not None}
+    d, m = doc["diagnosis"], doc["message"]
+    parts = [Text(d["title"], style="bold"), Text(d["explanation"])]
+    fields = {k: v for k, v in (m.get("fields") or {}).items() if v is not None}
     if fields:
         parts.append(Text("decoded: " + ", ".join(f"{k}={v}" for k, v in fields.items())))
-    if doc["causes"]:
+    if d["causes"]:
         parts.append(Text("usual causes:", style="bold"))
-        parts.extend(Text(f"  - {c}") for c in doc["causes"])
-    if doc["fixes"]:
+        parts.extend(Text(f"  - {c}") for c in d["causes"])
+    if d["fixes"]:
         parts.append(Text("fixes:", style="bold"))
-        parts.extend(Text(f"  - {f}") for f in doc["fixes"])
-    parts.append(Text.assemble(("to pinpoint the line and the alias: ", "bold"), doc["pinpoint"]))
-    console.print(Panel(Group(*parts), title=f"explain: {doc['kind']}"))
+        parts.extend(Text(f"  - {f}") for f in d["fixes"])
+    parts.append(Text.assemble(("to pinpoint the line and the alias: ", "bold"), m["pinpoint"]))
+    console.print(Panel(Group(*parts), title=Text(f"explain: {d['kind']}")))
     return buf.getvalue()

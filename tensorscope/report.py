@@ -54,17 +54,17 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
     alive = snap["alive"]
     # which tensors to describe: named ones, tensors seen with names at events, temporaries written through
     written = [e["tensor"] for e in tracker.events if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
-    chosen: list[str] = []
+    # a dict as an ordered set: building the report stays linear in the number of tensors
+    chosen: dict[str, None] = {}
     for tid in list(named) + list(tracker.tensor_names) + written:
-        if tid not in chosen and tid in tracker.tensor_facts:
-            chosen.append(tid)
+        if tid in tracker.tensor_facts:
+            chosen[tid] = None
     failure = tracker.failure or {}
     involved = [failure.get("tensor"), failure.get("base"), (failure.get("saved") or {}).get("tensor")]
     involved += [h.get("tensor") for h in tracker.hazards]
     for tid in involved:
-        if isinstance(tid, str) and tid not in chosen and tid in tracker.tensor_facts:
-            chosen.append(tid)
-    chosen.sort(key=lambda s: int(s[1:]))
+        if isinstance(tid, str) and tid in tracker.tensor_facts:
+            chosen[tid] = None
     # view_of may point at a tensor not otherwise chosen: include it
     view_of = dict(snap["view_of"])
     for tid, facts in tracker.tensor_facts.items():
@@ -72,9 +72,9 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
             view_of[tid] = facts["_view_of"]
     for tid in list(chosen):
         base = view_of.get(tid)
-        if base and base not in chosen and base in tracker.tensor_facts:
-            chosen.append(base)
-    chosen.sort(key=lambda s: int(s[1:]))
+        if base and base in tracker.tensor_facts:
+            chosen[base] = None
+    chosen = sorted(chosen, key=lambda s: int(s[1:]))
 
     tensors = []
     for tid in chosen:
@@ -89,6 +89,7 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         entry["view_of"] = view_of.get(tid)
         entry["version_counter"] = snap["counters"].get(tid)
         entry["has_grad"] = snap["has_grad"].get(tid) if tid in alive else None
+        entry["role"] = snap.get("roles", {}).get(tid)
         created = tracker.tensor_created.get(tid)
         entry["created"] = ({"file": display_path(created["file"]), "line": created["line"],
                              "code": code_at(created["file"], created["line"]), "how": created["how"]}
@@ -115,10 +116,16 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         ev["code"] = code_at(e.get("file"), e.get("line"))
         ev["file"] = display_path(e.get("file"))
         events.append(ev)
+    # every site where some events were only counted (past the per-line or the total limit), with
+    # its full count: the text report folds per line from these, the JSON keeps them all
+    detailed: dict = {}
+    for e in tracker.events:
+        key = (e["kind"], e.get("file"), e.get("line"))
+        detailed[key] = detailed.get(key, 0) + 1
     sites = sorted(
         ({"kind": k, "file": display_path(f), "line": line, "code": code_at(f, line), "count": n}
-         for (k, f, line), n in tracker.site_counts.items() if n > tracker.per_site),
-        key=lambda s: -s["count"])[:50]
+         for (k, f, line), n in tracker.site_counts.items() if n > detailed.get((k, f, line), 0)),
+        key=lambda s: -s["count"])
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tensorscope_version": __version__,
@@ -135,5 +142,7 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         "diagnosis": None,
         "hazards": [],
         "notes": list(tracker.notes),
+        "optimizers": [{"name": o["name"], "type": o["type"], "parameters": o["parameters"],
+                        "state_keys": o["state_keys"]} for o in snap.get("optimizers", [])],
     }
     return doc

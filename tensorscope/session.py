@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ class Session:
         self.device = device
         self.timeout = timeout
         self.ops = ops
+        # whether the program's stdout is a terminal, taken before --json points fd 1 elsewhere
+        self.stdout_tty = _is_tty(1)
 
     def execute(self) -> Result:
         saved_stdout_fd = None
@@ -59,12 +62,13 @@ class Session:
 
         import torch
 
-        from tensorscope.analysis import diagnose
         from tensorscope.instrument import session as instrument
 
         tracker = instrument.new_tracker(None if self.program == "-" else filename)
-        progress = Progress(tracker)
-        with instrument.active(tracker, device=self.device, ops=self.ops) as control:
+        progress = Progress(tracker, stdout_tty=self.stdout_tty)
+        # saved-tensor hooks only where their facts are needed (see NOTE [Hooks only under explain])
+        with instrument.active(tracker, device=self.device, ops=self.ops,
+                               hooks=self.command == "explain") as control:
             def on_end():
                 progress.stop()
                 control.stop()
@@ -72,7 +76,27 @@ class Session:
             progress.start()
             outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
                                  on_end=on_end)
-            snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
+            # NOTE [No collector passes while the report is built]
+            # The program has ended; building the report allocates one container per fact, and the
+            # cyclic collector would walk the program's whole heap again and again meanwhile (a
+            # second on a 4,000-parameter model). It runs again, as before, once the report is built.
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
+            except BaseException:
+                if gc_was_enabled:
+                    gc.enable()
+                raise
+        try:
+            return self._report(tracker, snap, outcome, torch.__version__)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _report(self, tracker, snap, outcome, torch_version) -> Result:
+        from tensorscope.analysis import diagnose
+
         program = {
             "path": self.program,
             "argv": [self.program, *self.argv],
@@ -80,7 +104,7 @@ class Session:
             "exception": _exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
         }
         doc = report.build(command=self.command, tracker=tracker, snap=snap, program=program,
-                           torch_version=torch.__version__, device_mode=self.device)
+                           torch_version=torch_version, device_mode=self.device)
         if outcome.timed_out:
             doc["notes"].append(f"stopped after --timeout {self.timeout:g} s: the report is partial")
         if outcome.interrupted:
@@ -116,17 +140,18 @@ class Session:
 class Progress:
     """A live line on stderr (events recorded, seconds elapsed) for long runs, only on a terminal.
 
-    Drawn after 2 s, redrawn twice a second, erased when the program ends; never written when
-    stderr is a file or a pipe, so logs and `-o` comparisons see nothing of it.
+    Drawn after 2 s, redrawn twice a second, erased when the program ends; only when both stderr
+    and stdout are terminals: never in a file or a pipe (logs and `-o` comparisons see nothing of
+    it), nor under a pager (`tensorscope run p.py | less`), where it would land on the pager's screen.
     Set TENSORSCOPE_NO_PROGRESS=1 to switch it off.
     """
 
     DELAY = 2.0
     PERIOD = 0.5
 
-    def __init__(self, tracker):
+    def __init__(self, tracker, stdout_tty: bool = True):
         self.tracker = tracker
-        self.enabled = _stderr_is_tty() and not os.environ.get("TENSORSCOPE_NO_PROGRESS")
+        self.enabled = stdout_tty and _is_tty(2) and not os.environ.get("TENSORSCOPE_NO_PROGRESS")
         self.drawn = False
         self._stop = None
         self._thread = None
@@ -172,9 +197,9 @@ class Progress:
                 pass
 
 
-def _stderr_is_tty() -> bool:
+def _is_tty(fd: int) -> bool:
     try:
-        return os.isatty(2)
+        return os.isatty(fd)
     except OSError:
         return False
 

@@ -17,11 +17,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = REPO / "benchmarks" / "run.py"
-WORKLOADS = ["seed_snippet", "mlp_train", "python_heavy", "memory_churn", "many_events"]
-MODES = ["plain", "tensorscope", "anomaly"]
+WORKLOADS = ["seed_snippet", "mlp_train", "python_heavy", "memory_churn", "many_events", "gpt_train", "wide_model"]
+MODES = ["plain", "tensorscope", "tensorscope-text", "anomaly"]
 
 
-pytestmark = pytest.mark.slow  # ~20 s on an idle 2-core machine (15 short python processes)
+pytestmark = pytest.mark.slow  # ~35 s on an idle 2-core machine (28 short python processes)
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ def test_run_prints_program_output_then_report(tmp_path):
     rc, out, err, _ = run_cli("run", str(p), "--", "x", "--y", cwd=tmp_path)
     assert rc == 0
     assert out.startswith("argv ['x', '--y'] name __main__\n")
-    assert "Tensors" in out and "Storage map" in out and "Timeline" in out
+    assert "clean: no backward call" in out and "Aliasing" in out and "Timeline" in out
     assert err == "err line\n"
 
 
@@ -55,7 +55,7 @@ def test_output_file_leaves_program_output_byte_identical(tmp_path):
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["program"]["argv"] == [str(p), "1"]
     run_cli("run", "-o", str(tmp_path / "r.txt"), str(p), cwd=tmp_path)
-    assert "Storage map" in (tmp_path / "r.txt").read_text()
+    assert "Aliasing" in (tmp_path / "r.txt").read_text()
 
 
 @pytest.mark.parametrize("code,status", [

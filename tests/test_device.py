@@ -435,8 +435,9 @@ def test_device_cuda_puts_new_tensors_on_the_gpu_and_restores(tmp_path):
 def test_backward_on_worker_threads_is_attributed_to_the_backward_line():
     """CUDA backward runs on autograd worker threads; saved-tensor facts still point at user lines."""
     snippet = SNIPPETS_DIR / "data_write_silent_wrong_grad.py"
-    rc, _, err, doc = run_cli("run", str(snippet), "--json", "--device", "cuda")
-    assert rc == 0, err
+    # silent writes are explain's (run registers no saved-tensor hooks): exit 1, a hazard found
+    rc, _, err, doc = run_cli("explain", str(snippet), "--json", "--device", "cuda")
+    assert rc == 1 and doc["program"]["exit_status"] == 0, err
     hazard = doc["hazards"][0]
     assert hazard["kind"] == "silent-saved-tensor-write"
     assert hazard["backward"]["line"] == line_of(snippet, ".backward()")

@@ -777,3 +777,49 @@ def test_huge_input_scans_the_tail_only():
     assert parse(noise + "\n" + SIGMOID_TEXT).fields["op"] == "Sigmoid"
     assert parse(SIGMOID_TEXT + "\n" + noise) is None  # beyond the scanned tail
     assert time.process_time() - started < 2.0
+
+
+# --------------------------------------------------------------------------
+# One document shape for the three forms of `explain --json` (the real CLI).
+
+SHAPE_PROGRAM = """import torch
+a = torch.randn(3, requires_grad=True)
+out = a.sigmoid()
+out.detach().zero_()
+out.sum().backward()
+"""
+
+
+@needs_torch
+def test_explain_json_has_one_shape_for_program_stdin_and_message(tmp_path):
+    from _cli import run_cli, run_python, validate_against_schema
+
+    prog = tmp_path / "sig.py"
+    prog.write_text(SHAPE_PROGRAM)
+    rc_py, _, traceback_text = run_python(prog)
+    assert rc_py == 1 and "modified by an inplace operation" in traceback_text
+    message = traceback_text.strip().splitlines()[-1]
+    docs = {
+        "program": run_cli("explain", str(prog), "--json"),
+        "stdin": run_cli("explain", "-", "--json", stdin=traceback_text),
+        "message": run_cli("explain", "--message", message, "--json"),
+    }
+    for form, (rc, out, err, doc) in docs.items():
+        assert rc == 1 and doc is not None, (form, rc, out[:300], err[-300:])
+        assert validate_against_schema(doc), "the schema file is missing"
+        assert doc["command"] == "explain" and doc["schema_version"] == 1, form
+        assert doc["diagnosis"]["kind"] == INPLACE, (form, doc["diagnosis"])
+        assert doc["diagnosis"]["title"] and doc["diagnosis"]["fix"], form
+    keys = {form: set(d[3]) - {"message"} for form, d in docs.items()}
+    assert keys["stdin"] == keys["message"] == keys["program"], keys
+    assert docs["program"][3]["program"]["exit_status"] == 1
+    for form in ("stdin", "message"):
+        doc = docs[form][3]
+        assert doc["program"] is None and doc["tensors"] == [] and doc["hazards"] == []
+        assert doc["message"]["exception_type"] == "RuntimeError", doc["message"]
+        assert doc["diagnosis"]["fix"] == doc["diagnosis"]["fixes"][0]
+    assert docs["stdin"][3]["message"]["pinpoint"] == f"tensorscope explain {prog}"
+
+    rc, out, err, doc = run_cli("explain", "--message", "hello world", "--json")
+    assert rc == 3 and doc is not None and validate_against_schema(doc), (rc, out, err)
+    assert doc["diagnosis"] is None and doc["program"] is None and doc["message"] is None

@@ -18,29 +18,62 @@ SLOW = textwrap.dedent("""
 """)
 
 
-def test_progress_line_on_a_terminal(tmp_path):
+def _run_on_ptys(tmp_path, stdout_tty: bool):
+    """The CLI with stderr on a pty and stdout on a pty or a pipe: (returncode, stdout, what the stderr pty saw)."""
     prog = tmp_path / "slow.py"
     prog.write_text(SLOW)
-    primary, secondary = pty.openpty()
+    err_primary, err_secondary = pty.openpty()
+    if stdout_tty:
+        out_primary, out_secondary = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "tensorscope", "run", "-o", str(tmp_path / "r.json"), str(prog)],
-                            stdout=subprocess.PIPE, stderr=secondary, cwd=tmp_path)
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            data = os.read(primary, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    out, _ = proc.communicate(timeout=120)
-    os.close(primary)
-    tty = b"".join(chunks).decode()
-    assert proc.returncode == 0
+                            stdout=out_secondary if stdout_tty else subprocess.PIPE, stderr=err_secondary,
+                            cwd=tmp_path)
+    os.close(err_secondary)
+    if stdout_tty:
+        os.close(out_secondary)
+
+    def drain(fd):
+        chunks = []
+        while True:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(fd)
+        return b"".join(chunks)
+
+    if stdout_tty:
+        import threading
+
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault("out", drain(out_primary)))
+        t.start()
+        tty = drain(err_primary)
+        proc.wait(timeout=120)
+        t.join()
+        out = got["out"].replace(b"\r\n", b"\n")
+    else:
+        tty = drain(err_primary)
+        out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out, tty.decode()
+
+
+def test_progress_line_on_a_terminal(tmp_path):
+    rc, out, tty = _run_on_ptys(tmp_path, stdout_tty=True)
+    assert rc == 0
     assert out == b"done\n"
     assert "tensorscope: " in tty and " events, " in tty
     assert tty.endswith("\r\x1b[2K")  # erased at the end
+
+
+def test_no_progress_line_when_stdout_is_a_pipe_or_a_pager(tmp_path):
+    # `tensorscope run p.py | less`: stderr is still the terminal, but the line would land on the pager's screen
+    rc, out, tty = _run_on_ptys(tmp_path, stdout_tty=False)
+    assert rc == 0 and out == b"done\n"
+    assert tty == ""
 
 
 def test_no_progress_line_in_a_pipe(tmp_path):

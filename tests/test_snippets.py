@@ -56,8 +56,8 @@ class Runs:
         key = (what, snippet)
         if key not in self.futures:
             path = str(SNIPPETS_DIR / snippet)
-            if what == "json":
-                fut = self.pool.submit(run_cli, "run", path, "--json")
+            if what in ("json", "explain"):
+                fut = self.pool.submit(run_cli, "run" if what == "json" else "explain", path, "--json")
             elif what == "python":
                 fut = self.pool.submit(run_python, path)
             else:
@@ -74,9 +74,9 @@ class Runs:
         for s in json_for:
             self._submit("json", s)
 
-    def json(self, snippet: str):
-        """(returncode, stdout, stderr, doc) of `tensorscope run SNIPPET --json`."""
-        return self._submit("json", snippet).result()
+    def json(self, snippet: str, command: str = "run"):
+        """(returncode, stdout, stderr, doc) of `tensorscope run SNIPPET --json` (or explain)."""
+        return self._submit("json" if command == "run" else "explain", snippet).result()
 
     def python(self, snippet: str):
         """(returncode, stdout, stderr) of `python SNIPPET`."""
@@ -107,12 +107,13 @@ def runs(request, tmp_path_factory):
     r.pool.shutdown(wait=False, cancel_futures=True)   # e.g. after -x: drop queued runs
 
 
-def doc_of(runs: Runs, snippet: str) -> tuple[dict, str]:
+def doc_of(runs: Runs, snippet: str, command: str = "run") -> tuple[dict, str]:
     """The --json document of SNIPPET (asserting it is one JSON document) and its stderr."""
-    rc, out, err, doc = runs.json(snippet)
-    assert doc is not None, f"stdout of `tensorscope run {snippet} --json` is not one JSON " \
+    rc, out, err, doc = runs.json(snippet, command)
+    assert doc is not None, f"stdout of `tensorscope {command} {snippet} --json` is not one JSON " \
                             f"document (rc={rc}).\nstdout:\n{out[-2000:]}\nstderr:\n{err[-3000:]}"
-    assert rc == doc["program"]["exit_status"], (rc, doc["program"])
+    if command == "run":
+        assert rc == doc["program"]["exit_status"], (rc, doc["program"])
     return doc, err
 
 
@@ -264,6 +265,8 @@ def saved_by_node(root: torch.Tensor, saved: torch.Tensor) -> str:
 
 def check_inplace_diagnosis(doc, snippet, *, tensor_name, culprit_code, alias, node, saved_code,
                             backward_code):
+    """`explain` names the saving line (its saved-tensor hooks saw it); `run` registers no hooks
+    and leaves it unknown unless recorded lines bracket the node (see NOTE [Hooks only under explain])."""
     path = SNIPPETS_DIR / snippet
     diag = doc["diagnosis"]
     assert diag is not None, "backward failed but diagnosis is null"
@@ -271,7 +274,10 @@ def check_inplace_diagnosis(doc, snippet, *, tensor_name, culprit_code, alias, n
     assert diag["culprit"]["line"] == line_of(path, culprit_code)
     assert diag["culprit"]["alias"] == alias
     assert diag["saved_by"]["node"] == node
-    assert diag["saved_by"]["line"] == line_of(path, saved_code)
+    if doc["command"] == "explain":
+        assert diag["saved_by"]["line"] == line_of(path, saved_code)
+    else:
+        assert diag["saved_by"]["line"] is None and "tensorscope explain" in diag["explanation"]
     assert diag["backward"]["line"] == line_of(path, backward_code)
     assert tensor_name in diag["tensor"]["names"]
     assert diag["tensor"]["version_at_save"] == 0
@@ -625,11 +631,14 @@ def test_facts_inplace_after_detach_breaks_backward(runs):
     check_exit(doc, snippet, info.value, "out.sum().backward()")
     recs = check_tensors(doc, {"a": a, "out": out, "alias": alias}, alive=False)
     assert recs["out"]["version"] == 1 and recs["a"]["has_grad"] is False
-    check_inplace_diagnosis(doc, snippet, tensor_name="out", culprit_code="alias.zero_()",
-                            alias="alias", node=type(out.grad_fn).__name__,
-                            saved_code="out = a.sigmoid()", backward_code="out.sum().backward()")
-    assert find_events(doc, "saved", tensor=recs["out"]["id"], version=0)
-    assert [e["ok"] for e in find_events(doc, "backward")] == [False]
+    for command in ("run", "explain"):
+        doc, _ = doc_of(runs, snippet, command)
+        check_inplace_diagnosis(doc, snippet, tensor_name="out", culprit_code="alias.zero_()",
+                                alias="alias", node=type(out.grad_fn).__name__,
+                                saved_code="out = a.sigmoid()", backward_code="out.sum().backward()")
+        assert [e["ok"] for e in find_events(doc, "backward")] == [False]
+    out_id = find_tensor(doc, "out")["id"]
+    assert find_events(doc, "saved", tensor=out_id, version=0)  # saved events: explain only
 
 
 def test_facts_inplace_after_detach_harmless(runs):
@@ -669,7 +678,9 @@ def test_facts_data_write_silent_wrong_grad(runs):
     check_exit(doc, snippet, None)
     recs = check_tensors(doc, {"x": x, "y": y})
     assert recs["y"]["version"] == 0 and recs["x"]["has_grad"] is True
-    hazards = [h for h in doc["hazards"] if h["kind"] == "silent-saved-tensor-write"]
+    assert doc["hazards"] == []  # run registers no saved-tensor hooks: silent writes are explain's
+    edoc, _ = doc_of(runs, snippet, "explain")
+    hazards = [h for h in edoc["hazards"] if h["kind"] == "silent-saved-tensor-write"]
     assert len(hazards) == 1, f"hazards: {[h['kind'] for h in doc['hazards']]}"
     h = hazards[0]
     assert h["culprit"]["line"] == line_of(SNIPPETS_DIR / snippet, "y.data.zero_()")
@@ -704,9 +715,10 @@ def test_facts_view_write_before_matmul_backward(runs):
     base = tensor_by_id(doc, recs["y"]["view_of"])   # the unnamed leaf behind the view
     check_tensor(doc, base, y._base, "y._base", alive=False)
     assert base["storage"] == recs["y"]["storage"]
-    check_inplace_diagnosis(doc, snippet, tensor_name="y", culprit_code="tmp.mul_(2)", alias="tmp",
-                            node=node, saved_code="z = torch.matmul(x, y)",
-                            backward_code="z.backward()")
+    for command in ("run", "explain"):
+        check_inplace_diagnosis(doc_of(runs, snippet, command)[0], snippet, tensor_name="y",
+                                culprit_code="tmp.mul_(2)", alias="tmp", node=node,
+                                saved_code="z = torch.matmul(x, y)", backward_code="z.backward()")
 
 
 def test_facts_linear_parameters(runs):

@@ -61,6 +61,7 @@ CASES = [
     ("keyboard_interrupt.py", [], b""),
     ("custom_exception.py", [], b""),
     ("user_warning.py", [], b""),
+    ("warnings_per_line.py", [], b""),
     ("hostile_names.py", [], b""),
 ]
 
@@ -310,3 +311,26 @@ def test_timeout(tmp_path):
         except ValueError as err:
             problems.append(f"partial report is not valid JSON: {err}")
     assert not problems, "--timeout 2:\n" + "\n".join(problems)
+
+
+def test_every_replaced_attribute_introspects_as_under_python(tmp_path):
+    """tests/programs/introspect_wrappers.py probes every attribute of Patcher.plan(): byte-identical output."""
+    from tensorscope.instrument.patches import Patcher
+
+    rel = "tests/programs/introspect_wrappers.py"
+    report = tmp_path / "r.json"
+    py, ts = run_pair([PY, rel], [PY, "-m", "tensorscope", "run", "-o", str(report), rel], b"")
+    problems: list = []
+    compare(py, ts, problems)
+    check_report(report, py.returncode, problems)
+    assert not problems, "\n".join(problems)
+    out = py.stdout.decode()
+    planned = Patcher().plan()  # a dry run: replaces nothing in this process
+    assert f"attributes tensorscope replaces: {len(planned)}\n" in out
+    assert len(planned) > 300
+    for owner, name in planned:
+        label = f"{getattr(owner, '__qualname__', None) or owner.__name__}.{name}"
+        assert f"\n{label} repr: " in out and f"\n{label} help: " in out, label
+    # issue 10, item 7: what python raises, not "property of 'Tensor' object has no deleter"
+    assert ("Tensor.data del instance.data: raises RuntimeError: Deleting tensor data is not allowed. "
+            "Delete tensor instead!\n") in out

@@ -52,7 +52,7 @@ def where(file: str | None, line: int | None, **extra) -> dict | None:
 
 def diagnosis(kind_code: str, *, explanation: str, fix: str, culprit=None, saved_by=None, backward=None,
               tensor=None, other_writes=None, alias_chain=None, title: str | None = None,
-              evidence: list | None = None) -> dict:
+              evidence: list | None = None, graph: dict | None = None) -> dict:
     """A diagnosis object with the stable fields of the JSON contract."""
     from tensorscope.explain.kinds import get
 
@@ -69,6 +69,7 @@ def diagnosis(kind_code: str, *, explanation: str, fix: str, culprit=None, saved
         "alias_chain": alias_chain or [],
         "fix": fix,
         "evidence": evidence or [],
+        "graph": graph,
     }
 
 

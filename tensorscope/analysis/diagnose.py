@@ -45,8 +45,8 @@ def attach(doc: dict, tracker, outcome) -> None:
 def diagnose(ev: Evidence) -> dict | None:
     failure = ev.failure
     exc = ev.exception
-    if failure is not None and exc is not None and not _same_message(failure.get("message"), exc.get("message")):
-        failure = ev.failure = None  # the program caught that one; explain the exception that ended it
+    if failure is not None and not ended_the_program(failure, exc):
+        failure = ev.failure = None  # the program caught that one; explain what ended it, if anything
     if failure is not None:
         text = f"{failure.get('exception_type')}: {failure.get('message')}"
     elif exc is not None and exc.get("type") not in ("KeyboardInterrupt", "SystemExit"):
@@ -69,9 +69,19 @@ def diagnose(ev: Evidence) -> dict | None:
     return generic(ev, code, text)
 
 
-def _same_message(a: str | None, b: str | None) -> bool:
-    a, b = (a or "")[:200], (b or "")[:200]
-    return not a or not b or a == b or a in b or b in a
+def ended_the_program(failure: dict, exc: dict | None) -> bool:
+    """Whether the recorded failure is the exception that ended the program.
+
+    The tracker records the first failure a wrapped call raised; a program may catch it
+    (``try: loss.backward() except RuntimeError: ...``) and then exit 0, exit through
+    ``sys.exit``, or die of another exception. Only the same type with the same text is
+    the same failure: a caught one is never the diagnosis.
+    """
+    if exc is None:
+        return False
+    limit = 2000  # the tracker keeps the first 2,000 characters of the message
+    return (failure.get("exception_type") == exc.get("type")
+            and (failure.get("message") or "")[:limit] == (exc.get("message") or "")[:limit])
 
 
 def generic(ev: Evidence, code: str, text: str) -> dict:

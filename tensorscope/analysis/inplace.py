@@ -80,6 +80,14 @@ def _fix(w: dict | None, saved_label: str, saved_code: str) -> str:
     return fix + f", so {saved_label} keeps the value saved by `{saved_code}`."
 
 
+def graph_for_report(graph: dict | None) -> dict | None:
+    """The autograd graph read on the failure path, with paths as the report shows them."""
+    if not graph:
+        return None
+    nodes = [dict(n, file=display_path(n.get("file"))) for n in graph.get("nodes") or []]
+    return {"nodes": nodes, "root": graph.get("root"), "truncated": bool(graph.get("truncated"))}
+
+
 def explain(ev: Evidence) -> dict | None:
     f = ev.failure or {}
     sf = f.get("saved") or ev.saved_failure
@@ -98,6 +106,9 @@ def explain(ev: Evidence) -> dict | None:
     if sf.get("saved_line"):
         parts[0] += f" when line {sf['saved_line']} ran (`{saved_code}`)"
     parts[0] += f", at version {sf.get('version_at_save')}."
+    if not sf.get("saved_line") and sf.get("from") == "graph":
+        parts.append("The forward line that built it is not known under `tensorscope run` (it registers no "
+                     "saved-tensor hooks); `tensorscope explain` names it.")
     if culprit_write:
         via = culprit_write.get("alias")
         text = f"Line {culprit_write['line']} (`{code_at(culprit_write.get('file'), culprit_write.get('line'))}`) then wrote into it"
@@ -132,5 +143,9 @@ def explain(ev: Evidence) -> dict | None:
                 "version_now": sf.get("version_now")},
         other_writes=[_write_place(w) for w in others if w.get("line")],
         alias_chain=chain,
-        evidence=["saved-tensor record at pack time", "in-place writes checked against saved tensors"],
+        evidence=(["stale saved variable read from the autograd graph after backward raised",
+                   "in-place writes logged per storage, matched by byte range, version and sequence nr"]
+                  if sf.get("from") == "graph" else
+                  ["saved-tensor record at pack time", "in-place writes checked against saved tensors"]),
+        graph=graph_for_report(f.get("autograd_graph")),
     )

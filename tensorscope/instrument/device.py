@@ -47,21 +47,18 @@ identity. (``tests/test_device.py`` checks that tensorscope adds no ``item``,
 from __future__ import annotations
 
 import sys
-import types
 
 import torch
 import torch.utils._device as _torch_device
 from torch.overrides import TorchFunctionMode
 
-_PATCHES_MODULE = "tensorscope.instrument.patches"
+from tensorscope.instrument.transparent import original
+
 _CPU = torch.device("cpu")
 _Tensor = torch.Tensor
 _TensorBase = torch._C.TensorBase
 _base_cpu = _TensorBase.cpu
-_FunctionType = types.FunctionType
 
-# tensorscope's replacement properties on torch.Tensor -> TensorBase's own descriptor (filled at install)
-_PROPERTIES: dict[int, object] = {}
 
 # CUDA utilities that raise on a build (or machine) without CUDA and mean nothing on the CPU.
 # (manual_seed*, seed*, empty_cache already do nothing on a CPU build; replacing them makes that explicit
@@ -88,26 +85,11 @@ def cuda_unavailable_reason() -> str | None:
 
 def _unwrap(func):
     """The original op under one of tensorscope's wrappers (see NOTE [Nested wrappers])."""
-    if type(func) is _FunctionType:
-        if func.__module__ == _PATCHES_MODULE:
-            return getattr(func, "__wrapped__", func)
-        return func
-    if _PROPERTIES:
-        owner = getattr(func, "__self__", None)
-        if type(owner) is property:
-            base = _PROPERTIES.get(id(owner))
-            if base is not None:
-                return getattr(base, func.__name__, func)
-    return func
+    return original(func)
 
 
 def _note_properties() -> None:
-    _PROPERTIES.clear()
-    for name, value in vars(_Tensor).items():
-        if type(value) is property and getattr(value.fget, "__module__", None) == _PATCHES_MODULE:
-            base = vars(_TensorBase).get(name)
-            if base is not None:
-                _PROPERTIES[id(value)] = base
+    """Nothing to note: ``patches.original`` knows tensorscope's properties by their type."""
 
 
 def _is_cuda(dev) -> bool:

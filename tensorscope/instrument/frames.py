@@ -11,12 +11,11 @@ from __future__ import annotations
 import ast
 import linecache
 import os
+import site
+import sys
 import sysconfig
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_LIB_DIRS = tuple(
-    {os.path.realpath(p) + os.sep for p in (sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib"), sysconfig.get_paths().get("stdlib")) if p}
-)
 
 
 def is_tensorscope_file(filename: str) -> bool:
@@ -31,18 +30,54 @@ _COMPILER_PARTS = tuple(os.sep + p + os.sep for p in (
     os.path.join("torch", "_functorch", "_aot_autograd"), os.path.join("torch", "fx", "experimental")))
 
 
+def _installation_dirs() -> tuple[str, ...]:
+    """The folders of the Python installation: nothing below them is the program's own code.
+
+    The standard library and the library folders of this environment and of the base
+    installation (a venv's interpreter), the site-packages folders ``site`` knows, the user's
+    site-packages, PyTorch's own folder (wherever it was installed from) and tensorscope's.
+    """
+    dirs = set()
+    for scheme_vars in (None, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        try:
+            paths = sysconfig.get_paths(vars=scheme_vars) if scheme_vars else sysconfig.get_paths()
+        except Exception:
+            continue
+        dirs.update(paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib"))
+    try:
+        dirs.update(site.getsitepackages())
+    except Exception:  # some embedded interpreters' `site` lacks it
+        pass
+    try:
+        dirs.add(site.getusersitepackages())
+    except Exception:
+        pass
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "__file__", None):
+        dirs.add(os.path.dirname(torch.__file__))
+    out = {os.path.realpath(d).rstrip(os.sep) + os.sep for d in dirs if d}
+    out.add(_PACKAGE_DIR)
+    return tuple(sorted(out))
+
+
+# any folder of these names holds installed packages, whichever installation it belongs to
+_INSTALLED_PARTS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
 class UserCode:
     """Decides which source files are the program's own (cached per filename).
 
-    The program's own files are the script itself and any file below the
-    script's folder that is not an installed library (site-packages) or
-    tensorscope itself.
+    The program's own code is every file outside the Python installation (see
+    ``_installation_dirs``): the script, modules beside it, a package elsewhere that the
+    script puts on ``sys.path``, a src layout, the source folder of an editable install.
+    Frozen modules and ``<...>`` pseudo-files (``<string>``, ``<frozen runpy>``) are not,
+    except ``<stdin>``, the program read by ``tensorscope run -``.
     """
 
     def __init__(self, program_path: str | None):
         self.program = os.path.realpath(program_path) if program_path else None
-        self.root = os.path.dirname(self.program) + os.sep if self.program else None
-        self._verdict: dict[str, bool] = {}
+        self._library_dirs = _installation_dirs()
+        self._verdict: dict[str, bool | str] = {}
         if program_path is not None:
             self._verdict[program_path] = True
         self._verdict["<stdin>"] = True
@@ -62,11 +97,9 @@ class UserCode:
             return True
         if any(part in path for part in _COMPILER_PARTS):
             return COMPILER
-        if path.startswith(_PACKAGE_DIR) or "site-packages" in path or "dist-packages" in path:
+        if any(part in path for part in _INSTALLED_PARTS):
             return False
-        if any(path.startswith(d) for d in _LIB_DIRS):
-            return False
-        return self.root is not None and path.startswith(self.root)
+        return not path.startswith(self._library_dirs)
 
 
 def user_frame(frame, user: UserCode):

@@ -18,6 +18,18 @@ true: ``torch.tensor([loss_a, loss_b])`` (a list of 0-d tensors) then fails with
 so indexing goes through ``mp_subscript`` (our wrapper) exactly as before and a
 tensor is no sequence, as under plain python.
 
+NOTE [Warnings from wrapped calls]
+A warning that torch's C++ code raises inside a wrapped call is located by python
+at the innermost Python frame: the wrapper. Python's "default" filter keys its
+registry on module and line, so every line of the program that triggered the same
+warning through the same wrapper would share one entry and the warning would show
+once. The ``_showwarnmsg`` hook therefore undoes what ``warn()`` recorded for the
+wrapper's frame and issues the warning again with ``warn_explicit`` at the program's
+frame: its module's filters, its ``__warningregistry__``, its line, as python does.
+The first pass still matches the filters against tensorscope's module, so a filter
+that singles out a module (``default::DeprecationWarning:__main__``) is not seen
+for warnings raised inside wrapped calls (README, Known limits).
+
 NOTE [Invisible frames]
 A wrapper that lets an exception through removes its own frame (and any other
 tensorscope frame) from the traceback before re-raising, so ``traceback``
@@ -37,6 +49,7 @@ import torch
 from tensorscope.instrument import saved, state
 from tensorscope.instrument.frames import is_tensorscope_file
 from tensorscope.instrument.recorder import inspectable
+from tensorscope.instrument.transparent import Transparent, named, transparent_property
 
 _Tensor = torch.Tensor
 _TensorBase = torch._C.TensorBase
@@ -96,7 +109,19 @@ def _hide_sequence_protocol(cls) -> None:
 
 
 def strip_traceback(e: BaseException) -> None:
-    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames])."""
+    """Remove tensorscope's frames from an exception's traceback (see NOTE [Warnings from wrapped calls]
+A warning that torch's C++ code raises inside a wrapped call is located by python
+at the innermost Python frame: the wrapper. Python's "default" filter keys its
+registry on module and line, so every line of the program that triggered the same
+warning through the same wrapper would share one entry and the warning would show
+once. The ``_showwarnmsg`` hook therefore undoes what ``warn()`` recorded for the
+wrapper's frame and issues the warning again with ``warn_explicit`` at the program's
+frame: its module's filters, its ``__warningregistry__``, its line, as python does.
+The first pass still matches the filters against tensorscope's module, so a filter
+that singles out a module (``default::DeprecationWarning:__main__``) is not seen
+for warnings raised inside wrapped calls (README, Known limits).
+
+NOTE [Invisible frames])."""
     tb = e.__traceback__
     while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
@@ -143,7 +168,7 @@ def make_write(op, orig):
         rec.post_write(pre, target, op, frame, args[1] if op == "copy_" and len(args) > 1 else None)
         return out
 
-    return _named(write, orig)
+    return named(write, orig)
 
 
 def make_foreach_write(op, orig):
@@ -163,7 +188,7 @@ def make_foreach_write(op, orig):
             rec.post_write(pre, t, op, frame)
         return out
 
-    return _named(write, orig)
+    return named(write, orig)
 
 
 def make_alias(op, orig, shares_counter):
@@ -182,7 +207,7 @@ def make_alias(op, orig, shares_counter):
             rec.on_alias(op, _target(args, kwargs), out, frame, shares_counter)
         return out
 
-    return _named(alias, orig)
+    return named(alias, orig)
 
 
 def make_copy(op, orig, kind="copy"):
@@ -196,14 +221,18 @@ def make_copy(op, orig, kind="copy"):
             rec.on_error(e, op, _target(args, kwargs), sys._getframe(1), kind)
             strip_traceback(e)
             raise
-        frame = sys._getframe(1)
         src = _target(args, kwargs)
+        if out is src:
+            # `x.to("cpu")` on a CPU tensor, `x.contiguous()` on a contiguous one, `x.float()` on a
+            # float32, `torch.as_tensor(x)`: torch returns `x` itself, so nothing was copied or made
+            return out
+        frame = sys._getframe(1)
         if (frame.f_code.co_filename in rec.user and (not isinstance(out, _Tensor) or inspectable(out))
                 and (not isinstance(src, _Tensor) or inspectable(src))):
             rec.on_copy(op, _target(args, kwargs) if kind == "copy" else None, out, frame, kind, kwargs)
         return out
 
-    return _named(copy, orig)
+    return named(copy, orig)
 
 
 def make_requires_grad(orig):
@@ -220,7 +249,7 @@ def make_requires_grad(orig):
         rec.on_requires_grad(self, bool(requires_grad), sys._getframe(1), "requires_grad_")
         return out
 
-    return _named(requires_grad_, orig)
+    return named(requires_grad_, orig)
 
 
 def make_backward(op, orig):
@@ -238,7 +267,7 @@ def make_backward(op, orig):
         rec.after_backward(ctx, None)
         return out
 
-    return _named(backward, orig)
+    return named(backward, orig)
 
 
 def make_grad_mode(mode, action, orig):
@@ -249,36 +278,78 @@ def make_grad_mode(mode, action, orig):
             rec.on_grad_mode(mode, action, sys._getframe(1))
         return out
 
-    return _named(method, orig)
+    return named(method, orig)
 
 
 def make_showwarnmsg(orig):
-    """Show a warning at the place python would name without tensorscope's wrappers.
+    """Show a warning where, and as often as, python would without tensorscope's wrappers.
 
-    A warning raised inside a wrapped call (by torch's C++ code, stacklevel 1) is located
-    by python at the wrapper's frame; it is moved to the frame that called the wrapper,
-    for display and for ``catch_warnings(record=True)`` alike. A stacklevel that reaches
-    below the program's ``<module>`` frame gives python's ``sys:1``.
+    See NOTE [Warnings from wrapped calls].
     """
     runner_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner.py")
 
     def _showwarnmsg(msg):
+        reissue = None
         try:
             if is_tensorscope_file(msg.filename or ""):
                 if msg.filename == runner_file:
                     msg.filename, msg.lineno, msg.line = "sys", 1, None
                 else:
                     f = sys._getframe(1)
+                    ours = None
                     while f is not None and (is_tensorscope_file(f.f_code.co_filename)
                                              or f.f_code.co_filename == warnings.__file__):
+                        if ours is None and f.f_code.co_filename == msg.filename:
+                            ours = f
                         f = f.f_back
                     if f is not None:
-                        msg.filename, msg.lineno, msg.line = f.f_code.co_filename, f.f_lineno, None
+                        if _forget(msg, ours):
+                            reissue = f
+                        else:  # not located in a wrapper's frame: show it at the program's line
+                            msg.filename, msg.lineno, msg.line = f.f_code.co_filename, f.f_lineno, None
         except Exception:
-            pass
-        return orig(msg)
+            reissue = None
+        if reissue is None:
+            return orig(msg)
+        f = reissue
+        g = f.f_globals
+        module = g.get("__name__")
+        registry = g.get("__warningregistry__")
+        if not isinstance(registry, dict):  # python's warn() creates it in the warning frame's globals
+            registry = g["__warningregistry__"] = {}
+        # may raise (an "error" filter for the program's module): python would raise there too
+        warnings.warn_explicit(msg.message, msg.category, f.f_code.co_filename, f.f_lineno,
+                               module=module if isinstance(module, str) else "<string>",
+                               registry=registry, module_globals=g, source=msg.source)
 
     return _showwarnmsg
+
+
+def _forget(msg, frame):
+    """Undo what python's warn() recorded for a warning it located in tensorscope's frame.
+
+    Returns True when done (the warning is then issued again at the program's frame).
+    """
+    if frame is None:
+        return False
+    text, category = str(msg.message), msg.category
+    registry = frame.f_globals.get("__warningregistry__")
+    if isinstance(registry, dict):
+        registry.pop((text, category, msg.lineno), None)
+        registry.pop((text, category, 0), None)  # the "module" action's key
+    if _action(frame, text, category, msg.lineno) == "once":
+        warnings.onceregistry.pop((text, category), None)
+    return True
+
+
+def _action(frame, text, category, lineno) -> str:
+    """The action python's filters chose for a warning located in ``frame`` (as ``warn_explicit``)."""
+    module = frame.f_globals.get("__name__") or "<string>"
+    for action, msg_re, cat, mod_re, ln in warnings.filters:
+        if ((msg_re is None or msg_re.match(text)) and issubclass(category, cat)
+                and (mod_re is None or mod_re.match(module)) and (ln == 0 or lineno == ln)):
+            return action
+    return warnings.defaultaction
 
 
 def make_compile(orig):
@@ -289,19 +360,7 @@ def make_compile(orig):
                      "(their inputs, outputs, saved tensors and backward are)")
         return orig(*args, **kwargs)
 
-    return _named(compile, orig)
-
-
-def _named(wrapper, orig):
-    try:
-        wrapper.__name__ = orig.__name__
-        wrapper.__qualname__ = getattr(orig, "__qualname__", orig.__name__)
-        wrapper.__doc__ = orig.__doc__
-        wrapper.__module__ = getattr(orig, "__module__", None) or wrapper.__module__
-    except (AttributeError, TypeError):
-        pass
-    wrapper.__wrapped__ = orig
-    return wrapper
+    return named(compile, orig)
 
 
 class Patcher:
@@ -310,14 +369,31 @@ class Patcher:
     def __init__(self):
         self._undo: list = []
         self._jit_builtins: list[int] = []
+        self._planned: list | None = None
+
+    def plan(self) -> list[tuple[object, str]]:
+        """Every ``(owner, name)`` that ``install()`` replaces, without replacing anything.
+
+        The transparency probe (tests/programs/introspect_wrappers.py) walks this list, so a
+        wrapper added to ``install()`` is introspected without anyone listing it.
+        """
+        self._planned = []
+        try:
+            self.install()
+            return list(self._planned)
+        finally:
+            self._planned = None
 
     def _set(self, owner, name, value):
+        if self._planned is not None:
+            self._planned.append((owner, name))
+            return
         had = name in vars(owner)
         old = vars(owner).get(name)
         setattr(owner, name, value)
         self._undo.append((owner, name, had, old))
         if callable(value) and not isinstance(owner, type):
-            self._keep_jit_builtin(value, getattr(value, "__wrapped__", None))
+            self._keep_jit_builtin(value, type(value)._orig if isinstance(value, Transparent) else None)
 
     def _keep_jit_builtin(self, wrapper, orig) -> None:
         """TorchScript resolves ``torch.zeros_like`` & co. by identity: register the wrapper as the same op."""
@@ -379,14 +455,16 @@ class Patcher:
             if orig is not None:
                 kind = "copy" if name == "clone" else "create"
                 self._set(torch, name, make_copy(name, orig, kind))
-        _hide_sequence_protocol(t)
+        if self._planned is None:
+            _hide_sequence_protocol(t)
         self._install_properties()
         self._install_grad_modes()
         self._set(torch.autograd, "backward", make_backward("backward", torch.autograd.backward))
         self._set(torch.autograd, "grad", make_backward("grad", torch.autograd.grad))
-        self._set(torch.autograd.graph, "disable_saved_tensors_hooks", saved.disable_saved_tensors_hooks)
+        self._set(torch.autograd.graph, "disable_saved_tensors_hooks",
+                  named(saved.disable_saved_tensors_hooks, torch.autograd.graph.disable_saved_tensors_hooks))
         self._set(torch, "compile", make_compile(torch.compile))
-        self._set(warnings, "_showwarnmsg", make_showwarnmsg(warnings._showwarnmsg))
+        self._set(warnings, "_showwarnmsg", named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
 
     def _install_properties(self) -> None:
@@ -395,45 +473,49 @@ class Patcher:
         get_data, set_data = data.__get__, data.__set__
         get_rg, set_rg = requires_grad.__get__, requires_grad.__set__
 
-        def data_get(self):
-            out = get_data(self)
+        def data_get(desc, obj, cls=None):
+            if obj is None:
+                return desc
+            out = get_data(obj)
             rec = state.recorder
             if rec is not None and rec.active:
                 frame = sys._getframe(1)
-                if frame.f_code.co_filename in rec.user and inspectable(self):
-                    rec.on_alias("data", self, out, frame, False)
+                if frame.f_code.co_filename in rec.user and inspectable(obj):
+                    rec.on_alias("data", obj, out, frame, False)
             return out
 
-        def data_set(self, value):
+        def data_set(desc, obj, value):
             rec = state.recorder
             if rec is None or not rec.active:
-                return set_data(self, value)
-            pre = rec.pre_write(self, sys._getframe(1))
+                return set_data(obj, value)
+            pre = rec.pre_write(obj, sys._getframe(1))
             try:
-                set_data(self, value)
+                set_data(obj, value)
             except BaseException as e:
                 strip_traceback(e)
                 raise
-            rec.post_data_set(pre, self, value, sys._getframe(1))
+            rec.post_data_set(pre, obj, value, sys._getframe(1))
 
-        def rg_get(self):
-            return get_rg(self)
+        def rg_get(desc, obj, cls=None):
+            if obj is None:
+                return desc
+            return get_rg(obj)
 
-        def rg_set(self, value):
+        def rg_set(desc, obj, value):
             try:
-                set_rg(self, value)
+                set_rg(obj, value)
             except BaseException as e:
                 rec = state.recorder
                 if rec is not None:
-                    rec.on_error(e, "requires_grad", self, sys._getframe(1), "requires_grad")
+                    rec.on_error(e, "requires_grad", obj, sys._getframe(1), "requires_grad")
                 strip_traceback(e)
                 raise
             rec = state.recorder
-            if rec is not None and rec.active and inspectable(self):
-                rec.on_requires_grad(self, bool(value), sys._getframe(1), "requires_grad =")
+            if rec is not None and rec.active and inspectable(obj):
+                rec.on_requires_grad(obj, bool(value), sys._getframe(1), "requires_grad =")
 
-        self._set(_Tensor, "data", property(data_get, data_set, doc=data.__doc__))
-        self._set(_Tensor, "requires_grad", property(rg_get, rg_set, doc=requires_grad.__doc__))
+        self._set(_Tensor, "data", transparent_property(data, data_get, data_set))
+        self._set(_Tensor, "requires_grad", transparent_property(requires_grad, rg_get, rg_set))
 
     def _install_dispatch_mode_guard(self) -> None:
         """Step our saved-tensor hooks aside while the program's own TorchDispatchMode is active.
@@ -468,8 +550,8 @@ class Patcher:
                             saved.push()
                         break
 
-        self._set(TorchDispatchMode, "__enter__", _named(__enter__, enter))
-        self._set(TorchDispatchMode, "__exit__", _named(__exit__, exit_))
+        self._set(TorchDispatchMode, "__enter__", named(__enter__, enter))
+        self._set(TorchDispatchMode, "__exit__", named(__exit__, exit_))
 
     def _install_grad_modes(self) -> None:
         for cls, mode in ((torch.no_grad, "no_grad"), (torch.enable_grad, "enable_grad"),

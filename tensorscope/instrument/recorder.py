@@ -23,6 +23,9 @@ import torch
 from tensorscope.instrument.frames import UserCode
 
 _Tensor = torch.Tensor
+_get_sequence_nr = torch._C._autograd._get_sequence_nr
+_MAX_MARKS = 20_000
+_MAIN = threading.main_thread()
 _CO_OPTIMIZED = 0x0001
 
 
@@ -133,6 +136,7 @@ class Recorder:
         self.pending: dict[int, dict] = {}
         self._n_saved = 0
         self.node_lines: OrderedDict = OrderedDict()  # node sequence nr -> (file, line)
+        self.marks: list[tuple] = []  # (autograd's next sequence nr, file, line) of recorded user lines
         # backward bookkeeping
         self.freed_nodes: list[tuple[set, dict]] = []  # (sequence nrs, backward event)
         # outcomes
@@ -256,7 +260,20 @@ class Recorder:
                  "line": frame.f_lineno if frame else None}
         event.update(data)
         self.events.append(event)
+        if frame is not None and threading.current_thread() is _MAIN:
+            self.mark(_get_sequence_nr(), frame)
         return event
+
+    def mark(self, aseq, frame):
+        """Remember which instruction of the program ran when autograd's next sequence nr was
+        `aseq` (see Tracker.node_line). Kept in time order, on the program's thread only: other
+        threads (CUDA backward workers) count sequence nrs of their own."""
+        marks = self.marks
+        if marks and aseq < marks[-1][0]:
+            return
+        if len(marks) >= _MAX_MARKS:
+            del marks[:_MAX_MARKS // 2]
+        marks.append((aseq, frame.f_code.co_filename, frame.f_lineno, id(frame), frame.f_lasti))
 
     def names_in(self, frame, tensors) -> dict[int, list[str]]:
         """Names bound to each of `tensors` in a module-level frame (by identity).

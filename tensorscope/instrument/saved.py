@@ -1,10 +1,25 @@
-"""Saved-tensor hooks that remember who saved what, and redo PyTorch's version check.
+"""Saved-tensor hooks of ``tensorscope explain``: who saved what, and PyTorch's checks redone.
+
+NOTE [Hooks only under explain]
+Registering any default ``saved_tensors_hooks`` changes what a program can see
+(torch 2.13, verified): ``grad_fn._raw_saved_x.unpack_hook`` is our function,
+``_raw_saved_x.register_hooks`` raises "Calling register_hooks on a saved tensor
+whose hooks have already been set", ``grad_fn._saved_x is x`` turns False for an
+input that requires grad, and ``SavedVariable::unpack`` skips its own checks.
+So ``tensorscope run`` registers none (its failure path reads the graph instead,
+see ``tensorscope/instrument/stale.py``), and only ``explain``, which needs the
+saving line, the version at save and the silent writes, pushes these hooks.
 
 NOTE [Saved-tensor hooks switch off the version check]
-Registering any default ``saved_tensors_hooks`` makes ``SavedVariable::unpack``
-skip its own version check. Our unpack hook therefore repeats it and raises the
-byte-identical ``RuntimeError`` text (see ``version_error_message``), so the
-program fails exactly where and how it would under plain python.
+With hooks, ``SavedVariable::unpack`` (torch/csrc/autograd/saved_variable.cpp)
+skips two checks, which ``unpack`` below redoes with PyTorch's exact text:
+the detached-in-place check ("Trying to use a saved tensor that has been detached
+in-place", for a saved non-leaf input whose ``grad_fn`` is gone; PyTorch raises it
+only where the unpack passes no ``saved_for`` node: generated C++ nodes, not the
+``_saved_x`` getter nor ``ctx.saved_tensors``), then the version check (a nested
+tensor's sizes printed as ATen prints a tensor; an input names output 0 of its
+current ``grad_fn``, as ``output_nr_`` is only saved for outputs). The check for
+freed saved tensors stays PyTorch's own (freeing also drops the hooks).
 
 What the pack hook returns mirrors what a ``SavedVariable`` keeps without hooks:
 the original tensor for inputs and leaves (``saved_original_``), and a detached
@@ -12,6 +27,15 @@ alias that shares storage and version counter for a node's own outputs (holding
 the output itself would make a reference cycle through C++ that never dies).
 Writes that go through ``x.data = y`` therefore reach the saved input exactly
 as they would without us.
+
+NOTE [Tensors we do not inspect]
+A ``__torch_dispatch__`` wrapper subclass (LoggingTensor, TwoTensor, DTensor,
+FakeTensor, FunctionalTensor), a nested, sparse, meta or quantized tensor is
+packed as PyTorch keeps it and never read: an input is kept as it is, an output
+is detached through its own ``__torch_dispatch__`` (PyTorch's ``tensor_data()``
+calls the subclass's ``detach`` too: a LoggingTensor logs the same ops with or
+without tensorscope). Detaching with the Python dispatch key excluded gives a
+tensor without real data, and backward then crashes the process (SIGSEGV).
 """
 
 from __future__ import annotations
@@ -26,7 +50,13 @@ from tensorscope.instrument import state
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _detach = torch._C.TensorBase.detach
+_PYTHON_KEY = torch._C.DispatchKey.Python
+_dispatch_keys = torch._C._dispatch_keys
+_BASE_TD = getattr(_Tensor.__torch_dispatch__, "__func__", _Tensor.__torch_dispatch__)
+DETACHED_IN_PLACE = ("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
+                     "This is not supported, please use out-of-place `.detach()` instead")
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
 
@@ -35,11 +65,15 @@ class Packed:
     """What autograd keeps for one saved tensor while our hooks are active."""
 
     __slots__ = ("tensor", "version", "is_output", "node", "output_nr", "seq_nr", "file", "line",
-                 "storage_key", "orig", "tid", "writes", "silent", "__weakref__")
+                 "storage_key", "orig", "tid", "writes", "silent", "fingerprint", "check_detached",
+                 "kind", "__weakref__")
 
     def __init__(self, tensor, version):
         self.tensor = tensor
         self.version = version
+        self.check_detached = False  # a non-leaf input: PyTorch refuses it once detached in place
+        self.kind = None  # set for a tensor type we leave uninspected
+        self.fingerprint = None  # exact copy of the saved bytes before the first silent write
         self.is_output = False
         self.node = None
         self.output_nr = 0
@@ -61,15 +95,17 @@ def forward_op_name(node_name: str) -> str:
 def version_error_message(p: Packed) -> str:
     """The exact text of PyTorch's saved-variable version check (torch 2.13)."""
     t = p.tensor
-    sizes = "[" + ", ".join(str(s) for s in t.shape) + "]"
-    msg = ("one of the variables needed for gradient computation has been modified by an inplace "
-           f"operation: [{t.type()} {sizes}]")
-    if p.is_output:
-        msg += f", which is output {p.output_nr} of {forward_op_name(p.node)},"
-    else:
-        gf = t.grad_fn
-        if gf is not None:
-            msg += f", which is output {t.output_nr} of {forward_op_name(gf.name())},"
+    with _quiet_tf():
+        sizes = nested_sizes_text(t) + "]" if t.is_nested else "[" + ", ".join(str(s) for s in t.shape) + "]]"
+        msg = ("one of the variables needed for gradient computation has been modified by an inplace "
+               f"operation: [{t.type()} {sizes}")
+        if p.is_output:
+            msg += f", which is output {p.output_nr} of {forward_op_name(p.node)},"
+        else:
+            gf = t.grad_fn
+            if gf is not None:
+                # output_nr_ is saved only for outputs: a saved input always says "output 0"
+                msg += f", which is output 0 of {forward_op_name(gf.name())},"
     msg += f" is at version {t._version}; expected version {p.version} instead."
     if torch.is_anomaly_enabled():
         msg += (" Hint: the backtrace further above shows the operation that failed to compute its "
@@ -80,11 +116,86 @@ def version_error_message(p: Packed) -> str:
     return msg
 
 
+def nested_sizes_text(t) -> str:
+    """A nested tensor's sizes as ``SavedVariable::unpack`` writes them: ATen's printout of the
+    ``_nested_tensor_size()`` tensor (each entry right-aligned to the widest, a footer line)."""
+    with _quiet():  # the components' shapes: metadata, no value read
+        rows = [list(c.shape) for c in torch._C.TensorBase.unbind(t)]
+    width = max((len(str(abs(v))) for row in rows for v in row), default=1) + 1
+    body = "".join(" ".join(str(v).rjust(width) for v in row) + "\n" for row in rows)
+    cols = len(rows[0]) if rows else 0
+    return f"{body}[ torch.LongTensor{{{len(rows)},{cols}}} ]"
+
+
+def unusual(t) -> str | None:
+    """None for a tensor we inspect; else what it is (see NOTE [Tensors we do not inspect])."""
+    kind = type(t)
+    if kind is not _Tensor and kind is not _Parameter:
+        td = getattr(kind, "__torch_dispatch__", None)
+        if getattr(td, "__func__", td) is not _BASE_TD or _dispatch_keys(t).has(_PYTHON_KEY):
+            return kind.__name__
+    if t.is_nested:
+        return "nested tensor"
+    if t.layout != torch.strided:
+        return f"{str(t.layout).replace('torch.', '')} tensor"
+    if t.is_meta:
+        return "meta tensor"
+    if t.is_quantized:
+        return "quantized tensor"
+    return None
+
+
 def pack(t):
+    try:
+        if type(t) is _Tensor:
+            kind = unusual(t)
+        else:
+            with _quiet_tf():  # a subclass's __torch_function__ must not see our reads
+                kind = unusual(t)
+    except Exception:
+        kind = "tensor"
+    if kind is not None:
+        return _pack_as_pytorch(t, kind)
     if type(t) is not _Tensor or _dispatch_modes():
         with _quiet():
             return _pack(t)
     return _pack(t)
+
+
+def _pack_as_pytorch(t, kind):
+    """Keep a tensor we do not inspect as a SavedVariable keeps it; record nothing but its type."""
+    with _quiet_tf():
+        gf = t.grad_fn
+        is_output = gf is not None and gf._sequence_nr() == _get_sequence_nr() - 1
+        if is_output and not t.is_leaf:
+            p = Packed(_detach(t), t._version)  # through the subclass's own __torch_dispatch__
+            p.is_output = True
+            p.node = gf.name()
+            p.output_nr = t.output_nr
+        else:
+            p = Packed(t, t._version)
+            p.check_detached = gf is not None
+    p.kind = kind
+    rec = state.recorder
+    if rec is not None and rec.active:
+        try:
+            rec.note(f"tensors saved for backward that tensorscope leaves uninspected: {kind}")
+        except Exception:
+            pass
+    return p
+
+
+class _quiet_tf:
+    """Our reads invisible to the program's __torch_function__, with its __torch_dispatch__ left on."""
+
+    __slots__ = ("guard",)
+
+    def __enter__(self):
+        self.guard = torch._C.DisableTorchFunctionSubclass()
+        self.guard.__enter__()
+
+    def __exit__(self, *exc):
+        self.guard.__exit__(*exc)
 
 
 class _quiet:
@@ -124,6 +235,7 @@ def _pack(t):
             pass
     else:
         p = Packed(t, t._version)
+        p.check_detached = gf is not None
     p.seq_nr = seq
     rec = state.recorder
     if rec is not None and rec.active and (type(t) is _Tensor or inspectable(t)):
@@ -136,6 +248,8 @@ def _pack(t):
 
 def unpack(p):
     t = p.tensor
+    if p.check_detached and _detached_in_place(t):
+        raise RuntimeError(DETACHED_IN_PLACE)
     if t._version != p.version:
         rec = state.recorder
         if rec is not None:
@@ -152,6 +266,23 @@ def unpack(p):
             except Exception:
                 pass
     return t
+
+
+_current_node = torch._C._current_autograd_node
+
+
+def _detached_in_place(t) -> bool:
+    """The saved non-leaf input lost its grad_fn (``detach_()``), and the unpack is one PyTorch
+    makes without a ``saved_for`` node: a generated (C++) node running in backward."""
+    if type(t) is _Tensor:
+        if t.grad_fn is not None:
+            return False
+    else:
+        with _quiet_tf():
+            if t.grad_fn is not None:
+                return False
+    node = _current_node()
+    return node is not None and not hasattr(node, "_forward_cls")
 
 
 def hooks_on_top() -> bool:

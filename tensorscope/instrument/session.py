@@ -35,8 +35,11 @@ class _Control:
 
 
 @contextmanager
-def active(tracker: Tracker, device: str = "auto", ops: bool = False):
-    """Install the wrappers and saved-tensor hooks for the duration of a run."""
+def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: bool = False):
+    """Install the wrappers (and, for ``explain``, the saved-tensor hooks) for the duration of a run.
+
+    See NOTE [Hooks only under explain] in saved.py.
+    """
     patcher = Patcher()
     state.recorder = tracker
     # --- device (tensorscope/instrument/device.py): torch caches its list of factories that honour
@@ -45,7 +48,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False):
     _device_constructors()
     # --- end device
     patcher.install()
-    saved.push()
+    if hooks:
+        saved.push()
     control = _Control(tracker, patcher)
     if device != "auto":
         from tensorscope.instrument import device as _device
@@ -63,9 +67,28 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False):
         control.stop()
 
 
+def resolve_silent(tracker: Tracker) -> None:
+    """Drop the silent-write hazards whose saved bytes were back when backward read them.
+
+    The one place tensorscope reads a value: a count of differing bytes per silent write, read
+    after the program has finished, so no synchronisation happens while it runs.
+    """
+    kept = []
+    for h in tracker.hazards:
+        differing = h.pop("_bytes_differing", None)
+        try:
+            if differing is not None and int(differing) == 0:
+                continue
+        except Exception:
+            pass
+        kept.append(h)
+    tracker.hazards[:] = kept
+
+
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:
     active_before = tracker.active
     tracker.active = False
+    resolve_silent(tracker)
     try:
         return _snapshot.take(tracker, main_globals, exc)
     finally:

@@ -4,6 +4,10 @@ This runs after the program has finished (or failed), with recording switched
 off. It probes version-counter sharing by bumping and restoring a counter
 (there is no public API for it; see the internals notes), which is invisible
 to the program because the program is no longer running.
+
+Names come from the program's globals (and the locals of its frames on a failure):
+tensors, ``nn.Module`` parameters and buffers, tensors in lists, tuples and dicts, and
+optimizers, whose state is named by its parameter (``opt.state[model.head.weight].exp_avg``).
 """
 
 from __future__ import annotations
@@ -15,35 +19,97 @@ import torch
 
 _Tensor = torch.Tensor
 _MAX_SCAN = 2000
+# Tensors taken from lists, tuples and dicts, all containers together: a bound on the report's
+# size, never a silent one (the report says how many were left out).
+MAX_CONTAINER_TENSORS = 10_000
 
 
-def _named_tensors(scope: dict, prefix: str = ""):
-    """(name, tensor) pairs for tensors bound in a namespace, nn.Module parameters and buffers included."""
-    out = []
-    items = list(scope.items())[:_MAX_SCAN]
-    for name, value in items:
-        if name.startswith("__") and name.endswith("__"):
-            continue
-        full = prefix + name
-        if isinstance(value, _Tensor):
-            out.append((full, value))
-        elif isinstance(value, torch.nn.Module):
+class _Names:
+    """(name, tensor, role) triples found in namespaces, with the container bound applied."""
+
+    def __init__(self):
+        self.found: list[tuple[str, object, str | None]] = []
+        self.optimizers: list[tuple[str, object]] = []
+        self.container_tensors = 0
+        self.left_out = 0
+
+    def _container(self, name, t):
+        if self.container_tensors >= MAX_CONTAINER_TENSORS:
+            self.left_out += 1
+            return
+        self.container_tensors += 1
+        self.found.append((name, t, None))
+
+    def scan(self, scope: dict, prefix: str = "") -> None:
+        items = list(scope.items())[:_MAX_SCAN]
+        for name, value in items:
+            if not isinstance(name, str) or (name.startswith("__") and name.endswith("__")):
+                continue
+            full = prefix + name
             try:
-                for pname, p in value.named_parameters(prefix=full, remove_duplicate=False):
-                    out.append((pname, p))
-                for bname, b in value.named_buffers(prefix=full, remove_duplicate=False):
-                    if b is not None:
-                        out.append((bname, b))
-            except Exception:
+                self._one(full, value)
+            except Exception:  # a user's object never breaks the report
                 pass
-        elif isinstance(value, (list, tuple)) and 0 < len(value) <= 64:
+
+    def _one(self, full, value) -> None:
+        if isinstance(value, _Tensor):
+            self.found.append((full, value, None))
+        elif isinstance(value, torch.nn.Module):
+            for pname, p in value.named_parameters(prefix=full, remove_duplicate=False):
+                self.found.append((pname, p, "parameter"))
+            for bname, b in value.named_buffers(prefix=full, remove_duplicate=False):
+                if b is not None:
+                    self.found.append((bname, b, "buffer"))
+        elif isinstance(value, torch.optim.Optimizer):
+            self.optimizers.append((full, value))
+        elif isinstance(value, (list, tuple)):
             for i, v in enumerate(value):
                 if isinstance(v, _Tensor):
-                    out.append((f"{full}[{i}]", v))
-        elif isinstance(value, dict) and 0 < len(value) <= 64 and not isinstance(value, types.MappingProxyType):
+                    self._container(f"{full}[{i}]", v)
+        elif isinstance(value, dict) and not isinstance(value, types.MappingProxyType):
             for k, v in list(value.items()):
                 if isinstance(v, _Tensor) and isinstance(k, (str, int)):
-                    out.append((f"{full}[{k!r}]", v))
+                    self._container(f"{full}[{k!r}]", v)
+
+
+def _optimizer_names(names: _Names, param_name) -> list[dict]:
+    """Name each optimizer's parameters and state tensors; plain facts about each optimizer.
+
+    ``param_name(p)`` is the program's name of a parameter (or None); a parameter the program
+    names nowhere is named by its place in the optimizer (``opt.param_groups[0][3]``).
+    """
+    out = []
+    seen = set()
+    for oname, opt in names.optimizers:
+        if id(opt) in seen:
+            continue
+        seen.add(id(opt))
+        params = []
+        try:
+            for g, group in enumerate(opt.param_groups):
+                for i, p in enumerate(group.get("params", [])):
+                    if not isinstance(p, _Tensor):
+                        continue
+                    pname = param_name(p)
+                    if pname is None:
+                        pname = f"{oname}.param_groups[{g}][{i}]"
+                        names.found.append((pname, p, "parameter"))
+                    params.append((p, pname))
+            state = opt.state
+            keys: list[str] = []
+            for p, pname in params:
+                st = state.get(p) if isinstance(state, dict) else None
+                if not isinstance(st, dict):
+                    continue
+                for k, v in st.items():
+                    if isinstance(v, _Tensor):
+                        names.found.append((f"{oname}.state[{pname}].{k}", v, "optimizer_state"))
+                        if k not in keys:
+                            keys.append(str(k))
+        except Exception:
+            pass
+        out.append({"name": oname, "type": type(opt).__name__, "_params": [p for p, _ in params],
+                    "state_keys": keys})
     return out
 
 
@@ -62,17 +128,25 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
     """Collect the live named tensors into the tracker's facts; return tid -> names."""
     named: dict[str, list[str]] = {}
     live: dict[str, object] = {}
+    roles: dict[str, str] = {}
 
-    def add(name, t):
-        tid = tracker.note_tensor(t)
+    tids: dict[int, str] = {}  # id(tensor) -> tid: each tensor described once, however many names it has
+
+    def add(name, t, role=None):
+        tid = tids.get(id(t))
+        if tid is None:
+            tid = tids[id(t)] = tracker.note_tensor(t)
         live[tid] = t
         names = named.setdefault(tid, [])
         if name not in names:
             names.append(name)
+        if role is not None:
+            roles.setdefault(tid, role)
+        return tid
 
+    scanned = _Names()
     if main_globals is not None:
-        for name, t in _named_tensors(main_globals):
-            add(name, t)
+        scanned.scan(main_globals)
     tb = exc.__traceback__ if exc is not None else None
     while tb is not None:
         frame = tb.tb_frame
@@ -82,9 +156,19 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
                 scope = dict(frame.f_locals)
             except Exception:
                 scope = {}
-            for name, t in _named_tensors(scope, prefix=f"{code.co_name}."):
-                add(name, t)
+            scanned.scan(scope, prefix=f"{code.co_name}.")
         tb = tb.tb_next
+    first_name: dict[int, str] = {}
+    for name, t, _ in scanned.found:
+        first_name.setdefault(id(t), name)
+    optimizers = _optimizer_names(scanned, lambda p: first_name.get(id(p)))
+    for name, t, role in scanned.found:
+        add(name, t, role)
+    for o in optimizers:
+        o["parameters"] = [tids.get(id(p)) or tracker.note_tensor(p) for p in o.pop("_params")]
+    if scanned.left_out:
+        tracker.note(f"{scanned.left_out:,} tensors in lists, tuples and dicts were left out of the report "
+                     f"(at most {MAX_CONTAINER_TENSORS:,} are taken from containers)")
     # other tensors seen during the run and still alive
     for tid, t in tracker.live_tensors().items():
         if tid not in live:
@@ -130,5 +214,5 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         except Exception:
             has_grad[tid] = None
     return {"named": named, "alive": set(live), "view_of": view_of, "counters": counters,
-            "has_grad": has_grad}
+            "has_grad": has_grad, "roles": roles, "optimizers": optimizers}
 

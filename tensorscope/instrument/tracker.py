@@ -6,11 +6,14 @@ a failure inside tensorscope only loses detail.
 
 from __future__ import annotations
 
+import bisect
+import threading
 import weakref
 
 import torch
 
-from tensorscope.instrument import state
+from tensorscope.instrument import stale, state
+from tensorscope.instrument.saved import _quiet as _no_python_dispatch
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, inspectable, node_name, ranges_overlap
 
@@ -19,6 +22,49 @@ _current_node = torch._C._current_autograd_node
 _MAX_NODE_LINES = 200_000
 _MAX_BACKWARDS = 256
 _MAX_WALK = 20_000
+_MAX_LOGGED_STORAGES = 4096  # with 16 writes each: a few MB at most
+_MAX_WRITES_PER_STORAGE = 16
+_get_sequence_nr = torch._C._autograd._get_sequence_nr
+_TensorBase = torch._C.TensorBase
+_set_versions = torch._C._autograd._unsafe_set_version_counter
+_UINT8 = torch.uint8
+_current_thread = threading.current_thread
+_MAIN = threading.main_thread()
+
+
+def _fingerprint(p, target):
+    """Before a write that cannot bump the saved tensor's version (``target`` has its own
+    counter, e.g. ``x.data``): an exact copy of the saved bytes, so that unpack reports a silent
+    write only if the bytes really changed (gradcheck perturbs and restores through ``.data``).
+    Probing the counter bumps ``target``'s and restores it at once (see the internals notes)."""
+    try:
+        if p.kind is not None:
+            return
+        saved = p.tensor
+        old, before = target._version, saved._version
+        _set_versions((target,), (old + 1,))
+        try:
+            shares = saved._version != before
+        finally:
+            _set_versions((target,), (old,))
+        if shares:
+            return
+        with _no_python_dispatch():
+            p.fingerprint = _TensorBase.clone(_TensorBase.detach(saved))
+    except Exception:
+        p.fingerprint = None
+
+
+def bytes_differing(a, b):
+    """How many bytes of ``b`` differ from the copy ``a``, as a 0-dim tensor on their device: no
+    value is read here (no CUDA synchronisation while the program runs); the count is read once
+    the program has finished (see ``resolve_silent`` in session.py). None: the shapes differ."""
+    with _no_python_dispatch():
+        flat_a = _TensorBase.reshape(_TensorBase.detach(a), (-1,))
+        flat_b = _TensorBase.reshape(_TensorBase.detach(b), (-1,))
+        if flat_a.dtype != flat_b.dtype or flat_a.shape != flat_b.shape or flat_a.device != flat_b.device:
+            return None
+        return _TensorBase.sum(_TensorBase.ne(_TensorBase.view(flat_a, _UINT8), _TensorBase.view(flat_b, _UINT8)))
 
 
 def _byte_range(t):
@@ -42,6 +88,7 @@ class Tracker(Recorder):
         super().__init__(program_path, **kwargs)
         self.backwards: list[dict] = []  # earlier backward calls (bounded), for backward-twice
         self.swaps: dict[str, dict] = {}  # tid -> the `x.data = y` that moved it to another storage
+        self.write_log: dict[int, list] = {}  # storage key -> compact in-place writes (bounded)
 
     # --- in-place writes ----------------------------------------------------------
 
@@ -52,26 +99,28 @@ class Tracker(Recorder):
             v0 = target._version
         except Exception:
             return None
+        try:
+            key = target.untyped_storage()._cdata
+        except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
+            key = None
+        aseq = _get_sequence_nr()
         uf = user_frame(frame, self.user)
         detailed = uf is not None and self.allow("write", uf)
         snap = mates = None
-        if self.pending or detailed:
-            try:
-                key = target.untyped_storage()._cdata
-            except Exception:
-                return (v0, None, None, uf, detailed)
-            if detailed:
-                entry = self._storages.get(key)
-                if entry is not None:
-                    mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
-            refs = self.pending.get(key) if self.pending else None
-            if refs:
-                snap = []
-                for ref in refs:
-                    p = ref()
-                    if p is not None:
-                        snap.append((p, p.tensor._version))
-        return (v0, snap, mates, uf, detailed)
+        if detailed and key is not None:
+            entry = self._storages.get(key)
+            if entry is not None:
+                mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
+        refs = self.pending.get(key) if self.pending and key is not None else None
+        if refs:
+            snap = []
+            for ref in refs:
+                p = ref()
+                if p is not None:
+                    snap.append((p, p.tensor._version))
+                    if p.fingerprint is None and p.silent is None:
+                        _fingerprint(p, target)
+        return (v0, snap, mates, uf, detailed, key, aseq)
 
     def post_write(self, pre, target, op, frame, source=None):
         if pre is None:
@@ -82,15 +131,17 @@ class Tracker(Recorder):
             pass
 
     def _post_write(self, pre, target, op, frame, data_set_value=None, source=None):
-        v0, snap, mates, uf, detailed = pre
+        v0, snap, mates, uf, detailed, key, aseq = pre
         v1 = target._version
+        if key is not None:
+            self._log_write(key, target, op, frame, uf, v0, v1, aseq, detailed)
         hits = []
         if snap:
             rng = _byte_range(target)
             for p, pv in snap:
                 if p.tensor._version != pv:
                     hits.append((p, True))
-                elif data_set_value is None and ranges_overlap(rng, _byte_range(p.tensor)):
+                elif data_set_value is None and op != "detach_" and ranges_overlap(rng, _byte_range(p.tensor)):
                     hits.append((p, False))
         if not hits and not detailed:
             return
@@ -126,6 +177,45 @@ class Tracker(Recorder):
                       version_after=v1, also_changed=also, also_bumped=bumped, library=loc["library"],
                       grad_enabled=info["grad_enabled"], saved_hits=[
                           {"saved": p.tid, "bumped": b} for p, b in hits])
+
+    def _log_write(self, key, target, op, frame, uf, v0, v1, aseq, detailed):
+        """Every in-place write, compactly: what the hook-free failure path matches a stale saved
+        tensor against (see NOTE [Stale saved variable without hooks] in stale.py). Plain values
+        and code objects only; the source text is worked out on the failure path."""
+        log = self.write_log
+        recs = log.pop(key, None)
+        if recs is None:
+            recs = []
+            if len(log) >= _MAX_LOGGED_STORAGES:
+                del log[next(iter(log))]
+        elif len(recs) >= _MAX_WRITES_PER_STORAGE:
+            del recs[0]
+        log[key] = recs
+        # no byte range: views of one base share one version counter, so a write into other bytes
+        # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one
+        recs.append((aseq, v0, v1, op, torch.is_grad_enabled(),
+                     uf.f_code if uf is not None else None, uf.f_lasti if uf is not None else None,
+                     uf.f_lineno if uf is not None else None,
+                     frame.f_code if frame is not None and frame is not uf else None,
+                     self.tid(target) if detailed else None))
+        if detailed and _current_thread() is _MAIN:
+            self.mark(aseq, uf)
+
+    def node_line(self, seq):
+        """(file, line) of the forward line that built node ``seq``: exact where a pack hook saw it
+        (explain); else when the events recorded just before and just after the node was built ran
+        in one execution of one line (same frame, same line, later instruction: not the same line
+        in the next iteration of a loop); else (None, None)."""
+        known = self.node_lines.get(seq)
+        if known is not None:
+            return known
+        marks = self.marks
+        i = bisect.bisect_right(marks, seq, key=lambda m: m[0])
+        if 0 < i < len(marks):
+            before, after = marks[i - 1], marks[i]
+            if before[1:4] == after[1:4] and before[4] < after[4]:
+                return after[1], after[2]
+        return None, None
 
     def _also_changed(self, target, mates):
         """Ids of the other live tensors whose bytes the write touched, and those whose version moved."""
@@ -198,6 +288,8 @@ class Tracker(Recorder):
             pass
 
     def on_copy(self, op, source, out, frame, kind, kwargs):
+        if out is source:  # a no-op "copy" returned its input itself: nothing was made
+            return
         try:
             if not self.allow(kind, frame):
                 return
@@ -211,7 +303,8 @@ class Tracker(Recorder):
                 if src is not None:
                     data["source"] = src
                 self.emit(kind, frame, **data)
-            elif src is not None:  # item(), tolist(), numpy(): the value leaves autograd
+            elif src is not None and op in ("item", "tolist", "numpy"):  # the value leaves autograd
+                # (`x.type()` with no argument returns the type's name: nothing left autograd)
                 data = {"op": op, "tensor": None, "source": src, "leaves_autograd": True}
                 if op == "numpy":
                     data["shares_storage"] = True
@@ -356,6 +449,12 @@ class Tracker(Recorder):
 
     def on_unpack_check_silent(self, p):
         silent = list(p.silent or [])
+        differing = None
+        if silent and p.fingerprint is not None:
+            try:  # written and restored (gradcheck) is no hazard: decided when the program has ended
+                differing = bytes_differing(p.fingerprint, p.tensor)
+            except Exception:
+                differing = None
         swap = None
         if not p.is_output and p.storage_key is not None:
             try:
@@ -372,6 +471,7 @@ class Tracker(Recorder):
             "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
             "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
             "writes": writes, "backward": self._current_backward,
+            **({"_bytes_differing": differing} if differing is not None and swap is None else {}),
         })
 
     # --- backward -----------------------------------------------------------------------
@@ -440,14 +540,18 @@ class Tracker(Recorder):
         out = []
         seen = set()
         stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+        # each node once: a graph with residual connections reaches a node along many paths. The
+        # wrappers are kept (the dict's values) so that no id is reused by another node during the walk.
+        visited = {id(node): node for node in stack}
         n = 0
         while stack and n < _MAX_WALK:
             node = stack.pop()
             n += 1
             try:
                 for nxt, _ in node.next_functions:
-                    if nxt is None:
+                    if nxt is None or id(nxt) in visited:
                         continue
+                    visited[id(nxt)] = nxt
                     if hasattr(nxt, "variable"):
                         v = nxt.variable
                         k = id(v)
@@ -496,8 +600,158 @@ class Tracker(Recorder):
                 self.failure = failure
                 if _is_freed_error(failure["message"]):
                     failure["graph"] = self._freed_facts(roots or [], uf, failure["backwards_before"])
+                    for n in (failure["graph"] or {}).get("freed", []):
+                        if n["seq"] not in self.node_lines:
+                            file, line = self.node_line(n["seq"])
+                            if line is not None:
+                                self.node_lines[n["seq"]] = (file, line)
+                elif stale.is_version_error(failure["message"]):
+                    saved, graph = self._stale_facts(roots or [], str(error))
+                    if failure["saved"] is None and saved is not None:
+                        failure["saved"] = self.saved_failure = saved
+                    failure["autograd_graph"] = graph
         except Exception:
             pass
+
+    # --- the version-error failure path without hooks (see NOTE [Stale saved variable without hooks])
+
+    def _stale_facts(self, roots, message):
+        """(saved-failure facts, plain graph) of a backward that raised the version error."""
+        nodes, truncated = stale.walk(roots, message)
+        pick = stale.choose_stale(nodes, message)
+        facts = None
+        if pick is not None:
+            seq, entry = pick
+            now, expected = stale.versions(entry["error"])
+            t = stale.stale_tensor(entry, message)
+            tf = stale.tensor_facts(t) if t is not None else None
+            tid = self._saved_tid(t, tf, seq)
+            if self.saved_failure is not None:
+                tid = self.saved_failure.get("tensor") or tid
+            file, line = self.node_line(seq)
+            facts = {"tensor": tid, "version_at_save": expected, "version_now": now,
+                     "saved_file": file, "saved_line": line, "node": nodes[seq]["name"],
+                     "writes": self._writes_on(tf, seq, expected, now) if tf else [], "silent": [],
+                     "names": self.tensor_names.get(tid, []) if tid else [], "from": "graph"}
+        return facts, self._graph(nodes, pick, truncated, roots, facts)
+
+    def _known_tid(self, t):
+        entry = self._ids.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None
+
+    def _saved_tid(self, t, tf, seq, own=True):
+        """The program's own tensor behind a saved variable: the saved input itself, or the tensor
+        on the same bytes whose grad_fn is the saving node (a saved output). ``own``: ``t`` came
+        from ``_raw_saved_x.data`` (an input is then the program's tensor itself)."""
+        if t is None or tf is None:
+            return None
+        known = self._known_tid(t)
+        if known is not None:
+            return known
+        key, rng, _ = tf
+        same = []
+        for other in self.tensors_on_storage(key):
+            if _byte_range(other) == rng:
+                same.append(other)
+        for other in same:
+            try:
+                gf = other.grad_fn
+                if gf is not None and gf._sequence_nr() == seq:
+                    return self.note_tensor(other)
+            except Exception:
+                continue
+        if own and t.requires_grad:
+            return self.note_tensor(t)  # an input is saved as the tensor itself
+        return self.note_tensor(same[-1]) if same else None
+
+    def _writes_on(self, tf, seq, expected, now):
+        """The logged writes into the saved tensor's storage after node ``seq`` was built, that moved
+        the version on from ``expected`` (the culprit is the one whose version_before is ``expected``)."""
+        key = tf[0]
+        out = []
+        for aseq, v0, v1, op, grad_enabled, code, lasti, line, lib_code, tid in self.write_log.get(key, []):
+            if aseq <= seq or v1 == v0:
+                continue
+            if expected is not None and v0 < expected or now is not None and v0 >= now:
+                continue
+            segment = call_segment(_Where(code, lasti)) if code is not None else None
+            library = library_name(_Where(lib_code, 0)) if lib_code is not None else None
+            out.append({"op": op, "file": code.co_filename if code is not None else None, "line": line,
+                        "segment": segment, "alias": receiver(segment, op) if library is None else segment,
+                        "library": library, "version_before": v0, "version_after": v1,
+                        "grad_enabled": grad_enabled, "tensor": tid, "bumped": True})
+            if len(out) >= 64:
+                break
+        return out
+
+    def _graph(self, nodes, pick, truncated, roots, facts):
+        """Plain data for the report: up to ~200 nodes nearest the stale one (diagnosis.graph)."""
+        if not nodes:
+            return None
+        start = pick[0] if pick is not None else next(iter(nodes))
+        keep = sorted(stale.nearest(nodes, start), reverse=True)
+        ids = {seq: f"n{i + 1}" for i, seq in enumerate(keep)}
+        _, expected = stale.versions((pick[1]["error"] if pick else "") or "")
+        out = []
+        for seq in keep:
+            n = nodes[seq]
+            file, line = self.node_line(seq)
+            nxt = []
+            for m in n["next"]:
+                try:
+                    i = ids.get(m._sequence_nr())
+                except Exception:
+                    i = None
+                if i is not None and i not in nxt:
+                    nxt.append(i)
+            out.append({"id": ids[seq], "name": n["name"], "seq_nr": seq, "next": nxt, "file": file,
+                        "line": line, "saved": self._graph_saved(n, pick is not None and pick[1] in n["saved"],
+                                                                 pick, expected, seq, facts)})
+        root = None
+        for r in roots:
+            try:
+                root = ids.get(r.grad_fn._sequence_nr())
+            except Exception:
+                root = None
+            if root:
+                break
+        return {"nodes": out, "root": root, "truncated": bool(truncated or len(nodes) > len(keep))}
+
+    def _graph_saved(self, n, has_stale, pick, expected, seq, facts):
+        out = []
+        for e in n["saved"]:
+            if e["stale"]:
+                is_pick = has_stale and e is pick[1]
+                now, exp = stale.versions(e["error"])
+                t = stale.stale_tensor(e, e["error"])
+                tf = stale.tensor_facts(t) if t is not None else None
+                tid = facts.get("tensor") if is_pick and facts else self._saved_tid(t, tf, seq)
+                out.append({"name": e["name"], "tensor": tid, "storage": self._sid(tf, tid),
+                            "version_now": now, "version_at_save": exp, "stale": True})
+                continue
+            values = [stale._raw_tensor(r) for r in e["raws"]]
+            own = any(v is not None for v in values)
+            if not own:  # under explain's hooks the raw data is gone: the unpacked values
+                values = e["value"] if isinstance(e["value"], (list, tuple)) else [e["value"]]
+            for i, v in enumerate(values):
+                if not isinstance(v, _Tensor):
+                    continue
+                tf = stale.tensor_facts(v)
+                name = e["name"] if len(values) == 1 else f"{e['name']}[{i}]"
+                tid = self._saved_tid(v, tf, seq, own) if tf else None
+                version = tf[2] if tf else None
+                out.append({"name": name, "tensor": tid, "storage": self._sid(tf, tid),
+                            "version_now": version, "version_at_save": version, "stale": False})
+            if len(out) >= 32:
+                break
+        return out
+
+    def _sid(self, tf, tid):
+        if tid is not None:
+            return (self.tensor_facts.get(tid) or {}).get("storage")
+        if tf is None or not self.tensors_on_storage(tf[0]):
+            return None
+        return self._storages[tf[0]][0]
 
     def _freed_facts(self, roots, uf, earlier):
         """Failure path of a backward through a freed graph: which nodes of it were freed, and which
@@ -568,6 +822,16 @@ class Tracker(Recorder):
         for n in names:
             if n not in known:
                 known.append(n)
+
+
+class _Where:
+    """A stand-in frame (code object and instruction offset) for the source helpers of frames.py."""
+
+    __slots__ = ("f_code", "f_lasti")
+
+    def __init__(self, code, lasti):
+        self.f_code = code
+        self.f_lasti = lasti
 
 
 def _is_freed_error(message: str) -> bool:

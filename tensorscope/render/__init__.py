@@ -25,8 +25,9 @@ def form_for_path(path: str) -> str:
     return Form.text.value
 
 
-def render(doc: dict, form: str, *, width: int | None = None, color: bool | None = None) -> str:
-    """Render a report document in one output form."""
+def render(doc: dict, form: str, *, width: int | None = None, color: bool | None = None, **options) -> str:
+    """Render a report document in one output form (``options``: what the text form shows, see
+    ``text.renderables``; the JSON always holds everything)."""
     form = Form(form)
     if form is Form.json:
         from tensorscope.render import json as json_form
@@ -35,7 +36,7 @@ def render(doc: dict, form: str, *, width: int | None = None, color: bool | None
     if form is Form.text:
         from tensorscope.render import text as text_form
 
-        return text_form.render(doc, width=width, color=color)
+        return text_form.render(doc, width=width, color=color, **options)
     if form is Form.html:
         from tensorscope.render.html import render_html
 

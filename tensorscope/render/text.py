@@ -1,6 +1,9 @@
-"""The terminal form: diagnosis panel, tensor table, storage map and timeline (rich).
+"""The terminal form: a summary first (render/summary.py), details on request.
 
-Deterministic: ids like ``t3``/``s1`` and no raw addresses.
+``renderables`` gives rich renderables for the CLI's own console (which detects the terminal's
+width and colour); ``render`` gives a string (files, tests). Deterministic: ids like ``t3``/``s1``
+and no raw addresses. Every string that comes from the program (source lines, names, messages)
+is put in as ``Text``, never parsed as rich markup.
 """
 
 from __future__ import annotations
@@ -12,25 +15,55 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tensorscope.render import focus, summary
+
 _BAR = 40
 
 
-def render(doc: dict, *, width: int | None = None, color: bool | None = None) -> str:
+def renderables(doc: dict, *, full: bool = False, tensor: str | None = None, line: str | None = None,
+                report: bool = False) -> list:
+    """What the terminal report shows.
+
+    Default: the summary. ``full``: every tensor, storage and event. ``tensor``: one tensor's
+    history, aliases and version changes. ``line``: what one ``FILE:LINE`` did. A clean
+    ``explain`` is one verdict line unless ``report`` asks for the report.
+    """
+    if tensor is not None:
+        return [Group(*focus.tensor_view(doc, tensor, _describe_event))]
+    if line is not None:
+        return [Group(*focus.line_view(doc, line, _describe_event))]
+    if full:
+        return full_dump(doc)
+    if doc.get("command") == "explain" and not report and not doc.get("diagnosis") and not doc.get("hazards"):
+        return [summary.verdict(doc)]
+    return summary.renderables(doc, diagnosis_panel)
+
+
+def render(doc: dict, *, width: int | None = None, color: bool | None = None, **options) -> str:
+    """The report as a string: ``width`` columns (100 by default), colour only when ``color``."""
     buf = io.StringIO()
     console = Console(file=buf, width=width or 100, color_system="standard" if color else None,
-                      force_terminal=bool(color), highlight=False, soft_wrap=False)
-    names = {t["id"]: t["names"] for t in doc["tensors"]}
-    _header(console, doc)
-    if doc.get("diagnosis"):
-        console.print(diagnosis_panel(doc["diagnosis"], "Diagnosis"))
-    for h in doc.get("hazards") or []:
-        console.print(diagnosis_panel(h, "Hazard (nothing raised)"))
-    if doc["tensors"]:
-        console.print(tensor_table(doc))
-        console.print(storage_map(doc))
-    if doc["events"]:
-        console.print(timeline(doc, names))
+                      force_terminal=bool(color), highlight=False, soft_wrap=False, emoji=False,
+                      markup=False)
+    for r in renderables(doc, **options):
+        console.print(r)
     return buf.getvalue()
+
+
+def full_dump(doc: dict) -> list:
+    """Every tensor, storage and event: the complete report (``--full``)."""
+    names = {t["id"]: t["names"] for t in doc["tensors"]}
+    out: list = [Group(*summary.header(doc), summary.verdict(doc))]
+    if doc.get("diagnosis"):
+        out.append(diagnosis_panel(doc["diagnosis"], "Diagnosis"))
+    for h in doc.get("hazards") or []:
+        out.append(diagnosis_panel(h, "Hazard (nothing raised)"))
+    if doc["tensors"]:
+        out.append(tensor_table(doc))
+        out.append(storage_map(doc))
+    if doc["events"]:
+        out.append(timeline(doc, names))
+    return out
 
 
 def _label(tid, names) -> str:
@@ -38,28 +71,6 @@ def _label(tid, names) -> str:
         return "?"
     n = names.get(tid) or []
     return f"{n[0]} ({tid})" if n else tid
-
-
-def _header(console, doc) -> None:
-    p = doc["program"]
-    line = Text()
-    line.append(f"tensorscope {doc['command']} ", style="bold")
-    line.append(f"{p['path']}")
-    line.append(f"  exit status {p['exit_status']}")
-    if p.get("exception"):
-        e = p["exception"]
-        at = f" at line {e['line']}" if e.get("line") else ""
-        line.append(f"  {e['type']}{at}", style="red")
-    line.append(f"  torch {doc['torch_version']}", style="dim")
-    console.print(line)
-    if doc.get("device_mode") and doc["device_mode"] != "auto":
-        console.print(f"device mode: {doc['device_mode']}")
-    for note in doc.get("notes") or []:
-        console.print(f"note: {note}", style="yellow")
-    s = doc["events_summary"]
-    if s.get("aggregated"):
-        console.print(f"events: {s['recorded']} recorded in detail, {s['aggregated']} more counted per line "
-                      f"(limit {s['per_site_limit']} per line, {s['max_events']} in all)", style="dim")
 
 
 def _quote(place: dict | None, label: str) -> Text | None:
@@ -97,8 +108,8 @@ def diagnosis_panel(d: dict, heading: str) -> Panel:
         parts.append(chain)
     for w in d.get("other_writes") or []:
         parts.append(Text(f"also wrote  line {w['line']}  {w.get('code', '')}", style="dim"))
-    parts.append(Text.assemble(("fix: ", "bold green"), d.get("fix") or ""))
-    return Panel(Group(*parts), title=f"{heading}: {d['kind']}", border_style="red", expand=True)
+    parts.append(Text.assemble(("fix: ", "bold green"), Text(d.get("fix") or "")))
+    return Panel(Group(*parts), title=Text(f"{heading}: {d['kind']}"), border_style="red", expand=True)
 
 
 def _fmt_shape(shape) -> str:
@@ -127,7 +138,7 @@ def tensor_table(doc) -> Table:
             autograd += f", {t['grad_fn']}"
         if t.get("has_grad") is not None and t.get("requires_grad"):
             autograd += ", .grad set" if t["has_grad"] else ", .grad None"
-        table.add_row(
+        table.add_row(*(Text(cell) for cell in (
             label,
             f"{_fmt_shape(t.get('shape'))} / {_fmt_shape(t.get('stride'))}",
             f"{t.get('dtype')} {t.get('device')}",
@@ -135,9 +146,9 @@ def tensor_table(doc) -> Table:
             t.get("view_of") or "-",
             f"{t.get('version')} {t.get('version_counter') or ''}".strip(),
             autograd,
-        )
-    table.caption = ("† not alive at the end (facts as last seen); version: value and counter group; "
-                     ".grad shown for leaves only")
+        )))
+    table.caption = Text("† not alive at the end (facts as last seen); version: value and counter group; "
+                         ".grad shown for leaves only")
     table.caption_justify = "left"
     return table
 
@@ -215,7 +226,7 @@ def _describe_event(e, names) -> str:
             text += " (during backward)"
         return text
     if k == "backward":
-        got = ", ".join(lab(t) for t in e.get("leaves_with_grad") or []) or "none"
+        got = ", ".join(lab(t) for t in dict.fromkeys(e.get("leaves_with_grad") or [])) or "none"
         status = "ok" if e.get("ok") else "FAILED" if e.get("ok") is False else ""
         return f"{e['op']}() from {', '.join(lab(t) for t in e.get('roots', []))} {status}; leaves with .grad: {got}"
     return k
@@ -227,8 +238,9 @@ def timeline(doc, names) -> Table:
     table.add_column("code", overflow="fold", max_width=38)
     table.add_column("event", overflow="fold")
     for e in doc["events"]:
-        table.add_row(str(e.get("line") or ""), e.get("code") or "", _describe_event(e, names))
+        table.add_row(Text(str(e.get("line") or "")), Text(e.get("code") or ""), Text(_describe_event(e, names)))
     sites = doc["events_summary"].get("sites") or []
     if sites:
-        table.caption = "more events at: " + "; ".join(f"line {s['line']} {s['kind']} x{s['count']}" for s in sites[:8])
+        table.caption = Text("more events at: " + "; ".join(
+            f"{s.get('file') or ''}:{s['line']} {s['kind']} x{s['count']}" for s in sites[:8]))
     return table

@@ -8,8 +8,8 @@ import traceback
 import torch
 
 # Known and documented differences (README, "Known limits"), so not printed here: the program's
-# <module> frame has tensorscope's runner below it (sys._getframe().f_back is not None), and the
-# wrapped Tensor methods are Python functions (repr(torch.Tensor.add_) differs).
+# <module> frame has tensorscope's runner below it (sys._getframe().f_back is not None). The wrapped
+# attributes themselves are probed by introspect_wrappers.py.
 print("stack depth", len(traceback.extract_stack()))
 print("trace/profile", sys.gettrace(), sys.getprofile())
 print("excepthook", sys.excepthook is sys.__excepthook__, "displayhook", sys.displayhook is sys.__displayhook__)

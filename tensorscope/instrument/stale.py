@@ -1,0 +1,191 @@
+"""The failure path of a version error, read from the autograd graph after backward raised.
+
+NOTE [Stale saved variable without hooks]
+``tensorscope run`` registers no saved-tensor hooks (see NOTE [Hooks only under explain]
+in saved.py), so PyTorch's own check raises the error and nothing is known at save time.
+When backward fails with "modified by an inplace operation", the graph is walked from the
+roots (bounded): reading ``node._saved_<name>`` runs PyTorch's own check, so the saved
+variable that raises the same text is the stale one ("is at version N; expected version
+M"). ``node._raw_saved_<name>.data`` gives its tensor without any check (an input is the
+tensor itself; an output a detached alias sharing its storage and version counter), whose
+storage and byte range are matched against the in-place writes the wrappers logged
+(``Tracker.write_log``). A saved variable whose unpack goes through someone else's hook is
+never read (that would run the program's hook), and tensors of types we do not
+understand are not looked into (see NOTE [Tensors we do not inspect] in saved.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+import torch
+
+from tensorscope.instrument import saved, state
+from tensorscope.instrument.recorder import node_name
+
+_VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
+MAX_WALK = 5000  # nodes read on the failure path
+MAX_GRAPH = 200  # nodes kept in the report, nearest the stale one
+
+
+def is_version_error(message: str) -> bool:
+    return "modified by an inplace operation" in message
+
+
+def versions(message: str) -> tuple[int | None, int | None]:
+    m = _VERSIONS.search(message or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def _saved_names(node) -> tuple[list[str], set]:
+    attrs = dir(node)
+    return [a[len("_raw_saved_"):] for a in attrs if a.startswith("_raw_saved_")], set(attrs)
+
+
+def _read(node, name, attrs):
+    """Unpack one saved attribute as PyTorch would: (value, error text or None).
+
+    Under ``saved._quiet``: unpacking a wrapper subclass's output detaches it at dispatch
+    level, which the subclass would see (and log); the tensor made here is never used.
+    """
+    attr = "_saved_" + name
+    if attr not in attrs:
+        attr = "saved_tensors"  # a custom autograd.Function keeps them in ctx.saved_tensors
+    try:
+        with saved._quiet():
+            return getattr(node, attr), None
+    except RuntimeError as e:
+        return None, str(e)
+    except Exception:
+        return None, None
+
+
+def _others_hook(raw) -> bool:
+    hook = getattr(raw, "unpack_hook", None)
+    return hook is not None and hook is not saved.unpack
+
+
+def _raw_tensor(raw):
+    """The saved tensor behind a SavedVariable, read without PyTorch's checks; None for types we skip."""
+    try:
+        with saved._quiet():
+            t = raw.data
+            if t is None or saved.unusual(t) is not None:
+                return None
+            return t
+    except Exception:
+        return None
+
+
+def walk(roots, message: str):
+    """Nodes reachable from ``roots`` (bounded) with their saved variables; the stale one marked.
+
+    Returns ``(nodes, truncated)``: ``nodes`` maps sequence nr -> {"node", "name", "next",
+    "saved": [{"name", "raws", "stale", "error"}]}, in walk order.
+    """
+    prev = state.recorder
+    state.recorder = None  # our own unpack hook (explain) must not record these reads
+    nodes: dict = {}
+    try:
+        queue = deque(r.grad_fn for r in roots if r.grad_fn is not None)
+        budget = MAX_WALK
+        while queue and budget > 0:
+            node = queue.popleft()
+            if node is None or hasattr(node, "variable"):
+                continue
+            try:
+                seq = node._sequence_nr()
+            except Exception:
+                continue
+            if seq in nodes:
+                continue
+            budget -= 1
+            nxt = []
+            for n, _ in node.next_functions:
+                if n is not None and not hasattr(n, "variable"):
+                    nxt.append(n)
+                    queue.append(n)
+            entries = []
+            names, attrs = _saved_names(node)
+            for name in names:
+                try:
+                    raw = getattr(node, "_raw_saved_" + name)
+                except Exception:
+                    continue
+                raws = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+                if not raws or any(_others_hook(r) for r in raws):
+                    continue
+                value, error = _read(node, name, attrs)
+                entries.append({"name": name, "raws": raws, "value": value, "error": error,
+                                "stale": bool(error) and is_version_error(error)})
+            nodes[seq] = {"node": node, "name": node_name(node), "next": nxt, "saved": entries}
+        return nodes, bool(queue)
+    finally:
+        state.recorder = prev
+
+
+def choose_stale(nodes: dict, message: str):
+    """The saved variable backward failed on: the one raising the same text, last built first."""
+    stale = [(seq, e) for seq, n in nodes.items() for e in n["saved"] if e["stale"]]
+    if not stale:
+        return None
+    same = [(seq, e) for seq, e in stale if e["error"] == message]
+    seq, entry = max(same or stale, key=lambda se: se[0])
+    return seq, entry
+
+
+def stale_tensor(entry, message: str):
+    """The stale saved tensor itself (read without checks), or None."""
+    _, expected = versions(message)
+    now, _ = versions(entry["error"] or "")
+    raws = [_raw_tensor(r) for r in entry["raws"]]
+    raws = [t for t in raws if t is not None]
+    for t in raws:
+        if now is None or t._version == now:
+            return t
+    return raws[0] if raws else None
+
+
+def nearest(nodes: dict, start: int, limit: int = MAX_GRAPH) -> list[int]:
+    """Sequence nrs of up to ``limit`` nodes nearest ``start`` (edges taken both ways)."""
+    adj: dict = {s: set() for s in nodes}
+    for s, n in nodes.items():
+        for m in n["next"]:
+            try:
+                t = m._sequence_nr()
+            except Exception:
+                continue
+            if t in adj:
+                adj[s].add(t)
+                adj[t].add(s)
+    seen = [start]
+    found = {start}
+    queue = deque([start])
+    while queue and len(seen) < limit:
+        s = queue.popleft()
+        for t in sorted(adj.get(s, ()), reverse=True):
+            if t not in found:
+                found.add(t)
+                seen.append(t)
+                queue.append(t)
+                if len(seen) >= limit:
+                    break
+    return seen
+
+
+def tensor_facts(value):
+    """(storage key, byte range, version) of a saved tensor we understand, else None."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    try:
+        with saved._quiet():
+            if saved.unusual(value) is not None:
+                return None
+            item = value.element_size()
+            start = value.storage_offset() * item
+            extent = 0 if value.numel() == 0 else (
+                sum((s - 1) * st for s, st in zip(value.shape, value.stride())) + 1) * item
+            return value.untyped_storage()._cdata, [start, start + extent], value._version
+    except Exception:
+        return None

@@ -1,0 +1,215 @@
+"""Wrappers that read as the attributes they replace (see NOTE [Transparent wrappers]).
+
+``patches.py`` decides what to wrap and what a wrapper records; this module dresses each
+wrapper function as the original so that the program cannot tell them apart by ``repr``,
+``help()``, ``inspect``, ``isinstance``, copying or ``del``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import torch
+
+_TensorBase = torch._C.TensorBase
+
+
+# NOTE [Transparent wrappers]
+# A replaced attribute must look like the original to the program: ``repr``, ``help()``,
+# ``inspect.signature``, ``__name__``/``__qualname__``/``__doc__``/``__module__``, no
+# ``__wrapped__``, ``isinstance(torch.relu_, types.BuiltinFunctionType)``, pickling by name,
+# ``del x.data``. A Python function cannot do that (its repr, type and attributes are its
+# own), so each wrapper is the one instance of a small class made for it:
+# - calling it runs the wrapper function directly (``__call__`` is a staticmethod: no extra
+#   Python frame, so ``sys._getframe(1)`` in a wrapper is still the caller's frame);
+# - every attribute it does not define is read from, written to and deleted on the
+#   original, and ``__class__`` is the original's type (what ``isinstance`` and ``inspect``
+#   look at); its own class is named as the original's type;
+# - as a descriptor it binds as the original does: a C method gives a bound object that
+#   reads like ``<built-in method add_ of Tensor object at 0x...>`` (a ``functools.partial``,
+#   so the call stays in C), a Python function gives a bound method, a builtin function does
+#   not bind;
+# - properties (``.data``, ``requires_grad``) are data descriptors whose getter, setter and
+#   deleter are the recording ones and the original's.
+# What remains different is ``type(...) is`` and object identity (README, Known limits).
+
+_FunctionType = type(lambda: None)
+_MethodType = type((lambda: None).__get__(0))
+
+
+def _forward(name):
+    def get(self):
+        return getattr(type(self)._orig, name)
+
+    return property(get)
+
+
+def _own_class(self):
+    return type(type(self)._orig)
+
+
+class Transparent:
+    """Base class of every wrapper tensorscope installs (see NOTE [Transparent wrappers]).
+
+    This base does not bind, as a builtin function does not: ``inspect.ismethoddescriptor``
+    is false for it, as for the original.
+    """
+
+    __slots__ = ()
+    _orig = None
+    _binds = "builtin"
+
+    def __repr__(self):
+        return repr(type(self)._orig)
+
+    def __getattr__(self, name):
+        return getattr(type(self)._orig, name)
+
+    def __setattr__(self, name, value):
+        setattr(type(self)._orig, name, value)
+
+    def __delattr__(self, name):
+        delattr(type(self)._orig, name)
+
+    def __dir__(self):
+        return dir(type(self)._orig)
+
+    def __reduce_ex__(self, protocol):
+        if self._binds == "function":  # by name, as pickle saves a function: finds this wrapper
+            return type(self)._orig.__qualname__
+        return type(self)._orig.__reduce_ex__(protocol)  # e.g. (getattr, (TensorBase, "add_"))
+
+    def __reduce__(self):
+        return self.__reduce_ex__(2)
+
+    def __copy__(self):  # as the original copies: functions to themselves, a getset descriptor raises
+        orig = type(self)._orig
+        out = copy.copy(orig)
+        return self if out is orig else out
+
+    def __deepcopy__(self, memo):
+        orig = type(self)._orig
+        out = copy.deepcopy(orig, memo)
+        return self if out is orig else out
+
+
+class _TransparentFunction(Transparent):
+    """A wrapped Python function: binds to an instance as a bound method of the wrapper."""
+
+    __slots__ = ()
+    _binds = "function"
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else _MethodType(self, obj)
+
+
+class _TransparentMethod(Transparent):
+    """A wrapped C method (``TensorBase.add_``, a slot wrapper): binds like it (see ``_BoundBuiltin``)."""
+
+    __slots__ = ()
+    _binds = "method"
+    _bound_cls = None
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else self._bound_cls(self, obj)
+
+
+class _BoundBuiltin(functools.partial):
+    """``x.add_`` under tensorscope: calls the wrapper with ``x``, reads like the original's bound method."""
+
+    __slots__ = ()
+
+    def _bound(self):
+        return type(self.func)._orig.__get__(self.args[0])
+
+    def __repr__(self):
+        return repr(self._bound())
+
+    def __getattr__(self, name):
+        return getattr(self._bound(), name)
+
+    def __eq__(self, other):
+        if isinstance(other, _BoundBuiltin):
+            return self.func is other.func and self.args[0] is other.args[0]
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((id(self.func), id(self.args[0])))
+
+    def __reduce_ex__(self, protocol):
+        return self._bound().__reduce_ex__(protocol)
+
+    def __copy__(self):  # as the original bound method copies: itself, or a new one (a method-wrapper)
+        bound = self._bound()
+        return self if copy.copy(bound) is bound else type(self)(self.func, self.args[0])
+
+    def __deepcopy__(self, memo):  # a method-wrapper deep-copies its tensor: bind to the copy
+        bound = self._bound()
+        out = copy.deepcopy(bound, memo)
+        return self if out is bound else type(self)(self.func, out.__self__)
+
+    __doc__ = property(lambda self: self._bound().__doc__)
+    __module__ = property(lambda self: self._bound().__module__)
+    __class__ = property(lambda self: type(self._bound()))
+
+
+def _bound_class(name):
+    own = vars(_BoundBuiltin)
+    return type(name, (_BoundBuiltin,), {"__slots__": (), "__qualname__": name, "__doc__": own["__doc__"],
+                                         "__module__": own["__module__"]})
+
+
+# the type names of C methods bound to a tensor: `x.add_` and `x.__setitem__`
+_BOUND_CLASSES = {type(_TensorBase.add_): _bound_class("builtin_function_or_method"),
+                  type(_TensorBase.__setitem__): _bound_class("method-wrapper")}
+
+
+def named(wrapper, orig):
+    """The wrapper function ``wrapper`` dressed as ``orig`` (see NOTE [Transparent wrappers])."""
+    ns = {"__slots__": (), "_orig": orig, "__call__": staticmethod(wrapper)}
+    if isinstance(orig, _FunctionType):
+        base = _TransparentFunction
+    elif type(orig) in _BOUND_CLASSES:
+        base = _TransparentMethod
+        ns["_bound_cls"] = _BOUND_CLASSES[type(orig)]
+    else:
+        base = Transparent
+    return _dressed(base, orig, ns)
+
+
+def _dressed(base, orig, ns):
+    """The one instance of a new subclass of ``base`` named as ``orig``'s type."""
+    name = type(orig).__name__
+    ns.update({"__qualname__": name, "__doc__": _forward("__doc__"), "__module__": _forward("__module__"),
+               "__class__": property(_own_class)})
+    return type(name, (base,), ns)()
+
+
+def transparent_property(orig, get, set_):
+    """A data descriptor dressed as ``orig`` (a getset descriptor) whose getter and setter record.
+
+    ``get(desc, obj, cls)`` and ``set_(desc, obj, value)`` are its ``__get__`` and ``__set__``
+    themselves (called by the interpreter, so the caller's frame is ``sys._getframe(1)``);
+    deleting goes to the original (``del x.data`` raises what torch raises).
+    """
+    def __delete__(self, obj):
+        orig.__delete__(obj)
+
+    return _dressed(Transparent, orig, {"__slots__": (), "_orig": orig, "__get__": get, "__set__": set_,
+                                        "__delete__": __delete__})
+
+
+def original(obj):
+    """The original under one of tensorscope's wrappers (``obj`` itself when it is none)."""
+    if isinstance(obj, Transparent):
+        return type(obj)._orig
+    if isinstance(obj, _BoundBuiltin):
+        return obj._bound()
+    owner = getattr(obj, "__self__", None)  # ``Tensor.data.__set__`` of a replaced property
+    if isinstance(owner, Transparent):
+        func = getattr(obj, "__func__", None)
+        for name in ("__get__", "__set__", "__delete__"):
+            if func is not None and func is vars(type(owner)).get(name):
+                return getattr(type(owner)._orig, name)
+    return obj

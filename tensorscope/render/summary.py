@@ -1,0 +1,304 @@
+"""The default terminal report: a verdict and the facts that matter, folded to fit a screen.
+
+Everything here reads the report document only (the JSON keeps every fact; folding is a
+rendering matter) and stays linear in the number of tensors and events. Every string that
+comes from the program (source lines, names, messages) goes into ``rich.text.Text`` as plain
+text, never as markup.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Group
+from rich.style import Style
+from rich.text import Text
+
+from tensorscope.render.modules import _same_module_roots, modules
+
+_BAR = 16
+MAX_STORAGE_BLOCKS = 8
+MAX_BLOCK_ROWS = 6
+MAX_OTHER_NAMED = 12
+MAX_TIMELINE_ROWS = 40
+
+
+def line(*parts, style: str | None = None, crop: bool = True) -> Text:
+    """One report line from (text, style) pairs or plain strings; cropped with an ellipsis."""
+    t = Text(style=style or "", no_wrap=crop, overflow="ellipsis" if crop else "fold", end="\n")
+    for p in parts:
+        if isinstance(p, tuple):
+            t.append(p[0], style=p[1])
+        else:
+            t.append(p)
+    return t
+
+
+# --- counting ----------------------------------------------------------------------------
+
+def site_counts(doc) -> dict:
+    """(file, line, kind) -> how many events happened there (recorded in detail or only counted)."""
+    counts: Counter = Counter()
+    for e in doc["events"]:
+        counts[(e.get("file"), e.get("line"), e["kind"])] += 1
+    for s in doc["events_summary"].get("sites") or []:
+        key = (s.get("file"), s.get("line"), s["kind"])
+        counts[key] = max(counts[key], s["count"])
+    return counts
+
+
+def backward_calls(doc, counts=None) -> tuple[int, int]:
+    """(backward calls, failed ones)."""
+    counts = counts or site_counts(doc)
+    n = sum(c for (f, ln, k), c in counts.items() if k == "backward")
+    failed = sum(1 for e in doc["events"] if e["kind"] == "backward" and e.get("ok") is False)
+    d = doc.get("diagnosis")
+    if d and d.get("backward") and not failed:
+        failed = 1
+    return n, failed
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+# --- verdict and headline ------------------------------------------------------------------
+
+def verdict(doc, counts=None) -> Text:
+    """One line: clean, the diagnosis, or the hazards."""
+    n, failed = backward_calls(doc, counts)
+    hazards = doc.get("hazards") or []
+    d = doc.get("diagnosis")
+    exc = doc["program"].get("exception")
+    t = Text(end="\n")
+    if d:
+        t.append("failed: ", style="bold red")
+        t.append(d["kind"], style="bold red")
+        where = d.get("culprit") or d.get("backward")
+        if where and where.get("line"):
+            t.append(f" at {where.get('file') or ''}:{where['line']}")
+        if hazards:
+            t.append(f"; {_plural(len(hazards), 'hazard')}", style="yellow")
+    elif hazards:
+        t.append(f"{_plural(len(hazards), 'hazard')}: ", style="bold yellow")
+        t.append(", ".join(sorted({h['kind'] for h in hazards})))
+        t.append(f"  ({_plural(n, 'backward call')}, none failed)", style="dim")
+    elif exc:
+        t.append(f"the program ended with {exc['type']}", style="bold yellow")
+        t.append(f"; {_plural(n, 'backward call')}, hazards: none")
+    else:
+        t.append("clean", style="bold green")
+        if n:
+            t.append(f": {_plural(n, 'backward call')}, all succeeded; hazards: none")
+        else:
+            t.append(": no backward call; hazards: none")
+    return t
+
+
+def headline(doc, counts) -> Text:
+    tensors = doc["tensors"]
+    alive = [t for t in tensors if t["alive"]]
+    roles = Counter(t.get("role") for t in tensors)
+    shared = sum(1 for s in doc["storages"] if len(s["tensors"]) > 1)
+    views = sum(1 for t in alive if t.get("view_of"))
+    n, _ = backward_calls(doc, counts)
+    parts = [f"{_plural(len(tensors), 'tensor')} ({len(alive):,} alive)"]
+    if roles.get("parameter"):
+        parts.append(_plural(roles["parameter"], "parameter"))
+    if roles.get("buffer"):
+        parts.append(_plural(roles["buffer"], "buffer"))
+    if roles.get("optimizer_state"):
+        parts.append(f"{roles['optimizer_state']:,} optimizer state")
+    parts += [_plural(shared, "storage") + " shared", _plural(views, "view"), _plural(n, "backward call")]
+    return Text(" · ".join(parts), style="dim", end="\n")
+
+
+def header(doc) -> list[Text]:
+    p = doc["program"]
+    head = line((f"tensorscope {doc['command']} ", "bold"), p["path"], f"  exit status {p['exit_status']}")
+    if p.get("exception"):
+        e = p["exception"]
+        head.append(f"  {e['type']}" + (f" at line {e['line']}" if e.get("line") else ""), style="red")
+    head.append(f"  torch {doc.get('torch_version')}", style="dim")
+    out = [head]
+    if doc.get("device_mode") and doc["device_mode"] != "auto":
+        out.append(line(f"device mode: {doc['device_mode']}"))
+    for note in doc.get("notes") or []:
+        out.append(Text(f"note: {note}", style="yellow", end="\n"))
+    return out
+
+
+# --- aliasing ------------------------------------------------------------------------------
+
+def _bar(rng, size) -> str:
+    lo = int(rng[0] * _BAR / size)
+    hi = max(lo + 1, int(round(rng[1] * _BAR / size))) if rng[1] > rng[0] else lo
+    return ("." * lo + "#" * (hi - lo) + "." * max(0, _BAR - hi))[:_BAR]
+
+
+def aliasing(doc, by_id, same=None) -> list[Text]:
+    """Storages shared by two or more live tensors (one of them named), with views and version counters.
+
+    ``same``: roots that name the same tensors as another root (``raw_model`` as ``model``),
+    left out of the names shown here as in the module rows."""
+    same = same or {}
+
+    def names_of(t):
+        return [n for n in t["names"] if n.split(".", 1)[0] not in same] or t["names"]
+
+    blocks = []
+    for s in doc["storages"]:
+        ts = [by_id[tid] for tid in s["tensors"] if tid in by_id]
+        if len(ts) < 2 or not any(t["names"] for t in ts):
+            continue
+        blocks.append((s, ts))
+    if not blocks:
+        return []
+    out = [Text("Aliasing: storages shared by live tensors", style="bold", end="\n")]
+    counters = Counter(t.get("version_counter") for t in doc["tensors"] if t["alive"])
+    for s, ts in blocks[:MAX_STORAGE_BLOCKS]:
+        size = s.get("nbytes") or max((t.get("byte_range") or [0, 0])[1] for t in ts) or 1
+        out.append(line((f"{s['id']}", "bold"), f"  {s['device']}  {size:,} bytes  ",
+                        (f"{len(ts)} tensors", "yellow")))
+        for t in ts[:MAX_BLOCK_ROWS]:
+            rng = t.get("byte_range") or [0, 0]
+            names = names_of(t)
+            row = line(f"  {t['id']:>5} [{_bar(rng, size)}] ", (names[0] if names else t["id"], "bold"))
+            if len(names) > 1:
+                row.append(f" (= {', '.join(names[1:3])}{', ...' if len(names) > 3 else ''})")
+            facts = []
+            if t.get("view_of"):
+                base = by_id.get(t["view_of"])
+                facts.append(f"view of {(names_of(base) or [base['id']])[0] if base else t['view_of']}")
+            if 0 in (t.get("stride") or []):
+                facts.append("stride 0")
+            facts.append(f"version {t.get('version')}")
+            vc = t.get("version_counter")
+            if vc and counters[vc] > 1:
+                facts.append(f"counter {vc} (shared)")
+            elif vc:
+                facts.append(f"own counter {vc}")
+            row.append("  " + ", ".join(facts), style="dim")
+            out.append(row)
+        if len(ts) > MAX_BLOCK_ROWS:
+            out.append(line(f"  ... {len(ts) - MAX_BLOCK_ROWS} more tensors on {s['id']} (--full)", style="dim"))
+    if len(blocks) > MAX_STORAGE_BLOCKS:
+        out.append(line(f"... {len(blocks) - MAX_STORAGE_BLOCKS} more shared storages (--full)", style="dim"))
+    return out
+
+
+def other_named(doc) -> list[Text]:
+    """Named tensors that are not parameters, buffers or optimizer state."""
+    rest = [t for t in doc["tensors"] if t["names"] and not t.get("role") and t["alive"]]
+    if not rest:
+        return []
+    out = [Text("Other named tensors", style="bold", end="\n")]
+    for t in rest[:MAX_OTHER_NAMED]:
+        shape = "(" + ", ".join(str(s) for s in t.get("shape") or []) + ")"
+        facts = [f"{shape} {t.get('dtype')} {t.get('device')}", f"version {t.get('version')}"]
+        if t.get("requires_grad"):
+            facts.append("leaf" if t.get("is_leaf") else f"grad_fn {t.get('grad_fn')}")
+        out.append(line(("  " + ", ".join(t["names"][:3]), "bold"), f"  {t['id']}  ", (", ".join(facts), "dim")))
+    if len(rest) > MAX_OTHER_NAMED:
+        out.append(line(f"  ... {len(rest) - MAX_OTHER_NAMED} more (--full)", style="dim"))
+    return out
+
+
+# --- timeline, folded per line ---------------------------------------------------------------
+
+_KIND_WORDS = {"create": "created", "alias": "alias", "copy": "copy", "write": "write", "saved": "saved for backward",
+               "backward": "backward", "grad_mode": "grad mode", "requires_grad": "requires_grad set", "op": "aten op"}
+
+
+def _library_file(lib: str | None) -> str | None:
+    return lib.split(":", 1)[0] if lib else None
+
+
+def short_files(files) -> dict:
+    """Each file by its base name, or by its whole path where two files share a base name."""
+    files = {f for f in files if f}
+    base = Counter(f.replace("\\", "/").rsplit("/", 1)[-1] for f in files)
+    return {f: (b if base[b] == 1 else f) for f in files for b in [f.replace("\\", "/").rsplit("/", 1)[-1]]}
+
+
+def _link_style(file: str | None) -> Style:
+    """Cyan, and a link to the file where the terminal shows links (rich decides)."""
+    if not file or file.startswith("<"):
+        return Style(color="cyan")
+    try:
+        return Style(color="cyan", link=Path(os.path.abspath(file)).as_uri())
+    except ValueError:
+        return Style(color="cyan")
+
+
+def timeline(doc, counts) -> list[Text]:
+    """One row per source line: what happened there and how often, the file on every row."""
+    rows: dict[tuple, dict] = {}
+    for e in doc["events"]:
+        key = (e.get("file"), e.get("line"))
+        r = rows.get(key)
+        if r is None:
+            r = rows[key] = {"code": e.get("code") or "", "kinds": {}, "ops": {}, "libs": {}, "failed": False}
+        k = e["kind"]
+        r["kinds"][k] = r["kinds"].get(k, 0) + 1
+        if e.get("op") and k in ("alias", "copy", "write", "create", "op"):
+            ops = r["ops"].setdefault(k, [])
+            if e["op"] not in ops:
+                ops.append(e["op"])
+        if k == "write" and e.get("library"):
+            libs = r["libs"].setdefault(_library_file(e["library"]), 0)
+            r["libs"][_library_file(e["library"])] = libs + 1
+        if k == "backward" and e.get("ok") is False:
+            r["failed"] = True
+    for s in doc["events_summary"].get("sites") or []:
+        key = (s.get("file"), s.get("line"))
+        if key not in rows:
+            rows[key] = {"code": s.get("code") or "", "kinds": {s["kind"]: 0}, "ops": {}, "libs": {}, "failed": False}
+        rows[key]["kinds"].setdefault(s["kind"], 0)
+    if not rows:
+        return []
+    out = [Text("Timeline, per line (--line FILE:LINE for one line, --full for every event)", style="bold",
+                end="\n")]
+    short = short_files(f for f, _ in rows)
+    for (file, ln), r in list(rows.items())[:MAX_TIMELINE_ROWS]:
+        parts = []
+        for k in r["kinds"]:
+            n = counts.get((file, ln, k), 0)
+            word = _KIND_WORDS.get(k, k)
+            if k == "write" and r["libs"]:
+                where = ", ".join(r["libs"])
+                mixed = sum(r["libs"].values()) < r["kinds"][k]
+                word = f"write ({'some ' if mixed else ''}inside {where})"
+            elif r["ops"].get(k):
+                word = f"{word} {'/'.join(r['ops'][k][:3])}"
+            if k == "backward" and r["failed"]:
+                word += " FAILED"
+            parts.append(f"{word} x{n:,}" if n != 1 else word)
+        name = short.get(file, file) or "?"
+        where = f"{name}:{ln}" if ln else name
+        out.append(line((where, _link_style(file)), "  ", "; ".join(parts), ("  " + r["code"], "dim")))
+    if len(rows) > MAX_TIMELINE_ROWS:
+        out.append(line(f"... {len(rows) - MAX_TIMELINE_ROWS} more lines with events (--full)", style="dim"))
+    return out
+
+
+def renderables(doc, panels) -> list:
+    """The summary report as rich renderables; ``panels`` draws a diagnosis or hazard panel."""
+    counts = site_counts(doc)
+    by_id = {t["id"]: t for t in doc["tensors"] if t["alive"]}
+    out: list = header(doc)
+    out.append(verdict(doc, counts))
+    if doc["tensors"] or doc["events"]:  # a document stripped to its findings has no facts to count
+        out.append(headline(doc, counts))
+    if doc.get("diagnosis"):
+        out.append(panels(doc["diagnosis"], "Diagnosis"))
+    for h in doc.get("hazards") or []:
+        out.append(panels(h, "Hazard (nothing raised)"))
+    same = _same_module_roots([t for t in doc["tensors"] if t.get("role") in ("parameter", "buffer")])
+    for section in (aliasing(doc, by_id, same), modules(doc), other_named(doc), timeline(doc, counts)):
+        if section:
+            out.append(Text("", end="\n"))
+            out.extend(section)
+    return [Group(*out)]

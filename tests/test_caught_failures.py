@@ -1,0 +1,75 @@
+"""A failure the program caught is never the diagnosis (issue 10, item 12b).
+
+`try: loss.backward() except RuntimeError: ...` is how tests and retry loops expect a failure.
+The diagnosis is about the exception that ended the program, and a program that exits 0 has none.
+Expected facts come from plain python (exit status, the uncaught exception), never from tensorscope.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _cli import run_cli, run_python, validate_against_schema
+
+# Breaks backward (sigmoid's saved output written in place), then catches it.
+_CAUGHT = """import torch
+
+a = torch.randn(3, requires_grad=True)
+out = a.sigmoid()
+out.detach().zero_()
+try:
+    out.sum().backward()
+except RuntimeError:
+    print("caught the expected failure")
+"""
+# ... then dies of an AssertionError without a message (an empty text matched any failure before).
+THEN_ASSERT = _CAUGHT + """b = torch.ones(2)
+assert b.sum().item() == 3.0
+"""
+# ... then exits 0 after a backward that works.
+THEN_CLEAN = _CAUGHT + """b = torch.randn(3, requires_grad=True)
+(b * 2).sum().backward()
+print(b.grad.tolist())
+"""
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("caught")
+    paths = {}
+    for name, source in (("then_assert", THEN_ASSERT), ("then_clean", THEN_CLEAN)):
+        paths[name] = root / f"{name}.py"
+        paths[name].write_text(source)
+    return paths
+
+
+def test_caught_failure_then_another_exception(programs):
+    path = programs["then_assert"]
+    rc_py, _, err_py = run_python(path)
+    assert rc_py == 1 and err_py.rstrip().endswith("AssertionError"), err_py
+    rc, out, err, doc = run_cli("explain", str(path), "--json")
+    assert rc == 1 and doc is not None, (rc, err[-500:])
+    assert validate_against_schema(doc)
+    assert doc["program"]["exception"]["type"] == "AssertionError"
+    d = doc["diagnosis"]
+    assert d["kind"] == "other", d
+    assert d["culprit"]["line"] == len(THEN_ASSERT.splitlines()), d["culprit"]
+    assert "modified by an inplace operation" not in json.dumps(d)
+
+
+def test_caught_failure_then_exit_0(programs, tmp_path):
+    path = programs["then_clean"]
+    rc_py, out_py, _ = run_python(path)
+    assert rc_py == 0 and "caught the expected failure" in out_py
+    rc, out, err, doc = run_cli("explain", str(path), "--json")
+    assert rc == 0 and doc is not None, (rc, out[:500], err[-500:])
+    assert validate_against_schema(doc)
+    assert doc["diagnosis"] is None and doc["hazards"] == [], doc["diagnosis"]
+    report = tmp_path / "r.json"
+    rc, out, err, _ = run_cli("run", "-o", str(report), str(path))
+    assert (rc, out) == (0, out_py), (rc, err[-500:])
+    doc = json.loads(report.read_text())
+    assert validate_against_schema(doc)
+    assert doc["diagnosis"] is None

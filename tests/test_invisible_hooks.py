@@ -1,0 +1,272 @@
+"""tensorscope never changes or crashes a program through autograd's saved tensors (issue 10).
+
+`tensorscope run` registers no saved-tensor hooks (NOTE [Hooks only under explain] in
+tensorscope/instrument/saved.py): every program here must give plain python's stdout, stderr and
+exit status byte for byte under `run -o`. `explain` keeps the hooks, so it must redo PyTorch's
+checks exactly and never crash on tensor types it does not inspect (NOTE [Tensors we do not
+inspect]); the few things its hooks leave observable are listed in the README's Known limits.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from _cli import run_cli, run_python, validate_against_schema
+
+# tensor types tensorscope does not inspect, saved as inputs and as outputs
+TYPES = {
+    "wrapper_subclasses": """
+        import sys
+        import torch
+        from torch.testing._internal.logging_tensor import LoggingTensor, capture_logs
+        from torch.testing._internal.two_tensor import TwoTensor
+        with capture_logs() as logs:
+            x = LoggingTensor(torch.tensor([0.5, 1.0, 2.0, 3.0]), requires_grad=True)
+            x.exp().sum().backward()   # exp saves its output (SIGSEGV in issue 10)
+            (x * x).sum().backward()   # mul saves its inputs
+        if "--logs" in sys.argv:  # explain's hooks add a detach per saved input (README, Known limits)
+            print("\\n".join(logs))
+        print(x.grad.elem.tolist())
+        t = TwoTensor(torch.tensor([0.5, 1.0]), torch.tensor([2.0, 3.0])).requires_grad_()
+        t.exp().sum().backward()
+        (t * t).sum().backward()
+        print(type(t.grad).__name__, t.grad.a.tolist(), t.grad.b.tolist())
+    """,
+    "nested": """
+        import warnings
+        import torch
+        warnings.simplefilter("ignore")
+        nt = torch.nested.nested_tensor([torch.tensor([[0.5, 1.0]]), torch.tensor([[2.0, 3.0], [1.0, 0.0]])],
+                                        requires_grad=True)
+        torch.nested.to_padded_tensor((nt * 1).sin(), 0.0).sum().backward()   # saves a nested input
+        print(torch.nested.to_padded_tensor(nt.grad, 0.0).tolist())
+        torch.nested.to_padded_tensor((nt * 1).relu(), 0.0).sum().backward()  # a nested output: PyTorch's own error
+    """,
+    "sparse_and_meta": """
+        import torch
+        i = torch.tensor([[0, 1, 1], [2, 0, 2]])
+        s = torch.sparse_coo_tensor(i, torch.tensor([3.0, 4.0, 5.0]), (2, 3), requires_grad=True)
+        d = torch.tensor([[1.0], [2.0], [3.0]], requires_grad=True)
+        torch.sparse.mm(s, d).sum().backward()                        # saves a sparse input
+        torch.sparse.log_softmax(s, 1).to_dense().sum().backward()    # saves a sparse output
+        print(s.grad.to_dense().tolist(), d.grad.tolist())
+        m = torch.ones(3, device="meta", requires_grad=True)
+        m.exp().sum().backward()
+        (m * m).sum().backward()
+        print(m.grad.shape, m.grad.device)
+    """,
+    "nested_version_error": """
+        import warnings
+        import torch
+        warnings.simplefilter("ignore")
+        nt = torch.nested.nested_tensor([torch.rand(2, 3), torch.rand(14, 3)], requires_grad=True)
+        a = nt * 1
+        o = a.sin()
+        a.detach().mul_(2)
+        torch.nested.to_padded_tensor(o, 0.0).sum().backward()
+    """,
+    "wrapper_version_error": """
+        import torch
+        from torch.testing._internal.two_tensor import TwoTensor
+        t = TwoTensor(torch.tensor([0.5, 1.0]), torch.tensor([2.0, 3.0])).requires_grad_()
+        y = t.exp()
+        y.detach().mul_(2)
+        y.sum().backward()
+    """,
+}
+
+# issue 10's causes 1 to 6, each as PyTorch's own behaviour a program may depend on
+CAUSES = {
+    "2_3_4_raw_saved_variables": """
+        import torch
+        a = torch.tensor([1.0, 2.0], requires_grad=True)
+        y = a * a
+        raw = y.grad_fn._raw_saved_self
+        print("unpack_hook:", raw.unpack_hook)
+        raw.register_hooks(lambda t: t * 1, lambda t: t)
+        y.sum().backward()
+        print(a.grad.tolist())
+        b = a * a
+        print("identity:", b.grad_fn._saved_self is a)
+        try:
+            b.grad_fn._raw_saved_self.register_hooks(lambda t: t, lambda t: t)
+            b.grad_fn._raw_saved_self.register_hooks(lambda t: t, lambda t: t)
+        except RuntimeError as e:
+            print("second:", e)
+    """,
+    "5_detached_in_place": """
+        import torch
+        leaf = torch.rand(3, requires_grad=True)
+        a = leaf.clone()
+        b = a.sin()
+        a.detach_()
+        b.sum().backward()
+    """,
+    "5b_detached_in_place_custom_function": """
+        import torch
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * 2
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * 2
+        a = torch.rand(3, requires_grad=True).clone()
+        out = Twice.apply(a)
+        a.detach_()
+        out.sum().backward()
+        print("custom Function: no error")
+    """,
+}
+# cause 1 (the SIGSEGV) is TYPES["wrapper_subclasses"]; cause 6 (nested text) TYPES["nested_version_error"]
+
+# under explain, the hooks' own identity and slot stay visible (README, Known limits)
+EXPLAIN_VISIBLE = {"2_3_4_raw_saved_variables"}
+
+
+def _write(folder, name, code):
+    p = folder / f"{name}.py"
+    p.write_text(textwrap.dedent(code).lstrip())
+    return p
+
+
+def _three(folder, name, code, args=()):
+    """python, `run -o` and `explain -o` on one program (in two workers)."""
+    prog = _write(folder, name, code)
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(run_python, prog, *args, cwd=folder)
+        run = pool.submit(run_cli, "run", "-o", str(folder / f"{name}.run.json"), str(prog), *(["--", *args] if args else []),
+                          cwd=folder)
+        explain = pool.submit(run_cli, "explain", "-o", str(folder / f"{name}.explain.json"), str(prog), cwd=folder)
+        return py.result(), run.result()[:3], explain.result()[:3]
+
+
+def _report(folder, name, command):
+    doc = json.loads((folder / f"{name}.{command}.json").read_text())
+    validate_against_schema(doc)
+    return doc
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_unusual_tensor_types_run_and_explain_as_python(tmp_path, name):
+    args = ("--logs",) if name == "wrapper_subclasses" else ()
+    py, run, explain = _three(tmp_path, name, TYPES[name], args)
+    assert py[0] in (0, 1) and "Segmentation" not in py[2]
+    if name != "wrapper_subclasses":
+        assert run == py
+    else:
+        assert run == py and "aten.detach.default" in py[1]  # the subclass's own log, untouched
+        py = run_python(tmp_path / f"{name}.py", cwd=tmp_path)
+    assert explain == py  # explain's exit status is 1 exactly when python's is (a failure diagnosed)
+    _report(tmp_path, name, "run")
+    doc = _report(tmp_path, name, "explain")
+    if name == "nested_version_error":  # PyTorch's text, which the hooks of explain redo
+        assert "[ torch.LongTensor{2,2} ]]" in py[2] and "modified by an inplace operation" in py[2]
+    if name in ("nested", "sparse_and_meta", "wrapper_subclasses"):
+        assert any("leaves uninspected" in n for n in doc["notes"]), doc["notes"]
+
+
+@pytest.mark.parametrize("name", sorted(CAUSES))
+def test_issue_10_causes_are_python_under_run(tmp_path, name):
+    py, run, explain = _three(tmp_path, name, CAUSES[name])
+    assert run == py
+    if name not in EXPLAIN_VISIBLE:
+        assert explain == py
+    if name.startswith("5_"):
+        assert "detached in-place" in py[2]
+
+
+SEED = """
+    import torch
+    a = torch.tensor([1., 2, 3], requires_grad=True)
+    out = a.sigmoid()
+    out.detach().zero_()
+    out.sum().backward()
+"""
+
+
+@pytest.mark.parametrize("command", ("run", "explain"))
+def test_seed_case_names_the_culprit_and_the_graph(tmp_path, command):
+    prog = _write(tmp_path, "seed", SEED)
+    rc, _, err, doc = run_cli(command, "--json", str(prog), cwd=tmp_path)
+    assert rc == 1 and "modified by an inplace operation" in err
+    validate_against_schema(doc)
+    d = doc["diagnosis"]
+    assert d["kind"] == "inplace-modified-saved-tensor"
+    assert (d["culprit"]["line"], d["culprit"]["alias"]) == (4, "out.detach()")
+    assert d["backward"]["line"] == 5 and "out" in d["tensor"]["names"]
+    assert (d["tensor"]["version_at_save"], d["tensor"]["version_now"]) == (0, 1)
+    assert d["saved_by"]["node"] == "SigmoidBackward0"
+    if command == "explain":
+        assert d["saved_by"]["line"] == 3
+    else:  # no hooks under run: the saving line is not known, and the report says where to get it
+        assert d["saved_by"]["line"] is None and "tensorscope explain" in d["explanation"]
+    g = d["graph"]
+    nodes = {n["id"]: n for n in g["nodes"]}
+    assert nodes[g["root"]]["name"] == "SumBackward0" and not g["truncated"]
+    sig = [n for n in g["nodes"] if n["name"] == "SigmoidBackward0"]
+    assert len(sig) == 1 and sig[0]["id"] in nodes[g["root"]]["next"]
+    (saved,) = sig[0]["saved"]
+    assert saved == {"name": "result", "tensor": d["tensor"]["id"], "storage": saved["storage"],
+                     "version_now": 1, "version_at_save": 0, "stale": True}
+    assert saved["storage"] is not None
+
+
+GRADCHECK = """
+    import torch
+    x = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64, requires_grad=True)
+    print(torch.autograd.gradcheck(lambda t: (t * t).sin(), (x,)))
+    print(torch.autograd.gradgradcheck(lambda t: t.exp() * t, (x,)))
+"""
+DATA_ZEROED = """
+    import torch
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x.exp()
+    y.data.zero_()
+    y.sum().backward()
+    print(x.grad.tolist())
+"""
+
+
+def test_silent_writes_reported_only_when_the_saved_bytes_changed(tmp_path):
+    """gradcheck perturbs saved inputs through `.data` and restores them: no hazard; a real
+    `.data` write into a saved output is one (explain)."""
+    clean = _write(tmp_path, "gradcheck", GRADCHECK)
+    zeroed = _write(tmp_path, "zeroed", DATA_ZEROED)
+    with ThreadPoolExecutor(2) as pool:
+        a = pool.submit(run_cli, "explain", "--json", str(clean), cwd=tmp_path)
+        b = pool.submit(run_cli, "explain", "--json", str(zeroed), cwd=tmp_path)
+        (rc, _, err, doc), (rc2, _, err2, doc2) = a.result(), b.result()
+    assert "True\nTrue" in err  # the program's stdout goes to stderr with --json
+    assert rc == 0 and doc["hazards"] == [] and doc["diagnosis"] is None
+    assert rc2 == 1 and [h["kind"] for h in doc2["hazards"]] == ["silent-saved-tensor-write"]
+    assert doc2["hazards"][0]["culprit"]["line"] == 4
+
+
+ALIVE = """
+    import gc, weakref, torch
+    a = torch.rand(5, requires_grad=True)
+    refs = []
+    for i in range(10):
+        t = a * 2
+        v = t.view(5)
+        v.add_(1)                      # every in-place write is logged (no tensor kept)
+        y = t.exp()
+        y.sum().backward()
+        refs += [weakref.ref(t), weakref.ref(v), weakref.ref(y)]
+    del t, v, y
+    gc.collect()
+    print(sum(r() is None for r in refs), "of", len(refs), "freed")
+"""
+
+
+def test_no_tensor_kept_alive(tmp_path):
+    py, run, explain = _three(tmp_path, "alive", ALIVE)
+    assert py == (0, "30 of 30 freed\n", "")
+    assert run == py and explain == py

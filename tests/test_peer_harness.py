@@ -1,0 +1,91 @@
+"""The peer-suite harness (benchmarks/peer.py) on a tiny test file of our own.
+
+One run of the real harness is shared by the asserts: it must record every kind of
+outcome on both sides, survive a segfault (record it as crash, resume with the next
+test in a fresh process), report the one test that differs on purpose, and on
+--resume run nothing again.  Expected values come from the sample file itself.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from _cli import REPO, _env
+
+HARNESS = REPO / "benchmarks" / "peer.py"
+SAMPLE = REPO / "tests" / "programs" / "peer" / "peer_sample.py"
+PREFIX = "peer_sample.py::Sample::"
+
+pytestmark = pytest.mark.slow
+
+
+def _harness(out, *extra):
+    return subprocess.run([sys.executable, str(HARNESS), str(SAMPLE), "--out", str(out), *extra],
+                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("peer")
+    proc = _harness(out)
+    results = json.loads((out / "results.json").read_text())
+    (summary,) = results["files"].values()
+    rows = {r["test"].removeprefix(PREFIX): r for r in summary["results"]}
+    return out, proc, summary, rows
+
+
+def test_summary_counts_and_exit_status(run):
+    _, proc, summary, rows = run
+    assert set(rows) == {"test_a_passes", "test_b_prints", "test_c_skipped", "test_d_segfaults",
+                         "test_e_fails", "test_f_after_crash", "test_g_sees_the_tool"}
+    assert (summary["tests"], summary["identical"], summary["different"], summary["crash"]) == (7, 6, 1, 0)
+    assert proc.returncode == 1, proc.stderr
+    assert "peer_sample.py: 7 tests, 6 identical, 1 different (0 crash)" in proc.stdout
+
+
+def test_each_outcome_is_recorded_on_both_sides(run):
+    _, _, _, rows = run
+    for side in ("tensorscope", "python"):
+        outcome = {name: row[side]["outcome"] for name, row in rows.items()}
+        assert outcome == {"test_a_passes": "passed", "test_b_prints": "passed", "test_c_skipped": "skipped",
+                           "test_d_segfaults": "crash", "test_e_fails": "failed",
+                           "test_f_after_crash": "passed", "test_g_sees_the_tool": "passed"}
+        assert "SIGSEGV" in rows["test_d_segfaults"][side]["message"]
+        assert rows["test_b_prints"][side]["stdout"] == "view shares storage: True\n"
+        assert "skipped on purpose" in rows["test_c_skipped"][side]["message"]
+        assert "AssertionError" in rows["test_e_fails"][side]["message"]
+
+
+def test_the_crash_is_followed_by_a_fresh_process(run):
+    _, _, _, rows = run
+    for side in ("tensorscope", "python"):
+        assert rows["test_f_after_crash"][side]["segment"] != rows["test_d_segfaults"][side]["segment"]
+        assert rows["test_c_skipped"][side]["segment"] == rows["test_d_segfaults"][side]["segment"]
+
+
+def test_the_difference_is_reported_with_its_first_line(run):
+    _, proc, _, rows = run
+    row = rows["test_g_sees_the_tool"]
+    assert row["verdict"] == "different"
+    assert row["tensorscope"]["stdout"] == "tensorscope loaded: True\n"
+    assert row["python"]["stdout"] == "tensorscope loaded: False\n"
+    assert row["first_difference"] == ("stdout line 1: tensorscope 'tensorscope loaded: True' "
+                                       "| python 'tensorscope loaded: False'")
+    assert f"different {PREFIX}test_g_sees_the_tool" in " ".join(proc.stdout.split())
+    assert all(r["verdict"] == "identical" for name, r in rows.items() if name != "test_g_sees_the_tool")
+
+
+def test_resume_runs_nothing_again(run):
+    out, _, _, _ = run
+    segments = sorted(p.name for p in (out / "peer_sample").glob("*.raw.jsonl"))
+    proc = _harness(out, "--resume", "-k", "not test_g")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in (out / "peer_sample").glob("*.raw.jsonl")) == segments
+    (again,) = json.loads((out / "results.json").read_text())["files"].values()
+    assert [r["test"].removeprefix(PREFIX) for r in again["results"]] == [
+        "test_a_passes", "test_b_prints", "test_c_skipped", "test_d_segfaults", "test_e_fails", "test_f_after_crash"]
+    assert {r["verdict"] for r in again["results"]} == {"identical"}

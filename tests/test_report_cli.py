@@ -1,0 +1,167 @@
+"""The terminal report of real programs through the real CLI: size, markup safety, clean verdicts,
+optimizer state and containers. Expected facts come from torch (the programs run in-process here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests._cli import REPO, run_cli, run_python, validate_against_schema
+
+GPT = REPO / "benchmarks" / "workloads" / "gpt_train.py"
+
+
+def _cli(*args, cwd=REPO, env=None):
+    """The real CLI with COLUMNS=80 and the given environment; (returncode, stdout, stderr)."""
+    e = dict(os.environ, COLUMNS="80", TS_BENCH_SCALE="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    e.pop("FORCE_COLOR", None)
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=e, capture_output=True,
+                       text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpt") / "r.json"
+    rc, text, err = _cli("run", "-o", str(out), str(GPT))
+    assert rc == 0, err
+    rc2, report, err2 = _cli("run", str(GPT))
+    assert rc2 == 0, err2
+    return json.loads(out.read_text()), report
+
+
+def test_gpt_report_fits_in_120_lines_at_80_columns(gpt):
+    _, report = gpt
+    lines = report.splitlines()
+    assert lines[0].startswith("gpt_train ok steps=40")  # the program's own output
+    assert len(lines) <= 120, len(lines)
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[2] == "clean: 40 backward calls, all succeeded; hazards: none"
+    assert "raw_model is model" in report
+    assert "gpt_train.py:" in report and "saved for backward x" in report
+
+
+def test_gpt_optimizer_state_is_named_by_parameter_for_every_parameter(gpt, monkeypatch):
+    doc, _ = gpt
+    validate_against_schema(doc)
+    monkeypatch.setattr(sys, "argv", [str(GPT), "0.025"])  # one step: the same parameters and state keys
+    g = runpy.run_path(str(GPT), run_name="gpt_check")
+    model, opt = g["model"], g["opt"]
+    pnames = {id(p): n for n, p in model.named_parameters(prefix="model")}
+    expected = {f"opt.state[{pnames[id(p)]}].{k}" for p, st in opt.state.items() for k in st}
+    names = {n for t in doc["tensors"] for n in t["names"]}
+    assert expected <= names and len(expected) == 3 * len(pnames)
+    [o] = doc["optimizers"]
+    assert o["type"] == "AdamW" and len(o["parameters"]) == len(pnames)
+    tied = [t for t in doc["tensors"] if "model.wte.weight" in t["names"]]
+    assert len(tied) == 1 and {"model.head.weight", "raw_model.wte.weight"} <= set(tied[0]["names"])
+    assert model.head.weight is model.wte.weight
+    for e in doc["events"]:
+        if e["kind"] == "backward":
+            assert len(e["leaves_with_grad"]) == len(set(e["leaves_with_grad"])) == len(pnames)
+
+
+WIDE = textwrap.dedent("""
+    import torch
+    import torch.nn as nn
+
+    model = nn.Module()
+    model.weights = nn.ParameterList(nn.Parameter(torch.zeros(1)) for _ in range(20_000))
+    loss = sum(p.sum() for p in list(model.weights)[:10])
+    loss.backward()
+""")
+
+
+@pytest.mark.slow
+def test_report_of_20000_parameter_tensors_fits_in_200_lines(tmp_path):
+    prog = tmp_path / "wide.py"
+    prog.write_text(WIDE)
+    rc, report, err = _cli("run", str(prog), cwd=tmp_path)
+    assert rc == 0, err
+    assert len(report.splitlines()) <= 200
+    assert "20,000 parameters" in report
+    flat = " ".join(report.split())
+    assert "model.weights: 20,000 parameters (leaves, .grad set on 10 of 20,000, version 0)" in flat
+
+
+MARKUP = textwrap.dedent("""
+    import torch
+    losses = {}
+    x = torch.zeros(4)
+    k = 1
+    x[k] = 1.0
+    s = "[/x]"; y = x.view(2, 2)  # [bold]
+    xs = [torch.full((1,), float(i)) for i in range(100)]
+    table = {i: torch.ones(1) for i in range(70)}
+    big = [torch.zeros(1) for _ in range(10_050)]
+    w = torch.ones(3, requires_grad=True)
+    losses[k] = (w * 2).sum()
+    losses[k].backward()
+    print(s, x[k].item())
+""")
+
+
+@pytest.fixture(scope="module")
+def markup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("markup")
+    prog = d / "prog.py"
+    prog.write_text(MARKUP)
+    return d, prog
+
+
+def test_markup_in_source_runs_as_python_and_is_shown_as_written(markup):
+    d, prog = markup
+    expected = run_python(prog, cwd=d)
+    rc, out, err, _ = run_cli("run", "-o", str(d / "r.txt"), str(prog), cwd=d)
+    assert (rc, out, err) == expected
+    text = (d / "r.txt").read_text()
+    assert "x[k] = 1.0" in text and 's = "[/x]"; y = x.view(2, 2)' in text
+    rc, out, err = _cli("run", "--line", "prog.py:6", "prog.py", cwd=d)
+    assert rc == 0 and "x[k] = 1.0" in out and "write setitem" in out
+
+
+def test_containers_of_more_than_64_tensors_are_in_the_report(markup):
+    d, prog = markup
+    rc, out, err, doc = run_cli("run", "--json", str(prog), cwd=d)
+    assert rc == 0, err
+    validate_against_schema(doc)
+    names = {n for t in doc["tensors"] for n in t["names"]}
+    assert {f"xs[{i}]" for i in range(100)} <= names
+    assert {f"table[{i}]" for i in range(70)} <= names
+    # past the bound on container tensors (10,000 in all), the report says how many were left out
+    taken = sum(1 for n in names if n.startswith("big["))
+    assert 100 + 70 + 1 + taken == 10_000  # xs, table, losses, big
+    assert f"{10_050 - taken:,} tensors in lists, tuples and dicts were left out of the report" in " ".join(doc["notes"])
+
+
+CLEAN = textwrap.dedent("""
+    import torch
+    w = torch.ones(3, requires_grad=True)
+    for _ in range(3):
+        (w * 2).sum().backward()
+""")
+
+
+def test_a_clean_explain_prints_a_one_line_verdict(tmp_path):
+    prog = tmp_path / "clean.py"
+    prog.write_text(CLEAN)
+    rc, out, err = _cli("explain", str(prog), cwd=tmp_path)
+    assert (rc, out) == (0, "clean: 3 backward calls, all succeeded; hazards: none\n"), err
+    rc, out, err = _cli("explain", "--report", str(prog), cwd=tmp_path)
+    assert rc == 0 and out.startswith("tensorscope explain") and "clean.py:5  backward x3" in out
+
+
+def test_colour_follows_the_environment(tmp_path):
+    prog = tmp_path / "clean.py"
+    prog.write_text(CLEAN)
+    rc, plain, _ = _cli("run", str(prog), cwd=tmp_path)
+    rc2, forced, _ = _cli("run", str(prog), cwd=tmp_path, env={"FORCE_COLOR": "1"})
+    assert rc == rc2 == 0
+    assert "\x1b[" not in plain and "\x1b[" in forced

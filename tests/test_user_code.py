@@ -1,0 +1,70 @@
+"""User code is every file outside the Python installation (issue 9, item 4).
+
+tests/programs/two_folders/ has minGPT's layout: the script projects/adder/adder.py puts the folder
+two levels up on sys.path and imports the package tinygpt from there. Events inside that package are
+the user's and are named by their own file and line; a write made inside an installed library
+(torch.optim) is attributed to the user's line that called it, with the library named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+
+import pytest
+import torch
+
+from _cli import REPO, line_of, run_cli, run_python, validate_against_schema
+from tensorscope.instrument.frames import UserCode
+
+TWO = REPO / "tests" / "programs" / "two_folders"
+SCRIPT = TWO / "projects" / "adder" / "adder.py"
+MODEL = TWO / "tinygpt" / "model.py"
+TRAINER = TWO / "tinygpt" / "trainer.py"
+INPLACE = "modified by an inplace operation"
+
+
+def _rel(path) -> str:
+    return os.path.relpath(path, REPO)
+
+
+def _diagnosis(*argv: str) -> dict:
+    rc, out, err, doc = run_cli("explain", _rel(SCRIPT), "--json", "--", *argv)
+    assert rc == 1 and doc is not None, (rc, out[:300], err[-800:])
+    assert validate_against_schema(doc)
+    return doc["diagnosis"]
+
+
+def test_culprit_inside_a_package_beside_the_script():
+    rc, _, err = run_python(_rel(SCRIPT))
+    assert rc == 1 and INPLACE in err and "output 0 of Sigmoid" in err, err[-500:]
+    d = _diagnosis()
+    assert d["kind"] == "inplace-modified-saved-tensor", d
+    assert (d["culprit"]["file"], d["culprit"]["line"]) == (_rel(MODEL), line_of(MODEL, "gate.mul_(0.5)")), d
+    assert d["culprit"].get("library") is None and d["culprit"]["alias"] == "gate"
+    assert (d["saved_by"]["file"], d["saved_by"]["line"]) == (_rel(MODEL), line_of(MODEL, "torch.sigmoid("))
+    assert (d["backward"]["file"], d["backward"]["line"]) == (_rel(SCRIPT), line_of(SCRIPT, ".backward()"))
+    assert "model(x) =" not in d["fix"] and "gate.clone()" in d["fix"], d["fix"]
+
+
+def test_write_inside_an_installed_library_names_the_calling_line():
+    rc, _, err = run_python(_rel(SCRIPT), "optim")
+    assert rc == 1 and INPLACE in err, err[-500:]
+    d = _diagnosis("optim")
+    assert (d["culprit"]["file"], d["culprit"]["line"]) == (_rel(TRAINER), line_of(TRAINER, "optimizer.step()"))
+    assert d["culprit"]["library"].startswith("torch/optim/"), d["culprit"]
+    assert (d["backward"]["file"], d["backward"]["line"]) == (_rel(TRAINER), line_of(TRAINER, "loss.backward()"))
+
+
+def test_classification_by_location(tmp_path):
+    user = UserCode(str(SCRIPT))
+    elsewhere = tmp_path / "src" / "pkg" / "mod.py"
+    assert str(SCRIPT) in user and str(MODEL) in user and str(elsewhere) in user
+    assert "<stdin>" in user
+    for library_file in (torch.__file__, sys.modules["torch.optim.sgd"].__file__, os.__file__, json.__file__,
+                         pytest.__file__, warnings.__file__, sys.modules["tensorscope.instrument.frames"].__file__):
+        assert library_file not in user, library_file
+    for pseudo in ("<frozen runpy>", "<string>", ""):
+        assert pseudo not in user
