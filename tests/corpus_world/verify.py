@@ -9,14 +9,19 @@ For each program (NAME.py, or NAME/main.py for a multi-file program; format: tes
   program holds it, in a copy) makes the error go away or change. A removal that only breaks the program
   (SyntaxError, NameError, UnboundLocalError) confirms nothing and fails;
 - saved: with anomaly mode on (torch.autograd.set_detect_anomaly(True) before the program runs), the
-  "Traceback of forward call that caused the error" names the `# <- saved` file and line;
-- backward: the plain run's traceback names the `# <- backward` file and line;
+  innermost user frame of the "Traceback of forward call that caused the error" is the `# <- saved` file
+  and line (user code: every file outside the Python installation, so a model package beside the script
+  is the user's and its line is the one to mark);
+- backward: the innermost user frame of the plain run's traceback is the `# <- backward` file and line;
 - silent: for `# expect-hazard: silent-saved-tensor-write`, the program prints its gradient on lines that
   start with `grad` and those lines differ from the ones printed with the culprit write removed (which
   must still exit 0): the write changed the gradient without any error.
 
-Saved and backward lines of a silent program raise nothing, so torch has no traceback to confirm them
-with: they are shown as `n/a`.
+A silent program raises nothing, so its saved and backward lines are confirmed with torch's saved-tensor
+hooks instead (torch.autograd.graph.saved_tensors_hooks around the whole program): each saved tensor is
+copied when packed, with the Python stack of the line that saved it; when backward unpacks a tensor whose
+values differ from that copy, the innermost user frame of the stack at the save must be the `# <- saved`
+line and that of the stack at the unpack the `# <- backward` line. (A gradient written by a hook is no saved tensor: `n/a` there.)
 
 Usage::
 
@@ -25,6 +30,8 @@ Usage::
     python tests/corpus_world/verify.py --dir tests/corpus -j 1
 
 Runs at most 2 programs at a time (-j 1 for one); each check is a fresh `python` that imports torch.
+`--write-golden` also records the plain runs as DIR/plain_python.json (the behaviour golden file that
+tests/test_corpus_world.py compares tensorscope with).
 """
 
 from __future__ import annotations
@@ -32,11 +39,13 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -88,6 +97,19 @@ KIND_FAMILIES: Dict[str, Tuple[Tuple[str, ...], str]] = {
 _BROKEN = re.compile(r"^(SyntaxError|IndentationError|NameError|UnboundLocalError)\b")
 _EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit))\b")
 _FORWARD_TB = "Traceback of forward call that caused the error"
+_CHANGED = re.compile(r"^SAVED-CHANGED (saved|unpacked) (.+):(\d+)$", re.M)
+# Frames inside the Python installation (standard library, site-packages, torch) are not user code.
+_LIB_DIRS = tuple(
+    str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+)
+
+
+def _user(frames: List[Tuple[Path, int]]) -> Optional[Tuple[Path, int]]:
+    """The innermost frame outside the Python installation, or None."""
+    user = [f for f in frames if not str(f[0]).startswith(_LIB_DIRS)]
+    return user[-1] if user else None
+
+
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)', re.M)
 
 # Runs a program with anomaly mode on, as `python PROG` would run it (sys.path[0], argv, __main__).
@@ -96,6 +118,30 @@ _ANOMALY = (
     "sys.path[0] = __import__('os').path.dirname(p); torch.autograd.set_detect_anomaly(True); "
     "runpy.run_path(p, run_name='__main__')"
 )
+# Runs a program under saved-tensor hooks that report saved tensors whose values changed before unpacking.
+_SAVED_CHANGED = """
+import os, runpy, sys, traceback, torch
+p = sys.argv[1]; sys.argv = sys.argv[1:]; sys.path[0] = os.path.dirname(p)
+found = []
+import sysconfig
+LIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib"))
+def pack(t):
+    return (t, t.detach().clone(), traceback.extract_stack()[:-1])
+def unpack(packed):
+    t, copy, stack = packed
+    if not torch.equal(t.detach(), copy):
+        found.append((stack, traceback.extract_stack()[:-1]))
+    return t
+try:
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        runpy.run_path(p, run_name='__main__')
+finally:
+    for saved, unpacked in found:
+        for what, stack in (("saved", saved), ("unpacked", unpacked)):
+            user = [f for f in stack if not f.filename.startswith("<") and not os.path.realpath(f.filename).startswith(LIB)]
+            if user:
+                print(f"SAVED-CHANGED {what} {user[-1].filename}:{user[-1].lineno}", file=sys.stderr)
+"""
 
 
 @dataclass
@@ -162,6 +208,7 @@ def _without_culprit(prog, tmp: Path) -> Path:
 @dataclass
 class Verdict:
     prog: object
+    plain: Optional[Run] = None
     checks: Dict[str, Optional[bool]] = field(default_factory=dict)  # None: not applicable
     notes: List[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -193,7 +240,7 @@ def verify(prog) -> Verdict:
     if not v.checks["source"]:
         v.notes.append("line 1 is not '# source: URL'")
     plain = _run([sys.executable, str(entry)], entry.parent)
-    v.seconds = plain.seconds
+    v.plain, v.seconds = plain, plain.seconds
     if prog.kind == "none":
         v.checks["plain"] = plain.returncode == 0
         if not v.checks["plain"]:
@@ -229,21 +276,41 @@ def verify(prog) -> Verdict:
         v.checks["culprit"] = False
         v.notes.append("no '# <- culprit' marker")
     # backward: the plain traceback names it
-    v.checks["backward"] = None
+    v.checks["backward"] = v.checks["saved"] = None
     if "backward" in prog.marks and not silent and prog.kind != "none":
-        v.checks["backward"] = prog.place("backward") in plain.frames()
+        inner = _user(plain.frames())
+        v.checks["backward"] = inner == prog.place("backward")
         if not v.checks["backward"]:
-            v.notes.append("backward line not in the plain traceback")
+            v.notes.append(f"backward: innermost user frame of the plain traceback is {_show(inner)}")
+    # silent: the saved tensor whose values changed was saved on the saved line, unpacked on the backward line
+    if silent and ("saved" in prog.marks or "backward" in prog.marks):
+        hooked = _run([sys.executable, "-c", _SAVED_CHANGED, str(entry)], entry.parent)
+        places = {"saved": set(), "unpacked": set()}
+        for what, f, n in _CHANGED.findall(hooked.stderr):
+            if not f.startswith("<"):
+                places[what].add((Path(f).resolve(), int(n)))
+        for marker, what in (("saved", "saved"), ("backward", "unpacked")):
+            if marker in prog.marks:
+                v.checks[marker] = prog.place(marker) in places[what]
+                if not v.checks[marker]:
+                    v.notes.append(f"silent: no changed saved tensor was {what} on the {marker} line")
     # saved: anomaly mode's forward traceback names it
-    v.checks["saved"] = None
     if "saved" in prog.marks and not silent and prog.kind != "none":
         anomaly = _run([sys.executable, "-c", _ANOMALY, str(entry)], entry.parent)
-        fwd = anomaly.frames(after=_FORWARD_TB)
-        v.checks["saved"] = prog.place("saved") in fwd
+        inner = _user(anomaly.frames(after=_FORWARD_TB))
+        v.checks["saved"] = inner == prog.place("saved")
         if not v.checks["saved"]:
-            shown = ", ".join(f"{p.name}:{n}" for p, n in fwd[-4:]) or "no forward traceback"
-            v.notes.append(f"saved line not in anomaly mode's forward traceback ({shown})")
+            v.notes.append(f"saved: innermost user frame of anomaly mode's forward traceback is {_show(inner)}")
     return v
+
+
+def _show(place: Optional[Tuple[Path, int]]) -> str:
+    if place is None:
+        return "none"
+    try:
+        return f"{place[0].relative_to(REPO).as_posix()}:{place[1]}"
+    except ValueError:
+        return f"{place[0]}:{place[1]}"
 
 
 def _cell(x: Optional[bool]) -> str:
@@ -254,6 +321,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", dest="folder", type=Path, default=HERE, help="corpus folder (default: this one)")
     ap.add_argument("-k", dest="pattern", default="", help="only programs whose name contains this (comma: any of several)")
+    ap.add_argument("--write-golden", action="store_true", help="record the plain runs in DIR/plain_python.json")
     ap.add_argument("-j", dest="workers", type=int, default=2, choices=(1, 2), help="parallel programs (1 or 2)")
     opts = ap.parse_args(argv)
     folder = opts.folder.resolve()
@@ -267,6 +335,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     for v in verdicts:
         label = v.prog.hazard or v.prog.kind
         print(f"{v.prog.name:<{width}}  {label:<30} " + " ".join(f"{_cell(v.checks.get(c)):<8}" for c in cols) + f" {v.seconds:4.1f}")
+    if opts.write_golden:
+        golden = {} if not opts.pattern else score.load_golden(folder)
+        for v in verdicts:
+            key = score._key(v.prog.path)
+            golden[key] = {"sha256": score._digest(v.prog.path), "returncode": v.plain.returncode, "last_stderr_line": v.plain.last}
+        out = score.golden_path(folder)
+        out.write_text(json.dumps(dict(sorted(golden.items())), indent=1, sort_keys=True) + "\n")
+        print(f"wrote {out} ({len(golden)} programs)")
     bad = [v for v in verdicts if not v.ok]
     print(f"\n{len(verdicts) - len(bad)}/{len(verdicts)} programs confirmed by torch")
     for v in bad:

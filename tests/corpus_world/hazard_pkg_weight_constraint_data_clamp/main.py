@@ -11,7 +11,7 @@ from models.critic import Critic
 torch.manual_seed(0)
 G = torch.nn.Linear(2, 2)
 critic = Critic()
-loss_g = -critic(G(torch.randn(8, 2))).mean()  # <- saved
+loss_g = -critic(G(torch.randn(8, 2))).mean()
 critic.constrain(0.01)
 loss_g.backward()  # <- backward
 print("grad", G.weight.grad.flatten())

@@ -7,7 +7,7 @@ class Critic(nn.Module):
         self.fc = nn.Linear(2, 1)
 
     def forward(self, x):
-        return self.fc(x)
+        return self.fc(x)  # <- saved
 
     def constrain(self, c):
         for p in self.parameters():
