@@ -90,7 +90,7 @@ KIND_FAMILIES: Dict[str, Tuple[Tuple[str, ...], str]] = {
     "forward-ad": (_RT + ("ValueError",), r"forward[- ]?(mode )?AD|dual|tangent"),
     "invalid-gradient": (_RT, r"returned an invalid gradient|Function .* returned .* gradient"),
     "ddp-unused-parameters": (_RT, r"Expected to have finished reduction in the prior iteration"),
-    "ddp-ready-twice": (_RT, r"Expected to mark a variable ready only once"),
+    "ddp-mark-ready-twice": (_RT, r"Expected to mark a variable ready only once"),
     "other": ((), r""),
 }
 # A culprit removal that only breaks the program says nothing about the culprit.
