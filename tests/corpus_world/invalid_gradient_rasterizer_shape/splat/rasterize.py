@@ -1,0 +1,20 @@
+import torch
+
+
+class _Rasterize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, means, rotations):
+        ctx.save_for_backward(means, rotations)
+        return (means.sum(1, keepdim=True) * rotations.norm(dim=1, keepdim=True)).expand(-1, 4)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        means, rotations = ctx.saved_tensors
+        g = grad_out.sum(1, keepdim=True)
+        grad_means = g.expand_as(means) * rotations.norm(dim=1, keepdim=True)
+        grad_rot = g * torch.ones(rotations.shape[0], 4)  # <- culprit
+        return grad_means, grad_rot
+
+
+def rasterize(means, rotations):
+    return _Rasterize.apply(means, rotations)

@@ -1,0 +1,23 @@
+# source: https://github.com/VITA-Group/FSGS/issues/59
+# expect-kind: invalid-gradient
+# A custom backward builds its gradient buffer on a fixed device (here the meta
+# device, as a stand-in for the wrong GPU) instead of the input's device.
+import torch
+
+
+class Splat(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, features):
+        ctx.shape = features.shape
+        return features.sum(dim=1)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad = torch.empty(ctx.shape, device="meta")  # <- culprit
+        return grad
+
+
+torch.manual_seed(0)
+features = torch.randn(4, 16, 3, requires_grad=True)
+colors = Splat.apply(features)  # <- saved
+colors.mean().backward()  # <- backward
