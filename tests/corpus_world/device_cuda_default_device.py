@@ -6,6 +6,8 @@
 import torch
 import torch.nn as nn
 
+device = "cpu"
+# defaults copied from the GPU training config
 device = "cuda"  # <- culprit
 torch.manual_seed(0)
 model = nn.Sequential(nn.Embedding(16, 8), nn.Linear(8, 16))

@@ -1,7 +1,7 @@
 # source: https://github.com/swz30/MPRNet/issues/108
 # expect-kind: float-has-no-backward
-# The stage losses are summed with .item() (to log them), and the training
-# step then calls backward on the Python float.
+# The summed stage loss is turned into a Python float with .item() (for the
+# logger), and the training step then calls backward on the float.
 import torch
 import torch.nn as nn
 
@@ -12,7 +12,8 @@ criterion = nn.L1Loss()
 inp = torch.randn(2, 3, 8, 8)
 target = torch.randn(2, 3, 8, 8)
 restored = [s(inp) for s in stages]
-loss = sum(criterion(r, target).item() for r in restored)  # <- culprit
+loss = sum(criterion(r, target) for r in restored)
+loss = loss.item()  # <- culprit
 opt.zero_grad()
 loss.backward()  # <- backward
 opt.step()

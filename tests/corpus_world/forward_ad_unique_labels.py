@@ -11,6 +11,7 @@ direction = torch.ones(6)
 with fwAD.dual_level():
     s = fwAD.make_dual(scores, direction)
     rounded = torch.round(s * 2) / 2
-    levels = torch.unique(rounded)  # <- culprit
+    levels = rounded
+    levels = torch.unique(levels)  # <- culprit
     spread = levels.max() - levels.min()
     print(fwAD.unpack_dual(spread).tangent)

@@ -15,5 +15,5 @@ baseline = critic(state).squeeze(1)
 reward = torch.randn(3)
 critic_loss = nn.functional.mse_loss(baseline, reward)
 losses = [-(lp * (r - b.detach())) for lp, r, b in zip(logp, reward, baseline)]
-grads = [torch.ones(1)] * (1 + len(losses))  # <- culprit
-autograd.backward([critic_loss] + losses, grads)  # <- backward
+grads = [torch.ones(1)] * (1 + len(losses))  # <- culprit-alt
+autograd.backward([critic_loss] + losses, grads)  # <- culprit <- backward

@@ -11,8 +11,14 @@ head = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
 opt = torch.optim.AdamW(head.parameters(), lr=1e-3)
 images = torch.randn(4, 3, 16, 16)
 depths = torch.rand(4, 1)
-with torch.inference_mode():  # <- culprit
-    feats = backbone(images)  # <- culprit-alt
+
+
+@torch.inference_mode()  # <- culprit
+def extract(x):
+    return backbone(x)
+
+
+feats = extract(images)
 pred = head(feats)
 loss = nn.functional.mse_loss(pred, depths)
 opt.zero_grad()

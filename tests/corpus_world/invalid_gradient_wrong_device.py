@@ -1,7 +1,7 @@
 # source: https://github.com/VITA-Group/FSGS/issues/59
 # expect-kind: invalid-gradient
-# A custom backward builds its gradient buffer on a fixed device (here the meta
-# device, as a stand-in for the wrong GPU) instead of the input's device.
+# A custom backward moves its gradient to a fixed device (here the meta device,
+# as a stand-in for the wrong GPU) instead of the input's device.
 import torch
 
 
@@ -13,7 +13,8 @@ class Splat(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
-        grad = torch.empty(ctx.shape, device="meta")  # <- culprit
+        grad = grad_out.unsqueeze(1).expand(ctx.shape).clone()
+        grad = grad.to("meta")  # <- culprit
         return grad
 
 

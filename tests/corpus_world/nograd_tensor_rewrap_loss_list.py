@@ -27,7 +27,9 @@ for s in stages:
     x = s(x)
     restored.append(x)
 criterion = nn.L1Loss()
-loss_char = torch.tensor([criterion(r, target) for r in restored]).sum()  # <- culprit
+losses = [criterion(r, target) for r in restored]
+losses = torch.tensor(losses)  # <- culprit
+loss_char = sum(losses)
 opt.zero_grad()
 loss_char.backward()  # <- backward
 opt.step()

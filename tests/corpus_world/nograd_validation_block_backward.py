@@ -1,7 +1,7 @@
 # source: https://github.com/nianticlabs/monodepth2/issues/24
 # expect-kind: no-grad-fn
-# The loss was moved into the validation step, which runs under torch.no_grad();
-# the training loop then calls backward on that loss.
+# The loss comes from the validation step, which switches grad mode off with
+# torch.set_grad_enabled(False); the training loop then calls backward on it.
 import torch
 import torch.nn as nn
 
@@ -12,9 +12,9 @@ opt = torch.optim.Adam(depth_net.parameters(), lr=1e-3)
 
 def val_step(inputs, target):
     depth_net.eval()
-    with torch.no_grad():  # <- culprit
-        pred = depth_net(inputs)  # <- culprit-alt
-        loss = (pred - target).abs().mean()
+    torch.set_grad_enabled(False)  # <- culprit
+    pred = depth_net(inputs)
+    loss = (pred - target).abs().mean()
     return loss
 
 

@@ -5,8 +5,9 @@
 import numpy as np
 import torch
 
-a = torch.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True).to(torch.float32)  # <- culprit
-b = torch.ones(3)
+a = torch.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+a = a.to(torch.float32)  # <- culprit
+b = torch.ones(3, dtype=a.dtype)
 l = a @ b
 l.backward()
 print("grad norm", a.grad.norm())  # <- culprit-alt

@@ -16,7 +16,7 @@ def replica_loss(chunk, labels):
 
 images = torch.randn(6, 8)
 labels = torch.randint(0, 4, (6,))
-loss = torch.stack([replica_loss(c, l) for c, l in zip(images.chunk(2), labels.chunk(2))])  # <- culprit
+loss = torch.stack([replica_loss(c, l) for c, l in zip(images.chunk(2), labels.chunk(2))])  # <- culprit-alt
 opt.zero_grad()
-loss.backward()  # <- backward
+loss.backward()  # <- culprit <- backward
 opt.step()

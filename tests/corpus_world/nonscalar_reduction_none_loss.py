@@ -11,8 +11,8 @@ opt = torch.optim.Adam(renderer.parameters(), lr=1e-3)
 rays = torch.randn(32, 6)
 gt_color = torch.rand(32, 3)
 mask = (torch.rand(32, 1) > 0.2).float()
-color_loss = nn.functional.l1_loss(renderer(rays), gt_color, reduction="none")  # <- culprit
+color_loss = nn.functional.l1_loss(renderer(rays), gt_color, reduction="none")  # <- culprit-alt
 loss = color_loss * mask
 opt.zero_grad()
-loss.backward()  # <- backward
+loss.backward()  # <- culprit <- backward
 opt.step()

@@ -9,7 +9,8 @@ torch.manual_seed(0)
 n_classes = 2
 unet = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, n_classes, 1))
 img = torch.rand(2, 1, 8, 8)
-mask = (torch.rand(2, 8, 8) > 0.5).long() * 255  # <- culprit
+mask = (torch.rand(2, 8, 8) > 0.5).long()
+mask = mask * 255  # <- culprit
 criterion = nn.CrossEntropyLoss()
 loss = criterion(unet(img), mask)
 loss.backward()

@@ -1,7 +1,7 @@
 # source: https://github.com/hosseinshn/GradNorm/issues/10
 # expect-kind: unused-input
-# GradNorm asks for the gradient of a task loss w.r.t. `param.clone()`: the
-# clone is a new tensor that the loss never used.
+# GradNorm asks for the gradient of a task loss w.r.t. a clone of the shared
+# weight: the clone is a new tensor that the loss never used.
 import torch
 import torch.nn as nn
 
@@ -14,6 +14,8 @@ h = torch.relu(shared(x))
 L1 = nn.functional.mse_loss(head1(h), y1)
 L2 = nn.functional.mse_loss(head2(h), y2)
 param = list(shared.parameters())
-G1R = torch.autograd.grad(L1, param[0].clone(), retain_graph=True, create_graph=True)  # <- culprit
+W = param[0]
+W = W.clone()  # <- culprit
+G1R = torch.autograd.grad(L1, W, retain_graph=True, create_graph=True)  # <- backward
 G1 = torch.norm(G1R[0], 2)
 print(G1)

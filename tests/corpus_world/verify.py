@@ -72,13 +72,15 @@ KIND_FAMILIES: Dict[str, Tuple[Tuple[str, ...], str]] = {
     "inference-tensor-saved": (_RT, r"Inference tensors cannot be saved for backward"),
     "double-backward-unsupported": (_RT, r"marked with @once_differentiable"),
     "gradient-shape-mismatch": (_RT, r"Mismatch in shape: grad_output"),
-    "unused-input": (_RT, r"One of the differentiated Tensors appears to not have been used in the graph"),
+    # torch 2.13 says "The differentiated Tensor at index N appears ..."; older releases "One of the differentiated Tensors appears ..."
+    "unused-input": (_RT, r"appears to not have been used in the graph"),
     "non-leaf-grad-none": (("TypeError", "AttributeError"), r"NoneType|None"),
     "float-has-no-backward": (("AttributeError",), r"'float' object has no attribute 'backward'"),
     "inplace-backward-unsupported": (_RT, r"In-place .*(backward|not supported)|not supported.*in-place"),
     "saved-detached-inplace": (_RT, r"saved tensor that has been detached in-place"),
     "checkpoint-mismatch": (_RT + ("CheckpointError",), r"checkpoint|[Rr]ecomput"),
-    "forward-ad": (_RT + ("ValueError",), r"forward[- ]?(mode )?AD|dual|tangent"),
+    # ops and custom Functions without a forward-mode formula raise NotImplementedError
+    "forward-ad": (_RT + ("ValueError", "NotImplementedError"), r"forward[- ]?(mode )?AD|dual|tangent"),
     "invalid-gradient": (_RT, r"returned an invalid gradient|Function .* returned .* gradient"),
     "ddp-unused-parameters": (_RT, r"Expected to have finished reduction in the prior iteration"),
     "ddp-ready-twice": (_RT, r"Expected to mark a variable ready only once"),

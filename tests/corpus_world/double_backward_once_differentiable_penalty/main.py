@@ -14,6 +14,6 @@ x = torch.randn(5, 4, requires_grad=True)
 y = torch.randint(0, 3, (5,))
 logits = swish(lin(x))  # <- saved
 l = nn.functional.cross_entropy(logits, y)
-g, = torch.autograd.grad(l, x, create_graph=True)  # <- culprit
+g, = torch.autograd.grad(l, x, create_graph=True)
 L = l + torch.sum(g * x)
 L.backward()  # <- backward

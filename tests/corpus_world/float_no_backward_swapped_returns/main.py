@@ -14,7 +14,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 inputs = torch.randn(8, 16)
 labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
 embed = model(inputs)
-inter_, loss, dist_ap, dist_an = criterion(embed, labels)  # <- culprit
+inter_, loss, dist_ap, dist_an = criterion(embed, labels)  # <- culprit-alt
 opt.zero_grad()
 loss.backward()  # <- backward
 opt.step()

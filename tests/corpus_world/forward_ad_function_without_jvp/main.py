@@ -12,5 +12,5 @@ points = torch.rand(8) * 6.28
 values = torch.randn(8)
 with fwAD.dual_level():
     dual_values = fwAD.make_dual(values, torch.ones(8))
-    spectrum = type1(points, dual_values, n_modes=5)  # <- culprit
+    spectrum = type1(points, dual_values, n_modes=5)
     print(fwAD.unpack_dual(spectrum).tangent)

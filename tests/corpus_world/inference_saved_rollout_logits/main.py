@@ -1,7 +1,7 @@
 # source: https://github.com/unslothai/unsloth/issues/2434
 # expect-kind: inference-tensor-saved
 # GRPO-style step: the sampler in the package generates completions under
-# torch.inference_mode() and also hands back its hidden states, which the
+# @torch.inference_mode() and also hands back its hidden states, which the
 # training loss then feeds through the trainable policy head.
 import torch
 

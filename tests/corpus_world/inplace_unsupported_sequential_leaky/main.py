@@ -1,7 +1,7 @@
 # source: https://github.com/pytorch/pytorch/issues/37345
 # expect-kind: inplace-backward-unsupported
-# The discriminator in the package uses nn.LeakyReLU with inplace=True and a
-# negative slope (a sign-flip variant from a config); backward refuses it.
+# The discriminator in the package switches nn.LeakyReLU to inplace=True (its
+# memory-saving default) and is given a negative slope; backward refuses it.
 import torch
 
 from nets.disc import build_discriminator

@@ -1,7 +1,7 @@
 # source: https://github.com/hbb1/2d-gaussian-splatting/issues/229
 # expect-kind: invalid-gradient
-# The rasterizer's custom backward in the package returns the rotation gradient
-# with 4 columns (quaternions) for an input that has 3.
+# The rasterizer's custom backward in the package pads the rotation gradient to
+# 4 columns (the quaternion layout) for an input that has 3.
 import torch
 
 from splat.rasterize import rasterize

@@ -1,7 +1,7 @@
 # source: https://github.com/davidmascharka/tbd-nets/issues/8
 # expect-kind: no-grad-fn
 # The per-module losses come back from the package in a list; the helper that
-# computes them wraps its body in torch.no_grad() (copied from the eval code).
+# computes them is decorated with torch.no_grad() (copied from the eval code).
 import torch
 
 from vqa.model import TinyModuleNet

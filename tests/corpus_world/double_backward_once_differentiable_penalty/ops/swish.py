@@ -8,8 +8,8 @@ class _Swish(torch.autograd.Function):
         ctx.save_for_backward(x)
         return x * torch.sigmoid(x)
 
+    @once_differentiable  # <- culprit
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad_out):
         x, = ctx.saved_tensors
         s = torch.sigmoid(x)

@@ -12,4 +12,4 @@ class WeightLoss(nn.Module):
         neg = sim[~same]
         loss = (1 - pos).mean() + neg.clamp(min=0).mean()
         prec = float((pos.mean() > neg.mean()).item())
-        return loss, prec, pos.mean().item(), neg.mean().item()
+        return loss, prec, pos.mean().item(), neg.mean().item()  # <- culprit

@@ -12,7 +12,8 @@ class _Rasterize(torch.autograd.Function):
         means, rotations = ctx.saved_tensors
         g = grad_out.sum(1, keepdim=True)
         grad_means = g.expand_as(means) * rotations.norm(dim=1, keepdim=True)
-        grad_rot = g * torch.ones(rotations.shape[0], 4)  # <- culprit
+        grad_rot = g * rotations / rotations.norm(dim=1, keepdim=True)
+        grad_rot = torch.cat([grad_rot, torch.zeros_like(g)], dim=1)  # <- culprit
         return grad_means, grad_rot
 
 

@@ -11,5 +11,4 @@ class GaussianAllocator(nn.Module):
 
     def forward(self, x):
         dist = Normal(self.mu(x), self.log_sigma.exp())
-        raw = dist.sample()  # <- culprit
-        return torch.softmax(raw, dim=1)
+        return torch.softmax(dist.sample(), dim=1)  # <- culprit

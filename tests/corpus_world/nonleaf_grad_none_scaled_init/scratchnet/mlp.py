@@ -2,7 +2,8 @@ import torch
 
 
 def init_params(n_in, n_hidden, n_out):
-    w1 = torch.randn(n_in, n_hidden, requires_grad=True) * 0.1  # <- culprit
+    w1 = torch.randn(n_in, n_hidden, requires_grad=True)
+    w1 = w1 * 0.1  # <- culprit
     b1 = torch.zeros(n_hidden, requires_grad=True)
     w2 = torch.randn(n_hidden, n_out, requires_grad=True)
     return [w1, b1, w2]

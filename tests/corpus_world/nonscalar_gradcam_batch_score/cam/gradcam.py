@@ -12,10 +12,10 @@ class GradCAM:
     def __call__(self, x, class_idx=None):
         logit = self.model(x)
         if class_idx is None:
-            score = logit.max(1)[0]  # <- culprit
+            score = logit.max(1)[0]  # <- culprit-alt
         else:
             score = logit[:, class_idx].sum()
         self.model.zero_grad()
-        score.backward()  # <- backward
+        score.backward()  # <- culprit <- backward
         weights = self.grads.mean((2, 3), keepdim=True)
         return (weights * self.acts).sum(1).relu()
