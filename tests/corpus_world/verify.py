@@ -76,18 +76,21 @@ KIND_FAMILIES: Dict[str, Tuple[Tuple[str, ...], str]] = {
     "non-float-requires-grad": (_RT, r"Only Tensors of floating point (and complex )?dtype can require gradients"),
     "numpy-requires-grad": (_RT, r"Can't call numpy\(\) on Tensor that requires grad"),
     "resize-requires-grad": (_RT, r"cannot resize variables that require grad"),
-    "device-mismatch": (_RT, r"Expected all tensors to be on the same device|device"),
+    # a CPU-only build raises AssertionError("Torch not compiled with CUDA enabled") (expect-cpu-only programs)
+    "device-mismatch": (_RT + ("AssertionError",), r"Expected all tensors to be on the same device|device|not compiled with"),
     "non-leaf-requires-grad": (_RT, r"you can only change requires_grad flags of leaf variables"),
     "inference-tensor-saved": (_RT, r"Inference tensors cannot be saved for backward"),
     "double-backward-unsupported": (_RT, r"marked with @once_differentiable"),
     "gradient-shape-mismatch": (_RT, r"Mismatch in shape: grad_output"),
-    "unused-input": (_RT, r"One of the differentiated Tensors appears to not have been used in the graph"),
+    # torch 2.13 says "The differentiated Tensor at index N appears ..."; older releases "One of the differentiated Tensors appears ..."
+    "unused-input": (_RT, r"appears to not have been used in the graph"),
     "non-leaf-grad-none": (("TypeError", "AttributeError"), r"NoneType|None"),
     "float-has-no-backward": (("AttributeError",), r"'float' object has no attribute 'backward'"),
     "inplace-backward-unsupported": (_RT, r"In-place .*(backward|not supported)|not supported.*in-place"),
     "saved-detached-inplace": (_RT, r"saved tensor that has been detached in-place"),
     "checkpoint-mismatch": (_RT + ("CheckpointError",), r"checkpoint|[Rr]ecomput"),
-    "forward-ad": (_RT + ("ValueError",), r"forward[- ]?(mode )?AD|dual|tangent"),
+    # ops and custom Functions without a forward-mode formula raise NotImplementedError
+    "forward-ad": (_RT + ("ValueError", "NotImplementedError"), r"forward[- ]?(mode )?AD|dual|tangent"),
     "invalid-gradient": (_RT, r"returned an invalid gradient|Function .* returned .* gradient"),
     "ddp-unused-parameters": (_RT, r"Expected to have finished reduction in the prior iteration"),
     "ddp-mark-ready-twice": (_RT, r"Expected to mark a variable ready only once"),
@@ -157,8 +160,13 @@ class Run:
 
     @property
     def exc_type(self) -> str:
-        m = _EXC.match(self.last)
-        return m.group(1).rsplit(".", 1)[-1] if m else ""
+        # A multi-line message (CheckpointError, forward-AD NotImplementedError) ends with a line of its
+        # text, not with the exception's name: take the last line that starts with one.
+        for line in reversed([ln for ln in self.stderr.splitlines() if ln.strip()]):
+            m = _EXC.match(line)
+            if m:
+                return m.group(1).rsplit(".", 1)[-1]
+        return ""
 
     def frames(self, after: Optional[str] = None) -> List[Tuple[Path, int]]:
         text = self.stderr
@@ -227,7 +235,7 @@ def _family_ok(kind: str, run: Run) -> Tuple[bool, str]:
     if types and run.exc_type not in types:
         return False, f"exception {run.exc_type or '?'} not in {types}: {run.last[:120]}"
     tail = "\n".join(run.stderr.splitlines()[-30:])
-    if pattern and not re.search(pattern, tail):
+    if pattern and not re.search(pattern, tail, re.I):  # "only Tensors ..." from the requires_grad setter
         return False, f"message not of the family: {run.last[:120]}"
     return True, run.last[:100]
 

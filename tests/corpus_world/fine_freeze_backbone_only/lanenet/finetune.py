@@ -1,0 +1,3 @@
+def freeze_backbone(net):
+    for param in net.model.parameters():
+        param.requires_grad = False
