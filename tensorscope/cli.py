@@ -183,7 +183,16 @@ def explain(
             text = message
         from tensorscope.explain_text import explain_text
 
-        code = explain_text(text, json_, output)
+        try:
+            code = explain_text(text, json_, output)
+        except OSError as e:
+            _err(f"can't write the report to '{output}': {e.strerror}")
+            raise typer.Exit(ExitCode.USAGE)
+        except Exception:
+            if traceback_:
+                raise
+            _err("internal error (run again with --traceback and report it)")
+            raise typer.Exit(ExitCode.INTERNAL)
         if code == ExitCode.FOUND and fail_on == "diagnosis":  # a pasted failure is a diagnosis, never a hazard
             code = ExitCode.FAIL_ON
         raise typer.Exit(code)

@@ -80,8 +80,13 @@ def explain_text(text: str, json_: bool, output) -> int:
         if json_:
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return ExitCode.UNRECOGNISED
-    as_json = str(output).endswith(".json") if output is not None else json_
-    out = json.dumps(doc, indent=2) + "\n" if as_json else render_text(doc)
+    if output is not None:  # the form -o's extension names, as for a program's report
+        from tensorscope.render import form_for_path, render
+
+        form = form_for_path(output)
+        out = render_text(doc) if form == "text" else render(doc, form)
+    else:
+        out = json.dumps(doc, indent=2) + "\n" if json_ else render_text(doc)
     if output is not None:
         with open(output, "w", encoding="utf-8") as f:
             f.write(out)

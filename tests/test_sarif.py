@@ -118,3 +118,21 @@ def test_clean_report_and_places_without_a_file(sarif_schema, tmp_path):
     assert "locations" not in result
     [saved] = result["relatedLocations"]
     assert saved["physicalLocation"]["artifactLocation"] == {"uri": (tmp_path / "a b.py").as_uri()}
+
+
+_PASTED = ("RuntimeError: one of the variables needed for gradient computation has been modified by an "
+           "inplace operation: [torch.FloatTensor [3]], which is output 0 of SigmoidBackward0, is at version 1; "
+           "expected version 0 instead.")
+
+
+def test_pasted_error_text_writes_every_form(sarif_schema, tmp_path):
+    """explain --message -o FILE picks the form by extension too; nothing was run, so no location."""
+    for ext in ("sarif", "html"):
+        rc, out, err, _ = run_cli("explain", "-o", str(tmp_path / f"r.{ext}"), "--message", _PASTED, cwd=tmp_path)
+        assert rc == 1 and "Traceback" not in err, err
+    log = json.loads((tmp_path / "r.sarif").read_text())
+    validate(log, sarif_schema)
+    result, = log["runs"][0]["results"]
+    assert result["ruleId"] == "inplace-modified-saved-tensor" and "locations" not in result
+    page = (tmp_path / "r.html").read_text()
+    assert 'data-verdict="fail"' in page and "explained from the error text alone" in page

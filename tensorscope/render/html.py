@@ -119,7 +119,7 @@ def render_html(doc: dict, *, fragment: bool = False) -> str:
                + "\n<main>\n" + "\n".join(body) + "\n</main>\n</div>\n")
     if fragment:
         return content
-    title = f"tensorscope {doc['command']} {doc['program']['path']}"
+    title = f"tensorscope {doc['command']} {(doc.get('program') or {}).get('path') or '(error text)'}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>body{{margin:0;background:#fff}}</style></head>\n<body>\n"
@@ -139,7 +139,7 @@ def _scope(css: str) -> str:
 
 
 def _verdict(doc: dict) -> str:
-    p = doc["program"]
+    p = doc.get("program")  # null for explain - / --message: nothing was run
     d = doc.get("diagnosis")
     hazards = doc.get("hazards") or []
     if d:
@@ -152,8 +152,12 @@ def _verdict(doc: dict) -> str:
         cls = "ok"
         head = "Backward is clean, no hazard" if doc["command"] == "explain" else "No failure, no hazard"
         sub = ""
-    meta = [f"tensorscope {esc(doc['command'])} <code>{esc(p['path'])}</code>",
-            f"exit status {esc(p['exit_status'])}"]
+    if p is None:
+        meta = [f"tensorscope {esc(doc['command'])}: explained from the error text alone"]
+        p = {}
+    else:
+        meta = [f"tensorscope {esc(doc['command'])} <code>{esc(p['path'])}</code>",
+                f"exit status {esc(p['exit_status'])}"]
     exc = p.get("exception")
     if exc:
         at = f" at {esc(exc.get('file') or '')}:{esc(exc['line'])}" if exc.get("line") else ""

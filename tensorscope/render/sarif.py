@@ -40,8 +40,9 @@ def render_sarif(doc: dict, *, root: str | None = None) -> str:
                             "semanticVersion": __version__, "rules": rules}},
         "originalUriBaseIds": {_ROOT: {"uri": Path(root or os.getcwd()).resolve().as_uri() + "/"}},
         "results": results,
-        "properties": {"command": doc["command"], "program": doc["program"]["path"],
-                       "exitStatus": doc["program"]["exit_status"], "torchVersion": doc["torch_version"]},
+        "properties": {"command": doc["command"], "program": (doc.get("program") or {}).get("path"),
+                       "exitStatus": (doc.get("program") or {}).get("exit_status"),
+                       "torchVersion": doc["torch_version"]},
     }
     log = {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
     return json.dumps(log, indent=2) + "\n"
@@ -84,7 +85,7 @@ def _location(place: dict, message: str | None = None, ident: int | None = None)
 
 
 def _result(d: dict, level: str, codes: list, doc: dict) -> dict:
-    exc = doc["program"].get("exception")
+    exc = (doc.get("program") or {}).get("exception")  # no program for explain - / --message
     primary = next((p for p in (d.get("culprit"), d.get("backward"), exc) if _located(p)), None)
     text = d["explanation"].rstrip()
     if d.get("fix"):
