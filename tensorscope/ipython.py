@@ -102,10 +102,10 @@ class TensorscopeMagics(Magics):
         from tensorscope.explain_text import document, render_text
 
         doc = document(text)
-        if doc is None:
+        if doc["diagnosis"] is None:  # the document of an unrecognised text (see explain_text.document)
             print("tensorscope: not a failure tensorscope knows (no PyTorch autograd/aliasing error found in the text)")
             return
-        doc["pinpoint"] = "run the cell again under %%tensorscope"
+        doc["message"]["pinpoint"] = "run the cell again under %%tensorscope"
         _display(render_text(doc))
 
 

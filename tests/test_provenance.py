@@ -148,7 +148,7 @@ def runs(tmp_path_factory):
 
     def one(prog):
         folder, files = progs[prog]
-        return files, run_cli("explain", str(folder / "main.py"), "--json", cwd=folder)
+        return files, run_cli("explain", "--json", str(folder / "main.py"), cwd=folder)
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         out = dict(zip(progs, pool.map(one, progs)))
