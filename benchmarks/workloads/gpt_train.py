@@ -7,7 +7,8 @@ seeded synthetic token streams made once before the loop. 40 steps at scale 1
 as `raw_model` (as training scripts keep it beside a wrapped copy), so a report sees every
 parameter under two names.
 
-Size: argv[1] or env TS_BENCH_SCALE (float, default 1.0).
+Size: argv[1] or env TS_BENCH_SCALE (float, default 1.0). Device: env TS_BENCH_DEVICE (default
+"cpu"; "cuda" on a GPU machine, where the loss is read back with .item() once, at the end).
 """
 import math
 import os
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 
 SCALE = float(sys.argv[1]) if len(sys.argv) > 1 else float(os.environ.get("TS_BENCH_SCALE", "1.0"))
 STEPS = max(1, round(40 * SCALE))
+DEVICE = torch.device(os.environ.get("TS_BENCH_DEVICE", "cpu"))
 VOCAB, CONTEXT, WIDTH, HEADS, BLOCKS, BATCH = 96, 32, 64, 4, 4, 8
 
 
@@ -77,7 +79,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         t = idx.shape[1]
-        pos = torch.arange(t, dtype=torch.long)
+        pos = torch.arange(t, dtype=torch.long, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
             x = block(x)
@@ -87,9 +89,9 @@ class GPT(nn.Module):
 
 torch.manual_seed(0)
 gen = torch.Generator().manual_seed(0)
-stream = torch.randint(0, VOCAB, (16, BATCH, CONTEXT + 1), generator=gen)
+stream = torch.randint(0, VOCAB, (16, BATCH, CONTEXT + 1), generator=gen).to(DEVICE)
 
-model = GPT()
+model = GPT().to(DEVICE)
 raw_model = model
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
 
