@@ -104,8 +104,49 @@ class Packed:
 
 
 def forward_op_name(node_name: str) -> str:
-    """``SigmoidBackward0`` -> ``Sigmoid``, as 2.13 names the forward op in its message."""
+    """``SigmoidBackward0`` -> ``Sigmoid``, as 2.13 names the forward op in its message.
+
+    Earlier releases (2.11, say) name the node itself; the running torch's own style is learnt
+    once by ``learn_message_style``.
+    """
+    if _STYLE["names_node"]:
+        return node_name
     return _BACKWARD_SUFFIX.sub("", node_name)
+
+
+# NOTE [The version check's text comes from the running torch]
+# The redone version check must print the text the running PyTorch prints, and that text
+# changed between releases (2.13 names the forward op, "output 0 of Sigmoid"; 2.11 the node,
+# "output 0 of SigmoidBackward0"; the hint's wording moves too). Rather than a table of
+# releases, one real version error is provoked before the program runs (before our wrappers
+# and hooks go in, on a one-element CPU tensor, no RNG touched) and its style is kept.
+_STYLE = {"names_node": False, "hint": None}
+
+
+def learn_message_style() -> None:
+    if _STYLE["hint"] is not None:
+        return
+    # Hooks of the program's on the stack (the API inside its own saved_tensors_hooks) would see
+    # the probe's save: then no probe, and 2.13's text.
+    if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
+        _probe()
+    if _STYLE["hint"] is None:  # no probe, or no version error was raised (a future release?): 2.13's text
+        _STYLE["hint"] = (" Hint: enable anomaly detection to find the operation that failed to compute its "
+                          "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+def _probe() -> None:
+    try:
+        with torch.enable_grad(), torch.inference_mode(False), torch.autograd.set_detect_anomaly(False):
+            a = torch.ones(1, requires_grad=True)
+            out = a.sigmoid()
+            out.mul_(1)
+            out.sum().backward()
+    except RuntimeError as e:
+        text = str(e)
+        if " instead." in text:
+            _STYLE["names_node"] = "of SigmoidBackward" in text
+            _STYLE["hint"] = text.split(" instead.", 1)[1]
 
 
 def version_error_message(p: Packed) -> str:
@@ -127,8 +168,8 @@ def version_error_message(p: Packed) -> str:
         msg += (" Hint: the backtrace further above shows the operation that failed to compute its "
                 "gradient. The variable in question was changed in there or anywhere later. Good luck!")
     else:
-        msg += (" Hint: enable anomaly detection to find the operation that failed to compute its "
-                "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+        learn_message_style()
+        msg += _STYLE["hint"]
     return msg
 
 

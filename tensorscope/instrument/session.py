@@ -48,6 +48,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     # or it holds the wrappers and those contexts silently stop working during the run.
     _device_constructors()
     # --- end device
+    if hooks:  # before any wrapper or hook is in place: see NOTE [The version check's text ...]
+        saved.learn_message_style()
     patcher.install()
     ddp.install(tracker, patcher)
     if hooks:

@@ -1,0 +1,115 @@
+"""Checks that need a real CUDA GPU; every test here skips cleanly without one.
+
+- torchrun with NCCL, one rank per GPU: per-rank reports, the `distributed` field, DDP's failure
+  explained, and the program behaving as under plain torchrun;
+- the hook-free `run` diagnosis and `explain` of a version error on tensors that live on the GPU
+  (backward runs on the device's autograd worker thread);
+- `run --check-values` on the GPU: saved tensors fingerprinted without a host synchronisation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _cli import _env, line_of, run_cli, run_python, validate_against_schema
+
+torch = pytest.importorskip("torch")
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAMS = REPO / "tests" / "programs_cuda"
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = _env()
+    env.update(MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", "--master_addr=127.0.0.1",
+           f"--master_port={_free_port()}", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def nccl_runs(tmp_path_factory):
+    """The NCCL program under plain torchrun and under `torchrun -m tensorscope run -o OUT.json`."""
+    out = tmp_path_factory.mktemp("nccl")
+    prog = str(PROGRAMS / "ddp_unused_nccl.py")
+    plain = _torchrun(prog, cwd=REPO)
+    ts = _torchrun("-m", "tensorscope", "run", "-o", str(out / "OUT.json"), prog, cwd=REPO)
+    return plain, ts, out
+
+
+def test_nccl_torchrun_report_per_rank_and_ddp_failure_explained(nccl_runs):
+    plain, ts, out = nccl_runs
+    assert sorted(p.name for p in out.iterdir()) == ["OUT.rank0.json"], ts.stderr[-3000:]
+    doc = json.loads((out / "OUT.rank0.json").read_text())
+    validate_against_schema(doc)
+    assert doc["distributed"] == {"rank": 0, "local_rank": 0, "world_size": 1, "backend": "nccl"}
+    assert doc["program"]["exit_status"] == 1
+    d = doc["diagnosis"]
+    assert d["kind"] == "ddp-unused-parameters"
+    # the parameters torch itself numbers in its message, by their module path
+    assert "`aux.weight`" in d["explanation"] and "`aux.bias`" in d["explanation"]
+    forward = line_of(PROGRAMS / "ddp_unused_nccl.py", "loss = model(torch.randn(3, 4, device=device)).sum()")
+    assert d["culprit"]["line"] == forward
+
+
+def test_nccl_program_behaves_as_under_plain_torchrun(nccl_runs):
+    plain, ts, _ = nccl_runs
+    assert ts.returncode == plain.returncode == 1
+    assert ts.stdout == plain.stdout
+    assert "Expected to have finished reduction in the prior iteration" in ts.stderr
+    def tail(text):  # the traceback on, without torch's time-stamped warning lines
+        text = text.split("Traceback (most recent call last):", 1)[1]
+        return [line for line in text.splitlines() if not re.search(r"\d\d:\d\d:\d\d\.\d+", line)]
+
+    assert tail(ts.stderr) == tail(plain.stderr)
+
+
+@pytest.mark.parametrize("command", ["run", "explain"])
+def test_version_error_on_the_gpu_is_pinpointed(tmp_path, command):
+    prog = PROGRAMS / "inplace_saved.py"
+    rc_py, out_py, err_py = run_python(prog)
+    rc, out, err, _ = run_cli(command, "-o", str(tmp_path / "r.json"), str(prog))
+    assert (rc, out, err) == (rc_py, out_py, err_py)  # the program's own error, byte for byte
+    # 2.13 names the forward op ("of Sigmoid"), earlier releases the node ("of SigmoidBackward0")
+    assert re.search(r"torch\.cuda\.FloatTensor \[3\]\], which is output 0 of Sigmoid(Backward0)?, is at version 1", err)
+    d = json.loads((tmp_path / "r.json").read_text())["diagnosis"]
+    assert d["kind"] == "inplace-modified-saved-tensor"
+    assert d["culprit"]["line"] == line_of(prog, "alias.zero_()") and d["culprit"]["alias"] == "alias"
+    assert d["backward"]["line"] == line_of(prog, "out.sum().backward()")
+    if command == "explain":  # the saving line is the hooks' fact
+        assert d["saved_by"]["line"] == line_of(prog, "out = a.sigmoid()")
+
+
+def test_check_values_finds_a_silent_write_on_the_gpu(tmp_path):
+    prog = tmp_path / "silent.py"
+    prog.write_text(
+        "import torch\n"
+        "w = torch.tensor([0.5, -1.0, 2.0], device='cuda', requires_grad=True)\n"
+        "y = w.exp()\n"
+        "y.data.mul_(0)\n"
+        "y.sum().backward()\n"
+        "print(w.grad.tolist())\n"
+    )
+    rc_py, out_py, err_py = run_python(prog)
+    rc, out, err, _ = run_cli("run", "--check-values", "-o", str(tmp_path / "r.json"), str(prog))
+    assert (rc, out, err) == (rc_py, out_py, err_py)
+    assert json.loads(out_py) == [0.0, 0.0, 0.0]  # torch's wrong gradient: exp's saved output was zeroed
+    doc = json.loads((tmp_path / "r.json").read_text())
+    [hazard] = doc["hazards"]
+    assert hazard["kind"] == "silent-saved-tensor-write"
+    assert hazard["culprit"]["line"] == 4
