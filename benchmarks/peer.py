@@ -28,7 +28,7 @@ tables sorted by measured time, log lines with a clock), the test is counted as
 crash counts per file and the first differing line of every different test;
 DIR/results.json holds everything.
 
-Both sides get the same environment: PYTHONHASHSEED=0, CUDA hidden (CPU only),
+Both sides get the same environment: PYTHONHASHSEED=0, CUDA hidden (CPU only) unless --cuda,
 PYTHONWARNINGS unset, ``-p no:cacheprovider``.  One shim is applied on both sides at
 run time, never by editing the copies: newer test files import
 ``HardwareClassification`` from torch.testing._internal.common_utils, which
@@ -221,11 +221,16 @@ def _first_line(text: str) -> str:
 
 
 # --- environment and processes
+# --cuda: the GPUs stay visible, so the files' CUDA variants run too (set by main)
+KEEP_CUDA = False
+
+
 def child_env(support: Path) -> dict:
     env = dict(os.environ)
     env.pop("PYTHONWARNINGS", None)
     env["PYTHONHASHSEED"] = "0"
-    env["CUDA_VISIBLE_DEVICES"] = ""
+    if not KEEP_CUDA:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     env["PYTHONPATH"] = os.pathsep.join([str(support)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 
@@ -446,9 +451,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="peer_out", help="directory for records and results (default ./peer_out)")
     ap.add_argument("--resume", action="store_true", help="keep the records already in --out; run what is missing")
     ap.add_argument("-k", dest="k", default=None, help="pytest -k expression selecting tests")
+    ap.add_argument("--cuda", action="store_true", help="leave the GPUs visible: the files' CUDA tests run too")
     ap.add_argument("--test-timeout", type=float, default=DEFAULT_TEST_TIMEOUT,
                     help="seconds one test may run before it is stopped and recorded as timeout")
     opts = ap.parse_args(argv)
+    global KEEP_CUDA
+    KEEP_CUDA = opts.cuda
 
     files = [Path(f).resolve() for f in opts.files]
     for f in files:
