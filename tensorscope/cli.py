@@ -292,8 +292,7 @@ def _reexplain(req: Request) -> None:
     no recording).
     """
     import json
-
-    from tensorscope.session import Result
+    from types import SimpleNamespace
 
     try:
         with open(req.program, encoding="utf-8") as f:
@@ -326,7 +325,8 @@ def _reexplain(req: Request) -> None:
             raise
         _err("internal error (run again with --traceback and report it)")
         raise typer.Exit(ExitCode.INTERNAL)
-    _exit(Result(doc, exit_status=0), req)
+    # session.Result's fields (session imports torch, which nothing here needs)
+    _exit(SimpleNamespace(doc=doc, exit_status=0, interrupted=False, timed_out=False, os_exit=False), req)
 
 
 # --- torchrun: one report per rank ------------------------------------------------------------
