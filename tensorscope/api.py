@@ -387,20 +387,21 @@ def _scope(where):
 def _build(block: _Block, exc, scope) -> dict:
     import torch
 
-    from tensorscope import report, runner
+    from tensorscope import report
     from tensorscope.analysis import diagnose
     from tensorscope.instrument import session as instrument
-    from tensorscope.session import _exception_info
+    from tensorscope.session import exception_info
 
     tracker = block.recording.tracker
     command, device, ops = block.recording.options  # what was recorded, whatever a joined block asked for
     snap = instrument.snapshot(tracker, scope, exc)
     status = 0 if exc is None else 1
     path = report.display_path(block.filename) or "<unknown>"
-    program = {"path": path, "argv": [], "exit_status": status, "exception": _exception_info(exc, tracker.user)}
-    doc = report.build(command=command, tracker=tracker, snap=snap, program=program,
+    program = {"path": path, "argv": [], "exit_status": status, "exception": exception_info(exc, tracker.user)}
+    recording = instrument.record(tracker, snap)  # nothing below this line sees the tracker
+    doc = report.build(recording, command=command, program=program,
                        torch_version=torch.__version__, device_mode=device)
-    diagnose.attach(doc, tracker, runner.Outcome(exit_status=status, exception=exc))
+    diagnose.attach(doc, recording)
     if block.since:
         _keep_events_since(doc, block.since)
     if block.options != block.recording.options:
@@ -430,5 +431,5 @@ def _bare_doc(block: _Block, exc, note: str) -> dict:
                     "exception": exception},
         "device_mode": device, "tensors": [], "storages": [], "version_counters": [], "events": [],
         "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
-        "diagnosis": None, "hazards": [], "notes": [note],
+        "diagnosis": None, "hazards": [], "notes": [note], "recording": None,
     }

@@ -147,7 +147,7 @@ def run(
 @app.command(context_settings=_PROGRAM_CONTEXT)
 def explain(
     program: Optional[str] = typer.Argument(None, metavar="PROGRAM", show_default=False,
-                                            help="A program to run and explain (with -m a module), or - to read an error text from stdin."),
+                                            help="A program to run and explain (with -m a module), a saved report (FILE.json) to explain again, or - to read an error text from stdin."),
     args: Optional[List[str]] = _PROG_ARGS,
     module: bool = _MODULE,
     message: Optional[str] = typer.Option(None, "--message", help="Explain this error text (nothing is run)."),
@@ -199,6 +199,13 @@ def explain(
     if program is None:
         _err("explain needs a program, -m MODULE, - (an error text on stdin) or --message TEXT")
         raise typer.Exit(ExitCode.USAGE)
+    if not module and program.endswith(".json"):  # a saved report: explain it again, run nothing
+        if args:
+            _err(f"a saved report runs nothing, so it takes no arguments (got {' '.join(args)!r} after it)")
+            raise typer.Exit(ExitCode.USAGE)
+        _reexplain(_request("explain", program, [], json=json_, output=output, traceback=traceback_,
+                            fail_on=fail_on, full=full, tensor=tensor, line=line, report=report))
+        return
     _main(_request("explain", program, args, module=module, json=json_, output=output, device=device,
                    timeout=timeout, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks, full=full,
                    tensor=tensor, line=line, report=report))
@@ -275,6 +282,51 @@ def _main(req: Request) -> None:
     if result.timed_out:
         _err(f"the program did not finish within {req.timeout:g} s and was stopped; the report is partial")
     _exit(result, req)
+
+
+def _reexplain(req: Request) -> None:
+    """`tensorscope explain report.json`: diagnose a saved report again from its recording.
+
+    Nothing runs. Exit codes as for explain: 0 nothing found, 1 a diagnosis or a hazard, 5 with
+    --fail-on; 2 when the file is not a report this version can re-explain (schema_version 1 has
+    no recording).
+    """
+    import json
+    from types import SimpleNamespace
+
+    try:
+        with open(req.program, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        _err(f"can't open file '{req.program}': no such file")
+        raise typer.Exit(ExitCode.USAGE)
+    except IsADirectoryError:
+        _err(f"'{req.program}' is a directory, not a report")
+        raise typer.Exit(ExitCode.USAGE)
+    except OSError as e:
+        _err(f"can't open file '{req.program}': {e.strerror}")
+        raise typer.Exit(ExitCode.USAGE)
+    except (ValueError, RecursionError):  # JSONDecodeError and undecodable bytes
+        _err(f"'{req.program}' is not a JSON file (a saved report is written by `explain -o report.json PROG`)")
+        raise typer.Exit(ExitCode.USAGE)
+    try:
+        from tensorscope.analysis import diagnose
+
+        try:
+            diagnose.reexplain(doc)
+        except ValueError as e:
+            _err(f"'{req.program}': {e}")
+            raise typer.Exit(ExitCode.USAGE)
+        _emit(doc, req)
+    except typer.Exit:
+        raise
+    except Exception:
+        if req.traceback:
+            raise
+        _err("internal error (run again with --traceback and report it)")
+        raise typer.Exit(ExitCode.INTERNAL)
+    # session.Result's fields (session imports torch, which nothing here needs)
+    _exit(SimpleNamespace(doc=doc, exit_status=0, interrupted=False, timed_out=False, os_exit=False), req)
 
 
 # --- torchrun: one report per rank ------------------------------------------------------------

@@ -8,6 +8,7 @@ import sys
 
 from tensorscope import __version__
 from tensorscope.exitcodes import ExitCode
+from tensorscope.report import SCHEMA_VERSION
 
 _MAX_TEXT = 4 * 1024 * 1024
 
@@ -24,7 +25,7 @@ def document(text: str) -> dict:
 
     parsed = parse(text[-_MAX_TEXT:])
     doc = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "tensorscope_version": __version__,
         "torch_version": None,  # the text may come from any release; nothing is imported or run
         "command": "explain",
@@ -38,6 +39,7 @@ def document(text: str) -> dict:
         "optimizers": [],
         "distributed": None,
         "message": None,
+        "recording": None,  # nothing ran: nothing recorded
     }
     if parsed is None:
         doc["notes"].append("not a failure tensorscope knows (no PyTorch autograd/aliasing error found in the text)")

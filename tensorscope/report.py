@@ -1,8 +1,8 @@
 """The report: one plain, JSON-ready document built from what a run recorded.
 
-Torch-free by design (see the house style): it takes the recorder's plain data
-and the end-of-run snapshot, and everything after it (analysis, renderers)
-works on this document only.
+Torch-free by design (see the house style): it takes the frozen Recording of a run
+(tensorscope/recording.py), and everything after it (analysis, renderers) works on
+this document and that recording only.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import os
 import tokenize
 
 from tensorscope import __version__
+from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, plain
 
-SCHEMA_VERSION = 1
-_PUBLIC_TENSOR_FIELDS = ("shape", "stride", "dtype", "device", "storage", "storage_offset", "data_ptr",
-                         "nbytes", "byte_range", "version", "requires_grad", "is_leaf", "grad_fn")
+SCHEMA_VERSION = 2  # 2: the `recording` object (see docs/CONTRACT.md)
 
 
 def code_at(file: str | None, line: int | None) -> str:
@@ -48,49 +47,57 @@ def display_path(file: str | None) -> str | None:
     return file if rel.startswith("..") else rel
 
 
-def build(*, command: str, tracker, snap: dict, program: dict, torch_version: str, device_mode: str) -> dict:
-    """Assemble the report document (schema_version 1, see the JSON Schema in tensorscope/schema)."""
-    named = snap["named"]
-    alive = snap["alive"]
+def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str) -> dict:
+    """Assemble the report document (schema_version 2, see the JSON Schema in tensorscope/schema).
+
+    ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by analysis.diagnose.attach.
+    """
+    snap = recording.snapshot
+    named = snap.named
+    alive = set(snap.alive)
+    facts_of = recording.tensor_map()
+    names_seen = recording.names
     # which tensors to describe: named ones, tensors seen with names at events, temporaries written through
-    written = [e["tensor"] for e in tracker.events if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
+    written = [e["tensor"] for e in recording.events if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
     # a dict as an ordered set: building the report stays linear in the number of tensors
     chosen: dict[str, None] = {}
-    for tid in list(named) + list(tracker.tensor_names) + written:
-        if tid in tracker.tensor_facts:
+    for tid in list(named) + list(names_seen) + written:
+        if tid in facts_of:
             chosen[tid] = None
-    failure = tracker.failure or {}
+    failure = recording.failure or {}
     involved = [failure.get("tensor"), failure.get("base"), (failure.get("saved") or {}).get("tensor")]
-    involved += [h.get("tensor") for h in tracker.hazards]
+    involved += [h.get("tensor") for h in recording.hazards]
     for tid in involved:
-        if isinstance(tid, str) and tid in tracker.tensor_facts:
+        if isinstance(tid, str) and tid in facts_of:
             chosen[tid] = None
     # view_of may point at a tensor not otherwise chosen: include it
-    view_of = dict(snap["view_of"])
-    for tid, facts in tracker.tensor_facts.items():
-        if facts.get("_view_of") and tid not in view_of:
-            view_of[tid] = facts["_view_of"]
+    view_of = dict(snap.view_of)
+    for t in recording.tensors:
+        if t.view_of and t.id not in view_of:
+            view_of[t.id] = t.view_of
     for tid in list(chosen):
         base = view_of.get(tid)
-        if base and base in tracker.tensor_facts:
+        if base and base in facts_of:
             chosen[base] = None
     chosen = sorted(chosen, key=lambda s: int(s[1:]))
 
     tensors = []
+    counters_of, has_grad, roles = snap.counters, snap.has_grad, snap.roles
     for tid in chosen:
-        facts = tracker.tensor_facts[tid]
-        names = list(named.get(tid, []))
-        for n in tracker.tensor_names.get(tid, []):
+        facts = facts_of[tid]
+        names = list(named.get(tid, ()))
+        for n in names_seen.get(tid, ()):
             if n not in names:
                 names.append(n)
         entry = {"id": tid, "names": names, "alive": tid in alive}
-        for f in _PUBLIC_TENSOR_FIELDS:
-            entry[f] = facts.get(f)
+        for f in PUBLIC_TENSOR_FIELDS:
+            v = getattr(facts, f)
+            entry[f] = list(v) if type(v) is tuple else v
         entry["view_of"] = view_of.get(tid)
-        entry["version_counter"] = snap["counters"].get(tid)
-        entry["has_grad"] = snap["has_grad"].get(tid) if tid in alive else None
-        entry["role"] = snap.get("roles", {}).get(tid)
-        created = tracker.tensor_created.get(tid)
+        entry["version_counter"] = counters_of.get(tid)
+        entry["has_grad"] = has_grad.get(tid) if tid in alive else None
+        entry["role"] = roles.get(tid)
+        created = recording.created.get(tid)
         entry["created"] = ({"file": display_path(created["file"]), "line": created["line"],
                              "code": code_at(created["file"], created["line"]), "how": created["how"]}
                             if created else None)
@@ -101,9 +108,9 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         sid = entry["storage"]
         if not sid or not entry["alive"]:
             continue
-        facts = tracker.tensor_facts[entry["id"]]
-        s = storages.setdefault(sid, {"id": sid, "device": entry["device"], "nbytes": facts.get("_storage_nbytes"),
-                                      "data_ptr": facts.get("_storage_ptr"), "tensors": []})
+        facts = facts_of[entry["id"]]
+        s = storages.setdefault(sid, {"id": sid, "device": entry["device"], "nbytes": facts.storage_nbytes,
+                                      "data_ptr": facts.storage_ptr, "tensors": []})
         s["tensors"].append(entry["id"])
     counters: dict[str, list] = {}
     for entry in tensors:
@@ -111,20 +118,21 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
             counters.setdefault(entry["version_counter"], []).append(entry["id"])
 
     events = []
-    for e in tracker.events:
-        ev = dict(e)
+    for e in recording.events:
+        ev = plain(e)
         ev["code"] = code_at(e.get("file"), e.get("line"))
         ev["file"] = display_path(e.get("file"))
         events.append(ev)
     # every site where some events were only counted (past the per-line or the total limit), with
     # its full count: the text report folds per line from these, the JSON keeps them all
     detailed: dict = {}
-    for e in tracker.events:
+    for e in recording.events:
         key = (e["kind"], e.get("file"), e.get("line"))
         detailed[key] = detailed.get(key, 0) + 1
     sites = sorted(
-        ({"kind": k, "file": display_path(f), "line": line, "code": code_at(f, line), "count": n}
-         for (k, f, line), n in tracker.site_counts.items() if n > detailed.get((k, f, line), 0)),
+        ({"kind": s.kind, "file": display_path(s.file), "line": s.line, "code": code_at(s.file, s.line),
+          "count": s.count}
+         for s in recording.sites if s.count > detailed.get((s.kind, s.file, s.line), 0)),
         key=lambda s: -s["count"])
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -137,12 +145,13 @@ def build(*, command: str, tracker, snap: dict, program: dict, torch_version: st
         "storages": sorted(storages.values(), key=lambda s: int(s["id"][1:])),
         "version_counters": [{"id": k, "tensors": v} for k, v in sorted(counters.items(), key=lambda kv: int(kv[0][1:]))],
         "events": events,
-        "events_summary": {"recorded": len(events), "aggregated": tracker.aggregated,
-                           "per_site_limit": tracker.per_site, "max_events": tracker.max_events, "sites": sites},
+        "events_summary": {"recorded": len(events), "aggregated": recording.aggregated,
+                           "per_site_limit": recording.per_site, "max_events": recording.max_events, "sites": sites},
         "diagnosis": None,
         "hazards": [],
-        "notes": list(tracker.notes),
-        "optimizers": [{"name": o["name"], "type": o["type"], "parameters": o["parameters"],
-                        "state_keys": o["state_keys"]} for o in snap.get("optimizers", [])],
+        "notes": list(recording.notes),
+        "optimizers": [{"name": o["name"], "type": o["type"], "parameters": list(o["parameters"]),
+                        "state_keys": list(o["state_keys"])} for o in snap.optimizers],
+        "recording": None,
     }
     return doc

@@ -102,6 +102,7 @@ class Session:
 
     def _report(self, tracker, snap, outcome, torch_version, distributed) -> Result:
         from tensorscope.analysis import diagnose
+        from tensorscope.instrument import session as instrument
 
         path = self.program
         if self.module:  # the module's file once runpy found it, as python puts it in sys.argv[0]
@@ -111,16 +112,17 @@ class Session:
             "module": self.program if self.module else None,
             "argv": [path, *self.argv],
             "exit_status": outcome.exit_status,
-            "exception": _exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
+            "exception": exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
         }
-        doc = report.build(command=self.command, tracker=tracker, snap=snap, program=program,
+        recording = instrument.record(tracker, snap)
+        doc = report.build(recording, command=self.command, program=program,
                            torch_version=torch_version, device_mode=self.device)
         if outcome.timed_out:
             doc["notes"].append(f"stopped after --timeout {self.timeout:g} s: the report is partial")
         if outcome.interrupted:
             doc["notes"].append("interrupted (KeyboardInterrupt): the report is partial")
         doc["distributed"] = distributed
-        diagnose.attach(doc, tracker, outcome)
+        diagnose.attach(doc, recording)
         outcome.main_globals = None
         return Result(doc, outcome.exit_status, interrupted=outcome.interrupted,
                       timed_out=outcome.timed_out, os_exit=outcome.os_exit)
@@ -144,7 +146,7 @@ class Session:
             "device_mode": self.device, "tensors": [], "storages": [], "version_counters": [], "events": [],
             "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
             "diagnosis": None, "hazards": [],
-            "notes": ["the program did not compile, so nothing ran"],
+            "notes": ["the program did not compile, so nothing ran"], "recording": None,
             "distributed": None if torchrun_env() is None else {**torchrun_env(), "backend": None},
         }
 
@@ -224,7 +226,9 @@ def _is_tty(fd: int) -> bool:
         return False
 
 
-def _exception_info(exc, user) -> dict | None:
+def exception_info(exc, user) -> dict | None:
+    """``program.exception`` of the report: the exception that ended the program, at its last line in
+    the program's own files (``user``: instrument's UserCode)."""
     if exc is None:
         return None
     file = line = None

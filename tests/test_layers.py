@@ -47,3 +47,32 @@ def test_lower_layers_do_not_import_upper_ones():
             (PKG / "kinds").glob("*.py")):
         bad = {m for m in imports(path) if m.startswith(("tensorscope.cli", "tensorscope.render", "tensorscope.session"))}
         assert not bad, f"{path.name} imports {bad}"
+
+
+def _params_and_names(path: Path) -> set[str]:
+    """Every parameter name, attribute read and name loaded in a module."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.Name):
+            out.add(node.id)
+    return out
+
+
+def test_nothing_after_instrument_sees_the_tracker():
+    """report.py, analysis/, render/ and kinds/ work on the frozen Recording (tensorscope/recording.py):
+    they never import instrument/ nor take, read or name the live tracker."""
+    for sub in ("analysis", "kinds", "render", "report.py", "recording.py"):
+        for path in modules(sub):
+            bad = {m for m in imports(path) if m.startswith("tensorscope.instrument")}
+            assert not bad, f"{path.name} imports {bad}: the live tracker stays inside instrument/"
+            names = {n for n in _params_and_names(path) if "tracker" in n.lower() or n in ("recorder", "Recorder")}
+            assert not names, f"{path.name} names {names}: it must receive the Recording, not the tracker"
+
+
+def test_the_recording_is_torch_free_and_plain():
+    for m in imports(PKG / "recording.py"):
+        assert m.split(".")[0] in ("__future__", "dataclasses", "typing", "hashlib"), m

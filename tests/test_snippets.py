@@ -308,7 +308,7 @@ def test_json_document(snippet, runs):
     py_rc, py_out, py_err = runs.python(snippet)
     doc, err = doc_of(runs, snippet)
     validate_against_schema(doc)
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["command"] == "run"
     assert doc["torch_version"] == torch.__version__
     prog = doc["program"]

@@ -1,10 +1,15 @@
-"""Choosing the explanation for a run: the first failure, and every silent hazard."""
+"""Choosing the explanation for a run: the first failure, and every silent hazard, from its recorded facts."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import replace
 
 from tensorscope import kinds
 from tensorscope.analysis import inplace, silent
 from tensorscope.analysis.common import Evidence, diagnosis, where
+from tensorscope.recording import Facts, Recording, Source, thaw
+from tensorscope.report import SCHEMA_VERSION
 
 # kind code -> explain(ev) returning a diagnosis dict, or None to fall back to the generic one
 # (each kind's module in tensorscope/kinds/ holds its explainer)
@@ -22,20 +27,162 @@ def _parse(text: str):
         return None
 
 
-def evidence(doc: dict, tracker) -> Evidence:
+def evidence(doc: dict, facts: Facts) -> Evidence:
+    """The explanations' view of a report and its recorded facts (mutable copies: nothing they do
+    changes the recording)."""
     return Evidence(
-        doc=doc, failure=tracker.failure, saved_failure=tracker.saved_failure, hazards=tracker.hazards,
-        backwards=list(tracker.backwards), node_lines=tracker.node_lines,
-        created=tracker.tensor_created, names=tracker.tensor_names, exception=doc["program"]["exception"],
-        by_id={t["id"]: t for t in doc["tensors"]}, ddp_models=list(tracker.ddp_models),
+        doc=doc, failure=thaw(facts.failure), saved_failure=thaw(facts.saved_failure), hazards=thaw(facts.hazards),
+        backwards=thaw(facts.backwards), node_lines=facts.node_line_map(),
+        created=thaw(facts.created), names=thaw(facts.names), exception=doc["program"]["exception"],
+        by_id={t["id"]: t for t in doc["tensors"]}, ddp_models=thaw(facts.ddp_models),
     )
 
 
-def attach(doc: dict, tracker, outcome) -> None:
-    """Fill ``diagnosis`` and ``hazards`` of a report."""
-    ev = evidence(doc, tracker)
-    doc["diagnosis"] = diagnose(ev)
-    doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+def attach(doc: dict, recording: Recording) -> Facts:
+    """Fill ``diagnosis``, ``hazards`` and ``recording`` of a report built from ``recording``.
+
+    The diagnosis is made from the facts written into the report (See NOTE [The recording in the
+    report]), so that re-explaining the saved report gives the same one.
+    """
+    facts = recording.facts((t["id"] for t in doc["tensors"]))
+    if _may_read_source(facts, doc):
+        facts = replace(facts, sources=_sources(facts, doc))
+    explain(doc, facts)
+    doc["recording"] = facts.to_json()
+    return facts
+
+
+def reexplain(doc: dict) -> None:
+    """Diagnose a saved report again from its ``recording`` object, running nothing.
+
+    Raises ValueError when ``doc`` is not a report this version can re-explain.
+    """
+    facts = facts_of(doc)
+    if doc.get("recording") is None:
+        return  # nothing ran (the program did not compile): the report says all there is
+    explain(doc, facts)
+
+
+def facts_of(doc) -> Facts:
+    """The recorded facts of a saved report; ValueError (one line) when it has none."""
+    if not isinstance(doc, dict) or "schema_version" not in doc or "program" not in doc or "tensors" not in doc:
+        raise ValueError("not a tensorscope report (no schema_version, program and tensors)")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"a report of schema_version {version!r} cannot be re-explained: it has no recording "
+                         f"(schema_version {SCHEMA_VERSION} has one; run the program again)")
+    data = doc.get("recording")
+    if data is None:
+        if doc.get("events") or doc.get("tensors"):
+            raise ValueError("the report has no recording object: it cannot be re-explained")
+        return Facts()  # nothing ran (the program did not compile): nothing to explain
+    try:
+        return Facts.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ValueError("the report's recording object is malformed") from None
+
+
+def explain(doc: dict, facts: Facts) -> None:
+    """``diagnosis`` and ``hazards`` of ``doc`` from ``facts``, reading the program's source as recorded."""
+    with recorded_source(facts.sources):
+        ev = evidence(doc, facts)
+        doc["diagnosis"] = diagnose(ev)
+        doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+
+
+def _may_read_source(facts: Facts, doc: dict) -> bool:
+    """Whether a diagnosis could quote the program: there is a failure, an exception or a hazard."""
+    return bool(facts.failure or facts.hazards or doc["program"].get("exception"))
+
+
+def _sources(facts: Facts, doc: dict) -> tuple:
+    """The program's files the diagnosis may read, as linecache holds them now (NOTE [Recorded source])."""
+    import linecache
+    import os
+    import sysconfig
+
+    files: dict[str, None] = {}
+    _files_in(facts.to_json(), files)
+    exc = doc["program"].get("exception") or {}
+    for f in [exc.get("file")] + [e.get("file") for e in doc.get("events") or ()] \
+            + [t["created"]["file"] for t in doc.get("tensors") or () if t.get("created")]:
+        if f:
+            files[f] = None
+    installed = tuple({os.path.join(p, "") for k, p in sysconfig.get_paths().items()
+                       if k in ("stdlib", "platstdlib", "purelib", "platlib")})
+    out, seen, total = [], set(), 0
+    for f in files:
+        full = os.path.abspath(f)
+        if full in seen or full.startswith(installed) or not os.path.isfile(full):
+            continue
+        seen.add(full)
+        lines = linecache.getlines(f) or linecache.getlines(full)
+        if lines:
+            s = Source.of(full, lines)
+            if s.lines is not None:
+                total += sum(map(len, s.lines))
+                if total > MAX_SOURCES_BYTES:  # a bound on the report's size: the rest by hash only
+                    s = replace(s, lines=None)
+            out.append(s)
+    return tuple(sorted(out, key=lambda s: s.file))
+
+
+MAX_SOURCES_BYTES = 1024 * 1024
+
+
+def _files_in(value, out: dict) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str) and (k == "file" or k.endswith("_file")):
+                out[v] = None
+            else:
+                _files_in(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _files_in(v, out)
+
+
+@contextmanager
+def recorded_source(sources):
+    """Let the explanations read the program's files as they were recorded (See NOTE [Recorded source]).
+
+    Each recorded file is put in linecache under its absolute path and the path the report shows,
+    and taken out again afterwards. A file recorded by hash only is read from disk when its content
+    still has that hash, and is otherwise empty: no line of another version of it is ever quoted.
+    """
+    import hashlib
+    import linecache
+    import os
+
+    from tensorscope.analysis import source as source_mod
+    from tensorscope.report import display_path
+
+    saved = {}
+    try:
+        for s in sources:
+            lines = s.lines
+            if lines is None:
+                try:
+                    with open(s.file, encoding="utf-8", errors="surrogateescape", newline="") as f:
+                        text = f.read()
+                except OSError:
+                    text = None
+                ok = text is not None and hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest() == s.sha256
+                lines = tuple(text.splitlines(keepends=True)) if ok else ()
+            for key in {s.file, display_path(s.file), os.path.relpath(s.file) if os.path.isabs(s.file) else s.file}:
+                if key not in saved:
+                    saved[key] = linecache.cache.get(key)
+                # mtime None: linecache.checkcache leaves the entry alone
+                linecache.cache[key] = (sum(map(len, lines)), None, list(lines), key)
+                source_mod.forget(key)
+        yield
+    finally:
+        for key, entry in saved.items():
+            if entry is None:
+                linecache.cache.pop(key, None)
+            else:
+                linecache.cache[key] = entry
+            source_mod.forget(key)
 
 
 def diagnose(ev: Evidence) -> dict | None:

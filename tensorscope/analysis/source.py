@@ -224,3 +224,8 @@ def atom(expr: str | None) -> str:
     if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)):
         return expr.strip()
     return f"({expr.strip()})"
+
+
+def forget(file: str) -> None:
+    """Drop the parsed module of ``file``: its text changed (a saved report's recorded source)."""
+    _trees.pop(file, None)

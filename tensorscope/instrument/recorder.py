@@ -107,6 +107,19 @@ def _on_storage(t, key) -> bool:
         return False
 
 
+def byte_range(t):
+    """[start, end) in bytes of the memory a tensor spans in its storage, or None."""
+    try:
+        itemsize = t.element_size()
+        start = t.storage_offset() * itemsize
+        if t.numel() == 0:
+            return [start, start]
+        extent = (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * itemsize
+        return [start, start + extent]
+    except Exception:
+        return None
+
+
 def ranges_overlap(a, b) -> bool:
     return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state
+from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
 from torch.utils._device import _device_constructors  # device: see active()
@@ -90,6 +91,55 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         return _snapshot.take(tracker, main_globals, exc)
     finally:
         tracker.active = active_before
+
+
+def record(tracker: Tracker, snap: dict) -> Recording:
+    """Freeze what the tracker recorded (and the end-of-run snapshot) into a torch-free Recording.
+
+    Everything after instrument/ (the report, the analysis) reads this, never the tracker. One pass
+    over each of the tracker's tables: linear in what was recorded.
+    """
+    facts = tracker.tensor_facts
+    tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
+    seqs: set = set()
+    referenced_seqs(tracker.failure, seqs)
+    referenced_seqs(tracker.saved_failure, seqs)
+    node_lines = []
+    for seq in sorted(seqs):  # only the nodes the failure names: node_lines holds up to 200,000
+        fl = tracker.node_lines.get(seq)
+        if fl is not None:
+            node_lines.append((seq, fl[0], fl[1]))
+    return Recording(
+        tensors=tensors,
+        names=freeze(tracker.tensor_names),
+        created=freeze(tracker.tensor_created),
+        events=freeze(tracker.events),
+        sites=tuple(Site(k, f, line, n) for (k, f, line), n in tracker.site_counts.items()),
+        aggregated=tracker.aggregated, per_site=tracker.per_site, max_events=tracker.max_events,
+        failure=freeze(tracker.failure), saved_failure=freeze(tracker.saved_failure),
+        hazards=freeze(tracker.hazards), backwards=freeze(tracker.backwards), node_lines=tuple(node_lines),
+        ddp_models=freeze(tracker.ddp_models), notes=tuple(tracker.notes),
+        snapshot=Snapshot(named=freeze(snap["named"]), alive=tuple(sorted(snap["alive"], key=_tid_order)),
+                          view_of=freeze(snap["view_of"]), counters=freeze(snap["counters"]),
+                          has_grad=freeze(snap["has_grad"]), roles=freeze(snap.get("roles", {})),
+                          optimizers=freeze(snap.get("optimizers", []))),
+    )
+
+
+def _tid_order(tid):
+    return (len(tid), tid)
+
+
+def _tensor(tid: str, f: dict) -> RecordedTensor:
+    get = f.get
+    shape, stride, rng = get("shape"), get("stride"), get("byte_range")
+    return RecordedTensor(
+        id=tid, shape=None if shape is None else tuple(shape), stride=None if stride is None else tuple(stride),
+        dtype=get("dtype"), device=get("device"), storage=get("storage"), storage_offset=get("storage_offset"),
+        data_ptr=get("data_ptr"), nbytes=get("nbytes"), byte_range=None if rng is None else tuple(rng),
+        version=get("version"), requires_grad=get("requires_grad"), is_leaf=get("is_leaf"), grad_fn=get("grad_fn"),
+        is_view=bool(get("is_view")), view_of=get("_view_of"), storage_nbytes=get("_storage_nbytes"),
+        storage_ptr=get("_storage_ptr"))
 
 
 def distributed_info(tracker, env: dict | None) -> dict | None:

@@ -1,0 +1,163 @@
+"""Backward-time facts of the Tracker: each backward()/autograd.grad call, its roots and leaves,
+and what a failing one leaves behind (the freed graph, the stale saved tensor).
+
+Moved whole out of tracker.py (a mixin of Tracker); every method must never raise into the program.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tensorscope.instrument import stale
+from tensorscope.instrument.failure_graph import _MAX_WALK, _is_freed_error
+from tensorscope.instrument.frames import receiver, user_frame
+from tensorscope.instrument.recorder import inspectable, node_name
+
+_Tensor = torch.Tensor
+_MAX_BACKWARDS = 256
+
+
+class BackwardCalls:
+    """Tracker's callbacks around backward() and torch.autograd.grad (patches.py)."""
+
+    # --- backward -----------------------------------------------------------------------
+
+    _current_backward = None
+    _backward_roots = None
+
+    def before_backward(self, op, args, kwargs, frame):
+        try:
+            uf = user_frame(frame, self.user)
+            loc = self._loc(frame, uf)
+            roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+            if isinstance(roots, _Tensor):
+                roots = [roots]
+            roots = [r for r in (roots or []) if isinstance(r, _Tensor)]
+            if roots and not inspectable(roots[0]):
+                return None
+            retain = kwargs.get("retain_graph")
+            create = kwargs.get("create_graph", False)
+            if op == "backward" and len(args) > 2:
+                retain = args[2]
+            if op == "backward" and len(args) > 3:
+                create = args[3]
+            if op == "grad" and len(args) > 3:
+                retain = args[3]
+            if retain is None:
+                retain = bool(create)
+            seq_now = torch._C._autograd._get_sequence_nr()
+            ctx = {"op": op, "file": loc["file"], "line": loc["line"], "segment": loc["segment"],
+                   "retain_graph": bool(retain), "seq_now": seq_now, "roots": [], "event": None,
+                   "library": loc["library"]}
+            root_facts = []
+            detailed = uf is not None and self.allow("backward", uf)
+            for r in roots:
+                # the full description only for recorded calls: a training loop calls this every step
+                f = {"tensor": self.note_tensor(r) if detailed else self.tid(r), "requires_grad": bool(r.requires_grad),
+                     "grad_fn": node_name(r.grad_fn) if r.grad_fn is not None else None,
+                     "dtype": str(r.dtype).replace("torch.", ""), "shape": list(r.shape),
+                     "is_leaf": bool(r.is_leaf)}
+                root_facts.append(f)
+            ctx["roots"] = root_facts
+            if detailed:
+                names = self.names_in(uf, roots)
+                receiver_name = receiver(loc["segment"], "backward") if loc["library"] is None else None
+                for r, f in zip(roots, root_facts):
+                    f["names"] = names.get(id(r), [])
+                    if not f["names"] and receiver_name and receiver_name.isidentifier() and len(roots) == 1:
+                        f["names"] = [receiver_name]
+                    self._add_names(f["tensor"], f["names"])
+            leaves = []
+            if detailed:
+                leaves = self._leaves(roots)
+                ctx["event"] = self.emit("backward", uf, op=op, roots=[f["tensor"] for f in root_facts],
+                                         retain_graph=bool(retain), create_graph=bool(create),
+                                         leaves_with_grad=[], ok=None)
+            ctx["leaves"] = leaves
+            # kept only while this backward runs: the failure path may need the graph (see _freed_facts)
+            ctx["_roots"] = roots
+            ctx["_frame"] = uf
+            self._backward_roots = roots if self.check_values else None
+            self._current_backward = {"file": loc["file"], "line": loc["line"], "segment": loc["segment"]}
+            return ctx
+        except Exception:
+            return None
+
+    def _leaves(self, roots):
+        """Ids of the leaf tensors a backward from `roots` accumulates into (AccumulateGrad nodes)."""
+        out = []
+        seen = set()
+        stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+        # each node once: a graph with residual connections reaches a node along many paths. The
+        # wrappers are kept (the dict's values) so that no id is reused by another node during the walk.
+        visited = {id(node): node for node in stack}
+        n = 0
+        while stack and n < _MAX_WALK:
+            node = stack.pop()
+            n += 1
+            try:
+                for nxt, _ in node.next_functions:
+                    if nxt is None or id(nxt) in visited:
+                        continue
+                    visited[id(nxt)] = nxt
+                    if hasattr(nxt, "variable"):
+                        v = nxt.variable
+                        k = id(v)
+                        if k not in seen:
+                            seen.add(k)
+                            out.append(v)
+                    else:
+                        stack.append(nxt)
+            except Exception:
+                continue
+        return out
+
+    def after_backward(self, ctx, error):
+        if ctx is None:
+            return
+        try:
+            self._current_backward = None
+            self._backward_roots = None
+            record = {"file": ctx["file"], "line": ctx["line"], "segment": ctx["segment"],
+                      "retain_graph": ctx["retain_graph"], "seq_now": ctx["seq_now"], "ok": error is None,
+                      "roots": ctx["roots"], "op": ctx["op"]}
+            self.backwards.append(record)
+            if len(self.backwards) > _MAX_BACKWARDS:
+                del self.backwards[0]
+            event = ctx["event"]
+            if event is not None:
+                event["ok"] = error is None
+                got = []
+                for v in ctx["leaves"]:
+                    try:
+                        if v.grad is not None:
+                            tid = self.note_tensor(v)
+                            got.append(tid)
+                    except Exception:
+                        pass
+                event["leaves_with_grad"] = got
+            ctx["leaves"] = None
+            roots, uf = ctx.pop("_roots", None), ctx.pop("_frame", None)
+            if error is not None and self.failure is None:
+                for r in roots or []:
+                    self.note_tensor(r)
+                failure = {"where": "backward", "op": ctx["op"], "file": ctx["file"], "line": ctx["line"],
+                           "segment": ctx["segment"], "exception_type": type(error).__name__,
+                           "message": str(error)[:2000], "roots": ctx["roots"],
+                           "saved": self.saved_failure, "library": ctx["library"],
+                           "backwards_before": self.backwards[:-1][-32:]}
+                self.failure = failure
+                if _is_freed_error(failure["message"]):
+                    failure["graph"] = self._freed_facts(roots or [], uf, failure["backwards_before"])
+                    for n in (failure["graph"] or {}).get("freed", []):
+                        if n["seq"] not in self.node_lines:
+                            file, line = self.node_line(n["seq"])
+                            if line is not None:
+                                self.node_lines[n["seq"]] = (file, line)
+                elif stale.is_version_error(failure["message"]):
+                    saved, graph = self._stale_facts(roots or [], str(error))
+                    if failure["saved"] is None and saved is not None:
+                        failure["saved"] = self.saved_failure = saved
+                    failure["autograd_graph"] = graph
+        except Exception:
+            pass

@@ -1,0 +1,259 @@
+"""The graph of a failing backward, read on the failure path: the stale saved tensor of a version
+error found without hooks, the plain graph for the report, and the freed nodes of a second backward.
+
+Moved whole out of tracker.py (a mixin of Tracker). See NOTE [Stale saved variable without hooks]
+in stale.py.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tensorscope.instrument import stale, state
+from tensorscope.instrument.frames import call_segment, library_name, receiver
+from tensorscope.instrument.recorder import byte_range as _byte_range, node_name
+
+_Tensor = torch.Tensor
+_MAX_WALK = 20_000
+
+
+class FailureGraph:
+    """Tracker's failure-path readers of a backward's graph."""
+
+    # --- the version-error failure path without hooks (see NOTE [Stale saved variable without hooks])
+
+    def _stale_facts(self, roots, message):
+        """(saved-failure facts, plain graph) of a backward that raised the version error."""
+        nodes, truncated = stale.walk(roots, message)
+        pick = stale.choose_stale(nodes, message)
+        facts = None
+        if pick is not None:
+            seq, entry = pick
+            now, expected = stale.versions(entry["error"])
+            t = stale.stale_tensor(entry, message)
+            tf = stale.tensor_facts(t) if t is not None else None
+            tid = self._saved_tid(t, tf, seq)
+            if self.saved_failure is not None:
+                tid = self.saved_failure.get("tensor") or tid
+            file, line = self.node_line(seq)
+            facts = {"tensor": tid, "version_at_save": expected, "version_now": now,
+                     "saved_file": file, "saved_line": line, "node": nodes[seq]["name"],
+                     "writes": self._writes_on(tf, seq, expected, now) if tf else [], "silent": [],
+                     "names": self.tensor_names.get(tid, []) if tid else [], "from": "graph"}
+        return facts, self._graph(nodes, pick, truncated, roots, facts)
+
+    def _known_tid(self, t):
+        entry = self._ids.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None
+
+    def _saved_tid(self, t, tf, seq, own=True):
+        """The program's own tensor behind a saved variable: the saved input itself, or the tensor
+        on the same bytes whose grad_fn is the saving node (a saved output). ``own``: ``t`` came
+        from ``_raw_saved_x.data`` (an input is then the program's tensor itself)."""
+        if t is None or tf is None:
+            return None
+        known = self._known_tid(t)
+        if known is not None:
+            return known
+        key, rng, _ = tf
+        same = []
+        for other in self.tensors_on_storage(key):
+            if _byte_range(other) == rng:
+                same.append(other)
+        for other in same:
+            try:
+                gf = other.grad_fn
+                if gf is not None and gf._sequence_nr() == seq:
+                    return self.note_tensor(other)
+            except Exception:
+                continue
+        if own and t.requires_grad:
+            return self.note_tensor(t)  # an input is saved as the tensor itself
+        return self.note_tensor(same[-1]) if same else None
+
+    def _writes_on(self, tf, seq, expected, now):
+        """The logged writes into the saved tensor's storage after node ``seq`` was built, that moved
+        the version on from ``expected`` (the culprit is the one whose version_before is ``expected``)."""
+        key = tf[0]
+        out = []
+        for aseq, v0, v1, op, grad_enabled, code, lasti, line, lib_code, tid in self.write_log.get(key, []):
+            if aseq <= seq or v1 == v0:
+                continue
+            if expected is not None and v0 < expected or now is not None and v0 >= now:
+                continue
+            segment = call_segment(_Where(code, lasti)) if code is not None else None
+            library = library_name(_Where(lib_code, 0)) if lib_code is not None else None
+            out.append({"op": op, "file": code.co_filename if code is not None else None, "line": line,
+                        "segment": segment, "alias": receiver(segment, op) if library is None else segment,
+                        "library": library, "version_before": v0, "version_after": v1,
+                        "grad_enabled": grad_enabled, "tensor": tid, "bumped": True})
+            if len(out) >= 64:
+                break
+        return out
+
+    def _graph(self, nodes, pick, truncated, roots, facts):
+        """Plain data for the report: up to ~200 nodes nearest the stale one (diagnosis.graph)."""
+        if not nodes:
+            return None
+        start = pick[0] if pick is not None else next(iter(nodes))
+        keep = sorted(stale.nearest(nodes, start), reverse=True)
+        ids = {seq: f"n{i + 1}" for i, seq in enumerate(keep)}
+        _, expected = stale.versions((pick[1]["error"] if pick else "") or "")
+        out = []
+        for seq in keep:
+            n = nodes[seq]
+            file, line = self.node_line(seq)
+            nxt = []
+            for m in n["next"]:
+                try:
+                    i = ids.get(m._sequence_nr())
+                except Exception:
+                    i = None
+                if i is not None and i not in nxt:
+                    nxt.append(i)
+            out.append({"id": ids[seq], "name": n["name"], "seq_nr": seq, "next": nxt, "file": file,
+                        "line": line, "saved": self._graph_saved(n, pick is not None and pick[1] in n["saved"],
+                                                                 pick, expected, seq, facts)})
+        root = None
+        for r in roots:
+            try:
+                root = ids.get(r.grad_fn._sequence_nr())
+            except Exception:
+                root = None
+            if root:
+                break
+        return {"nodes": out, "root": root, "truncated": bool(truncated or len(nodes) > len(keep))}
+
+    def _graph_saved(self, n, has_stale, pick, expected, seq, facts):
+        out = []
+        for e in n["saved"]:
+            if e["stale"]:
+                is_pick = has_stale and e is pick[1]
+                now, exp = stale.versions(e["error"])
+                t = stale.stale_tensor(e, e["error"])
+                tf = stale.tensor_facts(t) if t is not None else None
+                tid = facts.get("tensor") if is_pick and facts else self._saved_tid(t, tf, seq)
+                out.append({"name": e["name"], "tensor": tid, "storage": self._sid(tf, tid),
+                            "version_now": now, "version_at_save": exp, "stale": True})
+                continue
+            values = [stale._raw_tensor(r) for r in e["raws"]]
+            own = any(v is not None for v in values)
+            if not own:  # under explain's hooks the raw data is gone: the unpacked values
+                values = e["value"] if isinstance(e["value"], (list, tuple)) else [e["value"]]
+            for i, v in enumerate(values):
+                if not isinstance(v, _Tensor):
+                    continue
+                tf = stale.tensor_facts(v)
+                name = e["name"] if len(values) == 1 else f"{e['name']}[{i}]"
+                tid = self._saved_tid(v, tf, seq, own) if tf else None
+                version = tf[2] if tf else None
+                out.append({"name": name, "tensor": tid, "storage": self._sid(tf, tid),
+                            "version_now": version, "version_at_save": version, "stale": False})
+            if len(out) >= 32:
+                break
+        return out
+
+    def _sid(self, tf, tid):
+        if tid is not None:
+            return (self.tensor_facts.get(tid) or {}).get("storage")
+        if tf is None or not self.tensors_on_storage(tf[0]):
+            return None
+        return self._storages[tf[0]][0]
+
+    def _freed_facts(self, roots, uf, earlier):
+        """Failure path of a backward through a freed graph: which nodes of it were freed, and which
+        of the calling frame's tensors lead into them (e.g. a hidden state carried across iterations)."""
+        prev = state.recorder
+        state.recorder = None  # probing unpacks live saved tensors: keep our hooks' bookkeeping out of it
+        try:
+            nodes = {}
+            budget = [_MAX_WALK]
+            _walk([r.grad_fn for r in roots if r.grad_fn is not None], nodes, budget, probe=True)
+            freed = sorted((s for s, n in nodes.items() if n["freed"]), reverse=True)
+            freed_set = set(freed)
+            # which earlier backward (index into `earlier`) went through each freed node, when its roots live on
+            freed_by = {}
+            earlier_nodes = set()  # nodes of earlier backwards whose roots are still alive
+            live = self.live_tensors() if earlier else {}
+            for i, b in enumerate(earlier):
+                if b.get("retain_graph"):
+                    continue
+                ts = [live.get(r.get("tensor")) for r in b.get("roots") or []]
+                ts = [t for t in ts if t is not None and t.grad_fn is not None]
+                if not ts:
+                    continue
+                seen = {}
+                _walk([t.grad_fn for t in ts], seen, budget, probe=False)
+                for s in freed_set.intersection(seen):
+                    freed_by.setdefault(s, i)
+                earlier_nodes.update(seen)
+            local = []
+            items = list(uf.f_locals.items()) if uf is not None else []
+            for name, v in items:
+                if not isinstance(v, _Tensor) or name.startswith("__"):
+                    continue
+                gf = v.grad_fn
+                if gf is None:
+                    continue
+                seq = gf._sequence_nr()
+                mine = {}
+                _walk([gf], mine, budget, probe=False, stop=freed_set)
+                local.append({"name": name, "tensor": self.note_tensor(v), "seq": seq, "node": node_name(gf),
+                              "in_failing_graph": seq in nodes, "reaches_freed": bool(freed_set & set(mine)),
+                              "in_earlier_graph": (seq in earlier_nodes) if earlier_nodes else None})
+                if len(local) >= 64:
+                    break
+            return {"freed": [{"seq": s, "node": nodes[s]["node"], "freed_by": freed_by.get(s)} for s in freed[:64]],
+                    "nodes": len(nodes), "min_seq": min(nodes) if nodes else None, "locals": local}
+        except Exception:
+            return None
+        finally:
+            state.recorder = prev
+
+
+class _Where:
+    """A stand-in frame (code object and instruction offset) for the source helpers of frames.py."""
+
+    __slots__ = ("f_code", "f_lasti")
+
+    def __init__(self, code, lasti):
+        self.f_code = code
+        self.f_lasti = lasti
+
+
+def _is_freed_error(message: str) -> bool:
+    return "second time" in message or "already been freed" in message
+
+
+def _node_freed(node) -> bool:
+    """True when reading one of the node's saved tensors fails because backward already freed it."""
+    names = [a[len("_raw_saved_"):] for a in dir(node) if a.startswith("_raw_saved_")]
+    attrs = ["_saved_" + n for n in names] or (["saved_tensors"] if hasattr(type(node), "saved_tensors") else [])
+    for a in attrs:
+        try:
+            getattr(node, a)
+        except RuntimeError as e:
+            if _is_freed_error(str(e)):
+                return True
+        except Exception:
+            pass
+    return False
+
+
+def _walk(stack, nodes, budget, probe, stop=()):
+    """Collect ``sequence nr -> {node, freed}`` over a graph (AccumulateGrad excluded), within ``budget``."""
+    while stack and budget[0] > 0:
+        node = stack.pop()
+        budget[0] -= 1
+        try:
+            if hasattr(node, "variable"):
+                continue
+            seq = node._sequence_nr()
+            if seq in nodes:
+                continue
+            nodes[seq] = {"node": node_name(node), "freed": _node_freed(node) if probe else False}
+            if seq in stop:
+                continue
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+        except Exception:
+            continue

@@ -1,0 +1,238 @@
+"""Saved-tensor callbacks of the Tracker: pack, stale unpack, and the silent-write check at unpack.
+
+Moved whole out of tracker.py (a mixin of Tracker); every method must never raise into the program.
+See NOTE [Fingerprints of saved tensors] in saved.py.
+"""
+
+from __future__ import annotations
+
+import linecache
+import weakref
+
+import torch
+
+from tensorscope.instrument import saved as saved_mod
+from tensorscope.instrument.frames import call_segment, user_frame
+from tensorscope.instrument.recorder import node_name
+
+_current_node = torch._C._current_autograd_node
+_TensorBase = torch._C.TensorBase
+_MAX_NODE_LINES = 200_000
+_MAX_LOGGED_STORAGES = 4096  # with 16 writes each: a few MB at most
+_MAX_UNCHECKED = 200_000  # CUDA unpack checks waiting for the end of the program (a few bytes each)
+_MAX_WALK = 20_000
+
+
+class SavedChecks:
+    """Tracker's callbacks of the saved-tensor hooks (saved.py)."""
+
+    # --- saved tensors ----------------------------------------------------------------
+
+    def on_pack(self, p, t, frame):
+        """Remember a saved tensor: the forward line, and its storage for the write checks.
+
+        On the hot path (every tensor autograd saves): no tensor id, no byte range, no
+        per-save closure; dead entries of ``pending`` are swept in batches.
+        """
+        uf = user_frame(frame, self.user)
+        if uf is not None:
+            p.file = uf.f_code.co_filename
+            p.line = uf.f_lineno
+        elif self._current_backward is not None:
+            # saved during backward (create_graph), maybe on an autograd worker thread (CUDA):
+            # no user frame there; the user's line is the backward() call
+            p.file = self._current_backward["file"]
+            p.line = self._current_backward["line"]
+        key = t.untyped_storage()._cdata
+        p.storage_key = key
+        p.orig = weakref.ref(t)
+        if p.seq_nr is not None and p.line is not None:
+            self.node_lines[p.seq_nr] = (p.file, p.line)
+        refs = self.pending.get(key)
+        if refs is None:
+            self.pending[key] = [weakref.ref(p)]
+        else:
+            refs.append(weakref.ref(p))
+        self._packs += 1
+        if self._packs >= self._next_sweep:
+            self._sweep()
+        if uf is not None and self.allow("saved", uf):
+            p.tid = self.note_tensor(t)
+            self.emit("saved", uf, tensor=p.tid, version=p.version, output=p.is_output)
+
+    _packs = 0
+    _next_sweep = 4096
+
+    def _sweep(self):
+        """Drop saved-tensor records whose graph is gone; bound node_lines."""
+        pending = self.pending
+        for key in list(pending):
+            alive = [r for r in pending[key] if r() is not None]
+            if alive:
+                pending[key] = alive
+            else:
+                del pending[key]
+        lines = self.node_lines
+        while len(lines) > _MAX_NODE_LINES:
+            lines.popitem(last=False)
+        self._next_sweep = self._packs + max(4096, 2 * sum(len(v) for v in pending.values()))
+
+    def saved_tid(self, p):
+        if p.tid is None:
+            t = p.orig() if p.orig is not None else None
+            if t is not None:
+                p.tid = self.note_tensor(t)
+        return p.tid
+
+    def on_stale_unpack(self, p):
+        if self.saved_failure is not None:
+            return
+        node = _current_node()
+        self.saved_tid(p)
+        facts = {
+            "tensor": p.tid, "version_at_save": p.version, "version_now": p.tensor._version,
+            "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
+            "output_node": p.node, "is_output": p.is_output,
+            "writes": list(p.writes or []), "silent": list(p.silent or []),
+        }
+        try:
+            facts["names"] = self.tensor_names.get(p.tid, [])
+        except Exception:
+            pass
+        self.saved_failure = facts
+
+    def _note_numpy(self, op, t, frame):
+        """A NumPy array and a tensor now share memory: NumPy's writes bump no version counter."""
+        try:
+            key = t.untyped_storage()._cdata
+            names = self.names_in(frame, [t]).get(id(t), []) if op == "numpy" else []
+            seg = call_segment(frame)
+            log = self.numpy_shared
+            if key not in log and len(log) >= _MAX_LOGGED_STORAGES:
+                del log[next(iter(log))]
+            log[key] = {"op": op, "file": frame.f_code.co_filename, "line": frame.f_lineno, "segment": seg,
+                        "alias": seg, "library": None, "bumped": False, "tensor": self.note_tensor(t),
+                        "names": names}
+        except Exception:
+            pass
+
+    def on_unpack_check_silent(self, p):
+        """Backward unpacks a saved tensor whose version did not move: are its bytes the saved ones?
+
+        See NOTE [Fingerprints of saved tensors]. A recorded `.data` write that was undone before
+        backward (gradcheck) leaves the checksum unchanged: no hazard.
+        """
+        changed = None  # True/False, a 0-dim bool on the device (CUDA), or None: no fingerprint
+        if p.fingerprint is not None:
+            try:
+                flag = _TensorBase.ne(saved_mod.checksum(p.tensor), p.fingerprint)
+                changed = bool(flag) if flag.device.type == "cpu" else flag
+            except Exception:
+                changed = None
+        swap = None
+        if not p.is_output and p.storage_key is not None:
+            try:
+                if p.tensor.untyped_storage()._cdata != p.storage_key:
+                    swap = self.swaps.get(p.tid) or {}
+            except Exception:
+                pass
+        if changed is False or changed is None and not p.silent and swap is None:
+            return
+        node = _current_node()
+        if changed is not None and _running_stat_in_training(node, p):
+            return
+        facts = {
+            "tensor": None, "version_at_save": p.version, "version_now": p.tensor._version,
+            "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
+            "writes": list(p.silent or []) + ([swap] if swap else []), "backward": self._current_backward,
+        }
+        if changed is None or changed is True:
+            facts["tensor"] = self.saved_tid(p)
+            if not facts["writes"]:
+                facts["writes"] = self._unseen_writer(p, node)
+            self.add_hazard((facts["tensor"], p.seq_nr), facts)
+        elif len(self.unchecked) < _MAX_UNCHECKED:
+            # CUDA: nothing is read now; the graph walk for a custom Function is skipped here
+            if not facts["writes"]:
+                shared = self.numpy_shared.get(p.storage_key)
+                facts["writes"] = [dict(shared)] if shared is not None else []
+            self.unchecked.append((changed, p.tid, p.orig, p.seq_nr, facts))
+
+    def resolve_unchecked(self):
+        """After the program has ended: the CUDA unpack checks whose bytes had changed become hazards."""
+        pending, self.unchecked = self.unchecked, []
+        for flag, tid, orig, seq, facts in pending:
+            try:
+                if not bool(flag):
+                    continue
+                t = orig() if orig is not None else None
+                facts["tensor"] = tid if tid is not None else (self.note_tensor(t) if t is not None else None)
+                self.add_hazard((facts["tensor"], seq), facts)
+            except Exception:
+                continue
+
+    def _unseen_writer(self, p, node):
+        """Who wrote without any wrapper seeing it: a NumPy array sharing the memory, or a custom
+        autograd.Function that took the saved tensor as input; else nothing (the window is
+        explained from the save and backward lines)."""
+        shared = self.numpy_shared.get(p.storage_key)
+        if shared is not None:
+            return [dict(shared)]
+        fn = self._custom_function_on(node)
+        return [fn] if fn is not None else []
+
+    def _custom_function_on(self, node):
+        """The custom autograd.Function whose node consumes ``node``'s output in the graph being
+        run: its forward wrote its input without ``ctx.mark_dirty`` (walk bounded by _MAX_WALK)."""
+        roots = self._backward_roots
+        if node is None or not roots:
+            return None
+        try:
+            target = node._sequence_nr()
+            stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+            seen = set()
+            n = 0
+            while stack and n < _MAX_WALK:
+                cur = stack.pop()
+                n += 1
+                seq = cur._sequence_nr()
+                if seq in seen:
+                    continue
+                seen.add(seq)
+                cls = getattr(cur, "_forward_cls", None)
+                for nxt, _ in cur.next_functions:
+                    if nxt is None:
+                        continue
+                    if cls is not None and nxt._sequence_nr() == target and not hasattr(nxt, "variable"):
+                        fwd = getattr(cls.forward, "__code__", None)
+                        file, line = self.node_line(seq)
+                        return {"op": "custom_function", "function": cls.__name__,
+                                "file": fwd.co_filename if fwd else file, "line": _def_line(fwd) if fwd else line,
+                                "applied_file": file, "applied_line": line, "segment": None,
+                                "alias": f"{cls.__name__}.forward", "library": None, "bumped": False}
+                    stack.append(nxt)
+        except Exception:
+            return None
+        return None
+
+
+def _running_stat_in_training(node, p) -> bool:
+    """A training-mode batch norm saves ``running_mean``/``running_var`` (inputs: packed before its
+    kernel updates them, with no version bump) and its backward never reads them: no hazard."""
+    try:
+        if node is None or "BatchNorm" not in node.name() or not getattr(node, "_saved_training", False):
+            return False
+        t = p.tensor
+        return not p.is_output and not t.requires_grad and t.dim() == 1
+    except Exception:
+        return False
+
+
+def _def_line(code):
+    """The `def` line of a function (``co_firstlineno`` is its first decorator's)."""
+    first = code.co_firstlineno
+    for line in range(first, first + 16):
+        text = linecache.getline(code.co_filename, line).lstrip()
+        if text.startswith(("def ", "async def ")):
+            return line
+    return first
