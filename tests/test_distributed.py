@@ -143,3 +143,149 @@ def test_rank_files_and_terminal_labels_from_torchruns_environment(tmp_path):
     rc, out, err = _run([PY, "-m", "tensorscope", "run", "-o", "r.txt", str(prog)], tmp_path, env)
     assert (rc, out, err) == (0, "out\n", "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.py", "r.rank1.txt"]
+
+
+# --- DDP's broadcasts writing a tensor saved for backward (tests/programs/ddp_buffers.py) ----------------
+
+BUFFERS = PROGRAMS / "ddp_buffers.py"
+BUILT = line_of(BUFFERS, "model = DistributedDataParallel(disc)")
+FORWARD_DDP = line_of(BUFFERS, "    fake = model(torch.randn(3, 4)).mean()")
+BACKWARD = line_of(BUFFERS, "(fake - real).backward()")
+SAVED = line_of(BUFFERS, "return self.bn(self.body(x))")
+STALE = ("RuntimeError: one of the variables needed for gradient computation has been modified by an inplace "
+         "operation: [torch.FloatTensor [4]] is at version 2; expected version 1 instead.")
+
+
+def _buffers_module():
+    sys.path.insert(0, str(PROGRAMS))
+    try:
+        import ddp_buffers
+    finally:
+        sys.path.remove(str(PROGRAMS))
+    return ddp_buffers
+
+
+def _expected_line(rank: int) -> str:
+    """What rank RANK prints: its own module scores `real`; `fake` runs rank 0's weights, broadcast by DDP."""
+    import torch
+
+    Discriminator = _buffers_module().Discriminator
+    torch.manual_seed(0)
+    rank0 = Discriminator().eval()
+    torch.manual_seed(rank)
+    own = Discriminator().eval()
+    real = own(torch.randn(3, 4)).mean().item()
+    fake = rank0(torch.randn(3, 4)).mean().item()
+    return f"rank {rank} real {real:.4f} fake {fake:.4f}"
+
+
+def _assert_ddp_named_as_writer(d: dict) -> None:
+    assert d["kind"] == "inplace-modified-saved-tensor"
+    assert (d["culprit"]["line"], d["culprit"]["code"]) == (BUILT, "model = DistributedDataParallel(disc)")
+    assert d["culprit"]["library"] == "torch/nn/parallel/distributed.py:__init__"
+    assert "building DistributedDataParallel broadcasts rank 0's parameters and buffers" in d["explanation"]
+    assert "bumping its version 1 -> 2" in d["explanation"]
+    assert (d["backward"]["line"], d["backward"]["code"]) == (BACKWARD, "(fake - real).backward()")
+    assert d["saved_by"]["node"] == "NativeBatchNormBackward0"
+    # the buffer, by module path under both of the program's names (the module and the DDP wrapper)
+    assert {"disc.bn.running_mean", "model.module.bn.running_mean"} <= set(d["tensor"]["names"])
+    assert (d["tensor"]["version_at_save"], d["tensor"]["version_now"]) == (1, 2)  # the error's own numbers
+    assert "before the first forward" in d["fix"] and "`disc.bn.running_mean`" in d["fix"]
+
+
+def _broadcast_events(doc: dict, line: int, what: str) -> list[dict]:
+    return [e for e in doc["events"] if e["kind"] == "write" and e["line"] == line and e["op"].startswith(what)]
+
+
+@pytest.fixture(scope="module")
+def torchrun_buffers(tmp_path_factory):
+    """`torchrun --nproc_per_node=2 -m tensorscope run -o B.json tests/programs/ddp_buffers.py`."""
+    out = tmp_path_factory.mktemp("torchrun_buffers")
+    env = _env()
+    env.update(MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+           f"--master_port={free_port()}", "-m", "tensorscope", "run", "-o", str(out / "B.json"), str(BUFFERS)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    return proc, out
+
+
+@pytest.mark.slow
+def test_torchrun_ddp_construction_broadcast_is_the_writer_on_every_rank(torchrun_buffers):
+    proc, out = torchrun_buffers
+    assert sorted(p.name for p in out.iterdir()) == ["B.rank0.json", "B.rank1.json"], proc.stderr[-2000:]
+    # the program behaves as under plain torchrun: each rank's line (computed here with torch), the
+    # version error on each rank at the backward line, and no tensorscope frame in the traceback
+    assert proc.returncode == 1
+    text = proc.stdout.replace("\n", "")
+    expected = [_expected_line(r) for r in (0, 1)]
+    assert all(text.count(e) == 1 for e in expected) and len(text) == sum(map(len, expected)), proc.stdout
+    for rank in (0, 1):
+        assert f"[rank{rank}]: {STALE}" in proc.stderr
+        assert f"[rank{rank}]:   File \"{BUFFERS}\", line {BACKWARD}, in <module>" in proc.stderr
+    assert "tensorscope/" not in proc.stderr.split("Traceback", 1)[1].split("RuntimeError", 1)[0]
+    for rank in (0, 1):
+        doc = json.loads((out / f"B.rank{rank}.json").read_text())
+        validate_against_schema(doc)
+        assert doc["distributed"]["rank"] == rank
+        _assert_ddp_named_as_writer(doc["diagnosis"])
+        # what torch did on this rank: building DDP moved the version of both parameters and all three
+        # buffers (rank 0 too); the forward's broadcast_buffers wrote the buffers and kept their versions
+        built = _broadcast_events(doc, BUILT, "DistributedDataParallel construction")
+        assert len(built) == 5 and all((e["version_before"], e["version_after"]) == (1, 2) for e in built)
+        synced = _broadcast_events(doc, FORWARD_DDP, "DistributedDataParallel broadcast_buffers (from rank 0)")
+        assert len(synced) == 3 and all(e["version_before"] == e["version_after"] == 2 for e in synced)
+
+
+@pytest.fixture(scope="module")
+def buffers_alone(tmp_path_factory):
+    """ddp_buffers.py in a one-process gloo group: python, run -o, explain -o; and its `gan` mode."""
+    out = tmp_path_factory.mktemp("buffers_alone")
+    jobs = {
+        "python": [PY, str(BUFFERS), str(free_port())],
+        "run": [PY, "-m", "tensorscope", "run", "-o", str(out / "run.json"), str(BUFFERS), str(free_port())],
+        "explain": [PY, "-m", "tensorscope", "explain", "-o", str(out / "explain.json"), str(BUFFERS),
+                    str(free_port())],
+        "gan_python": [PY, str(BUFFERS), str(free_port()), "gan"],
+        "gan_explain": [PY, "-m", "tensorscope", "explain", "-o", str(out / "gan.json"), str(BUFFERS),
+                        str(free_port()), "gan"],
+    }
+    with ThreadPoolExecutor(2) as pool:
+        futures = {k: pool.submit(_run, cmd, REPO) for k, cmd in jobs.items()}
+        results = {k: f.result() for k, f in futures.items()}
+    docs = {k: json.loads((out / f"{k}.json").read_text()) for k in ("run", "explain", "gan")}
+    return results, docs
+
+
+def test_ddp_construction_broadcast_named_by_run_and_explain(buffers_alone):
+    results, docs = buffers_alone
+    py = results["python"]
+    assert py[0] == 1 and STALE in py[2] and py[1] == _expected_line(0) + "\n"
+    assert results["run"] == py and results["explain"] == py  # output, errors and exit status as python's
+    for doc in docs["run"], docs["explain"]:
+        validate_against_schema(doc)
+        _assert_ddp_named_as_writer(doc["diagnosis"])
+    # explain's saved-tensor hooks know the forward line that saved the buffer; run's graph walk does not
+    assert docs["explain"]["diagnosis"]["saved_by"]["line"] == SAVED
+
+
+def test_ddp_forward_broadcast_into_saved_buffers_is_no_error_and_not_the_hazards_writer(buffers_alone):
+    """A GAN discriminator called on two batches before one backward (torch 2.13 allows it); then a step
+    whose second call is in training mode: BatchNorm's kernel changes the running statistics the first call
+    saved without a version bump (wrong gradients), while DDP's broadcast between them copied equal values."""
+    results, docs = buffers_alone
+    # the program's output as python's; explain exits 1: a hazard was found (README, exit codes)
+    assert results["gan_python"][0] == 0 and results["gan_explain"] == (1, *results["gan_python"][1:])
+    doc = docs["gan"]
+    validate_against_schema(doc)
+    assert doc["diagnosis"] is None
+    second = line_of(BUFFERS, "d_fake = model(torch.randn(3, 4)).mean()")
+    synced = _broadcast_events(doc, second, "DistributedDataParallel broadcast_buffers (from rank 0)")
+    assert len(synced) == 3 and all(e["version_before"] == e["version_after"] for e in synced)
+    assert all(e["saved_hits"] == [] for e in synced)  # the bytes written are those saved: no saved tensor hit
+    mixed = line_of(BUFFERS, "(d_fake + d_real).backward()")
+    assert sorted(n for h in doc["hazards"] for n in h["tensor"]["names"]) == [
+        "model.module.bn.running_mean", "model.module.bn.running_var"]
+    for h in doc["hazards"]:
+        assert h["kind"] == "silent-saved-tensor-write" and h["culprit"] is None
+        assert (h["saved_by"]["line"], h["backward"]["line"]) == (SAVED, mixed)
+        assert "BatchNorm's kernel" in h["explanation"] and "DistributedDataParallel" not in h["explanation"]

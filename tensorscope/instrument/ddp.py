@@ -27,6 +27,9 @@ import functools
 import sys
 import threading
 
+import torch
+
+from tensorscope.instrument import saved
 from tensorscope.instrument.frames import user_frame
 from tensorscope.instrument.patches import strip_traceback
 from tensorscope.instrument.transparent import named
@@ -126,6 +129,7 @@ def _module_tensors(ddp_frame, tensors):
     return out
 
 
+_TensorBase = torch._C.TensorBase
 _local = threading.local()  # the writes of a `_sync_buffers` call, recorded once it has returned
 
 
@@ -143,7 +147,8 @@ def _broadcast_wrapper(tracker, orig):
                     src = args[3] if len(args) > 3 else kwargs.get("src", 0)
                     op = f"{what} (from rank {src})"
                     targets = [t for t in _module_tensors(frame, tensors) if inspectable(t)]
-                    records = [(t, tracker.pre_write(t, frame), op, frame) for t in targets]
+                    records = [(t, tracker.pre_write(t, frame), op, frame, t._version, _fingerprint(tracker, t))
+                               for t in targets]
             except Exception:  # never disturb the program's broadcast
                 records = None
         try:
@@ -162,9 +167,32 @@ def _broadcast_wrapper(tracker, orig):
     return named(_broadcast_coalesced, orig)
 
 
+def _fingerprint(tracker, t):
+    """A checksum of ``t`` when a tensor saved for backward shares its storage (explain), else None."""
+    if not tracker.pending:
+        return None
+    try:
+        if tracker.pending.get(t.untyped_storage()._cdata):
+            return saved.checksum(t)
+    except Exception:
+        pass
+    return None
+
+
 def _post(tracker, records) -> None:
-    for t, pre, op, frame in records:
-        tracker.post_write(pre, t, op, frame)
+    """Record the writes once the versions are final. A write that moved no version and changed no
+    byte of a saved tensor's storage (rank 0 receives its own values; every rank once they agree)
+    matches no saved tensor: explain's fingerprints would clear it, but the hazard of a real silent
+    write (BatchNorm's kernel, between the same two lines) must not be pinned on DDP."""
+    for t, pre, op, frame, v0, fp in records:
+        try:
+            same = t._version == v0 and (fp is None or not bool(_TensorBase.ne(saved.checksum(t), fp)))
+        except Exception:
+            same = False
+        if same:
+            tracker.post_write_same_bytes(pre, t, op, frame)
+        else:
+            tracker.post_write(pre, t, op, frame)
 
 
 def _sync_buffers_wrapper(tracker, orig):

@@ -5,10 +5,15 @@ Building DistributedDataParallel broadcasts rank 0's parameters and buffers into
 wrapping finds `bn.running_mean` changed: "one of the variables needed for gradient computation has been
 modified by an inplace operation". The forward through the wrapper broadcasts the buffers again
 (broadcast_buffers), which on this torch keeps their versions.
-Under torchrun (env://), or alone with a free port: python ddp_buffers.py PORT
+With `gan`: the model is wrapped first, then called twice before one backward (a GAN discriminator on
+real and fake): each forward broadcasts the buffers into the running_mean the other one saved, which
+torch 2.13 allows (it keeps the versions; earlier releases raised the version error here).
+Then (still `gan`) a second step whose second call is in training mode, whose BatchNorm updates the running statistics the first
+call saved (no version bump, no error: wrong gradients); DDP's broadcast, which copied equal values, is
+not that writer.
+Under torchrun (env://), or alone with a free port: python ddp_buffers.py [PORT] [gan]
 """
 
-import os
 import sys
 
 import torch
@@ -28,12 +33,26 @@ class Discriminator(nn.Module):
 
 
 if __name__ == "__main__":
-    if "RANK" in os.environ:
+    port = next((a for a in sys.argv[1:] if a.isdigit()), None)
+    if port is None:
         dist.init_process_group("gloo")
     else:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}", rank=0, world_size=1)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     rank = dist.get_rank()
     torch.manual_seed(rank)
+    if "gan" in sys.argv[1:]:
+        model = DistributedDataParallel(Discriminator().eval())
+        d_real = model(torch.randn(3, 4)).mean()
+        d_fake = model(torch.randn(3, 4)).mean()
+        (d_fake - d_real).backward()
+        print(f"rank {rank} grad {model.module.body.weight.grad.sum().item():.4f}", flush=True)
+        # eval, then training mode, then one backward: BatchNorm's kernel is the writer
+        d_real = model(torch.randn(3, 4)).pow(2).mean()
+        model.train()
+        d_fake = model(torch.randn(3, 4)).pow(2).mean()
+        (d_fake + d_real).backward()
+        print(f"rank {rank} grad {model.module.body.weight.grad.sum().item():.4f}", flush=True)
+        sys.exit(0)
     disc = Discriminator().eval()  # frozen statistics: BatchNorm saves running_mean/var for backward
     real = disc(torch.randn(3, 4)).mean()
     model = DistributedDataParallel(disc)
