@@ -289,3 +289,33 @@ def test_ddp_forward_broadcast_into_saved_buffers_is_no_error_and_not_the_hazard
         assert h["kind"] == "silent-saved-tensor-write" and h["culprit"] is None
         assert (h["saved_by"]["line"], h["backward"]["line"]) == (SAVED, mixed)
         assert "BatchNorm's kernel" in h["explanation"] and "DistributedDataParallel" not in h["explanation"]
+
+
+def test_forward_broadcast_that_bumps_versions_is_explained_as_ddps(tmp_path):
+    """torch 2.6 until the fix of pytorch/pytorch#175024 bumped the buffers' versions in the forward's
+    broadcast (the GAN error: a discriminator called twice before backward); 2.13 does not, so this reads
+    hand-built records of what such a run records."""
+    from tensorscope.analysis import inplace
+    from tensorscope.analysis.common import Evidence
+
+    prog = tmp_path / "gan.py"
+    prog.write_text("d_real = model(real).mean()\nd_fake = model(fake).mean()\n(d_fake - d_real).backward()\n")
+    write = {"op": "DistributedDataParallel broadcast_buffers (from rank 0)", "file": str(prog), "line": 2,
+             "segment": "model(fake)", "alias": "model(fake)", "tensor": "t3", "bumped": True,
+             "library": "torch/nn/parallel/distributed.py:_sync_buffers", "version_before": 2, "version_after": 3,
+             "grad_enabled": False}
+    saved = {"tensor": "t3", "version_at_save": 2, "version_now": 3, "saved_file": str(prog), "saved_line": 1,
+             "node": "NativeBatchNormBackward0", "writes": [write], "silent": [], "from": "graph"}
+    failure = {"where": "backward", "file": str(prog), "line": 3, "saved": saved,
+               "exception_type": "RuntimeError", "message": "one of the variables ... modified by an inplace operation"}
+    tensor = {"id": "t3", "names": ["model.module.bn.running_mean"]}
+    ev = Evidence(doc={}, failure=failure, saved_failure=saved, hazards=[], backwards=[], node_lines={},
+                  created={}, names={}, exception=None, by_id={"t3": tensor})
+    d = inplace.explain(ev)
+    assert (d["culprit"]["line"], d["culprit"]["code"]) == (2, "d_fake = model(fake).mean()")
+    assert ("Line 2 (`d_fake = model(fake).mean()`) then wrote into it: DistributedDataParallel's forward broadcasts "
+            "rank 0's buffers into the module in place before running it (`broadcast_buffers=True`, the default), "
+            "bumping its version 2 -> 3.") in d["explanation"]
+    assert "`model.module.bn.running_mean`" in d["explanation"]
+    assert "concatenate the batches" in d["fix"] and "`broadcast_buffers=False`" in d["fix"]
+    assert "running statistics do not change" in d["fix"]

@@ -183,9 +183,9 @@ def write_fix(w: dict, saved_label: str) -> str:
     line, code = _line(w)
     op = w.get("op") or ""
     if "construction" in op:
-        return (f"Wrap the model in DistributedDataParallel before running it: build it once, before the first "
-                f"forward (line {line} `{code}` came after the forward that saved {saved_label}), and run every "
-                "forward through the wrapper; or call backward() on that forward's loss before wrapping.")
+        return (f"Build DistributedDataParallel once, before the first forward, and run every forward through it: "
+                f"line {line} (`{code}`) wrapped the model while a forward's backward was still to come, and its "
+                f"broadcast rewrote {saved_label}. Or call backward() on that forward's loss before wrapping.")
     if "broadcast_buffers" in op and "join" not in op:
         stats = "running_mean" in saved_label or "running_var" in saved_label
         why = (" (eval-mode BatchNorm's running statistics do not change, so nothing is lost)" if stats else

@@ -197,7 +197,7 @@ def _post(tracker, records) -> None:
 
 def _sync_buffers_wrapper(tracker, orig):
     """``DistributedDataParallel._sync_buffers``: its broadcast's writes are recorded after it returns,
-    when ``_unsafe_preserve_version_counter`` (torch 2.12+) has put the versions back."""
+    when ``_unsafe_preserve_version_counter`` (newer torch, 2.13 included) has put the versions back."""
 
     def _sync_buffers(*args, **kwargs):
         outer = getattr(_local, "later", None)
