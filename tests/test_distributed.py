@@ -319,3 +319,46 @@ def test_forward_broadcast_that_bumps_versions_is_explained_as_ddps(tmp_path):
     assert "`model.module.bn.running_mean`" in d["explanation"]
     assert "concatenate the batches" in d["fix"] and "`broadcast_buffers=False`" in d["fix"]
     assert "running statistics do not change" in d["fix"]
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU (nccl)")
+def test_ddp_construction_broadcast_on_the_gpu_with_syncbatchnorm(tmp_path):
+    """ddp_buffers.py on cuda:0 (nccl, one GPU, SyncBatchNorm): DDP named as the writer as on the CPU,
+    and the GAN pattern clean apart from BatchNorm's own training-mode writes."""
+    jobs = {
+        "python": [PY, str(BUFFERS), str(free_port()), "cuda"],
+        "run": [PY, "-m", "tensorscope", "run", "-o", str(tmp_path / "run.json"), str(BUFFERS), str(free_port()),
+                "cuda"],
+        "explain": [PY, "-m", "tensorscope", "explain", "-o", str(tmp_path / "explain.json"), str(BUFFERS),
+                    str(free_port()), "cuda"],
+        "gan_python": [PY, str(BUFFERS), str(free_port()), "gan", "cuda"],
+        "gan_explain": [PY, "-m", "tensorscope", "explain", "-o", str(tmp_path / "gan.json"), str(BUFFERS),
+                        str(free_port()), "gan", "cuda"],
+    }
+    results = {k: _run(cmd, REPO) for k, cmd in jobs.items()}
+    py = results["python"]
+    assert py[0] == 1 and "modified by an inplace operation" in py[2], py[2][-2000:]
+    assert results["run"] == py and results["explain"] == py
+    for k in ("run", "explain"):
+        doc = json.loads((tmp_path / f"{k}.json").read_text())
+        validate_against_schema(doc)
+        d = doc["diagnosis"]
+        assert d["kind"] == "inplace-modified-saved-tensor", d
+        assert (d["culprit"]["line"], d["culprit"]["code"]) == (BUILT, "model = DistributedDataParallel(disc)")
+        assert "building DistributedDataParallel broadcasts rank 0's parameters and buffers" in d["explanation"]
+        assert "disc.bn.running_mean" in d["tensor"]["names"]
+    assert results["gan_python"][0] == 0, results["gan_python"][2][-2000:]
+    assert results["gan_explain"][1:] == results["gan_python"][1:]
+    doc = json.loads((tmp_path / "gan.json").read_text())
+    assert doc["diagnosis"] is None
+    second = line_of(BUFFERS, "d_fake = model(torch.randn(3, 4)).mean()")
+    synced = _broadcast_events(doc, second, "DistributedDataParallel broadcast_buffers (from rank 0)")
+    assert synced and all(e["version_before"] == e["version_after"] and e["saved_hits"] == [] for e in synced)
+    assert all("DistributedDataParallel" not in h["explanation"] for h in doc["hazards"])

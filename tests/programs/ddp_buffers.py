@@ -8,10 +8,11 @@ modified by an inplace operation". The forward through the wrapper broadcasts th
 With `gan`: the model is wrapped first, then called twice before one backward (a GAN discriminator on
 real and fake): each forward broadcasts the buffers into the running_mean the other one saved, which
 torch 2.13 allows (it keeps the versions; earlier releases raised the version error here).
-Then (still `gan`) a second step whose second call is in training mode, whose BatchNorm updates the running statistics the first
-call saved (no version bump, no error: wrong gradients); DDP's broadcast, which copied equal values, is
-not that writer.
-Under torchrun (env://), or alone with a free port: python ddp_buffers.py [PORT] [gan]
+Then (still `gan`) a second step whose second call is in training mode: BatchNorm updates the running
+statistics the first call saved (no version bump, no error: wrong gradients); DDP's broadcast, which
+copied equal values, is not that writer.
+With `cuda`: the same on the GPU (nccl), with SyncBatchNorm (in a one-GPU group it runs as BatchNorm).
+Under torchrun (env://), or alone with a free port: python ddp_buffers.py [PORT] [gan] [cuda]
 """
 
 import sys
@@ -23,10 +24,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 
 class Discriminator(nn.Module):
-    def __init__(self):
+    def __init__(self, sync=False):
         super().__init__()
         self.body = nn.Linear(4, 4)
-        self.bn = nn.BatchNorm1d(4, affine=False)
+        self.bn = (nn.SyncBatchNorm if sync else nn.BatchNorm1d)(4, affine=False)
 
     def forward(self, x):
         return self.bn(self.body(x))
@@ -34,14 +35,18 @@ class Discriminator(nn.Module):
 
 if __name__ == "__main__":
     port = next((a for a in sys.argv[1:] if a.isdigit()), None)
+    sync = "cuda" in sys.argv[1:]
+    backend = "nccl" if sync else "gloo"
     if port is None:
-        dist.init_process_group("gloo")
+        dist.init_process_group(backend)
     else:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     rank = dist.get_rank()
+    if sync:
+        torch.set_default_device(f"cuda:{rank}")
     torch.manual_seed(rank)
     if "gan" in sys.argv[1:]:
-        model = DistributedDataParallel(Discriminator().eval())
+        model = DistributedDataParallel(Discriminator(sync).eval())
         d_real = model(torch.randn(3, 4)).mean()
         d_fake = model(torch.randn(3, 4)).mean()
         (d_fake - d_real).backward()
@@ -53,7 +58,7 @@ if __name__ == "__main__":
         (d_fake + d_real).backward()
         print(f"rank {rank} grad {model.module.body.weight.grad.sum().item():.4f}", flush=True)
         sys.exit(0)
-    disc = Discriminator().eval()  # frozen statistics: BatchNorm saves running_mean/var for backward
+    disc = Discriminator(sync).eval()  # frozen statistics: BatchNorm saves running_mean/var for backward
     real = disc(torch.randn(3, 4)).mean()
     model = DistributedDataParallel(disc)
     fake = model(torch.randn(3, 4)).mean()
