@@ -24,6 +24,7 @@ called the model. The op names what DDP did; the library frame is DDP's own meth
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
 
@@ -88,7 +89,7 @@ _SITES = (
     ("_sync_buffers", "DistributedDataParallel broadcast_buffers"),
     ("__init__", "DistributedDataParallel construction: sync of parameters and buffers"),
 )
-_DDP_FILE = "distributed.py"
+_DDP_FILE = os.sep + os.path.join("torch", "nn", "parallel", "distributed.py")
 _MAX_FRAMES = 12
 
 
@@ -98,7 +99,7 @@ def _ddp_frame(frame):
     f, n = frame, 0
     while f is not None and n < _MAX_FRAMES:
         code = f.f_code
-        if code.co_filename.endswith(_DDP_FILE) and "parallel" in code.co_filename:
+        if code.co_filename.endswith(_DDP_FILE):
             found.setdefault(code.co_name, f)
         f, n = f.f_back, n + 1
     for name, what in _SITES:
@@ -187,12 +188,12 @@ def _post(tracker, records) -> None:
     for t, pre, op, frame, v0, fp in records:
         try:
             same = t._version == v0 and (fp is None or not bool(_TensorBase.ne(saved.checksum(t), fp)))
-        except Exception:
-            same = False
-        if same:
-            tracker.post_write_same_bytes(pre, t, op, frame)
-        else:
-            tracker.post_write(pre, t, op, frame)
+            if same:
+                tracker.post_write_same_bytes(pre, t, op, frame)
+            else:
+                tracker.post_write(pre, t, op, frame)
+        except Exception:  # a surprising tensor loses its record, never the program's forward
+            continue
 
 
 def _sync_buffers_wrapper(tracker, orig):
