@@ -282,6 +282,10 @@ def test_ddp_forward_broadcast_into_saved_buffers_is_no_error_and_not_the_hazard
     synced = _broadcast_events(doc, second, "DistributedDataParallel broadcast_buffers (from rank 0)")
     assert len(synced) == 3 and all(e["version_before"] == e["version_after"] for e in synced)
     assert all(e["saved_hits"] == [] for e in synced)  # the bytes written are those saved: no saved tensor hit
+    # the 4th forward's broadcast (after the first 3, recorded in full) is recorded only for the buffers
+    # a saved tensor lies on: running_mean and running_var, saved by the 3rd; not num_batches_tracked
+    fourth = line_of(BUFFERS, "d_fake = model(torch.randn(3, 4)).pow(2).mean()")
+    assert len(_broadcast_events(doc, fourth, "DistributedDataParallel broadcast_buffers")) == 2
     mixed = line_of(BUFFERS, "(d_fake + d_real).backward()")
     assert sorted(n for h in doc["hazards"] for n in h["tensor"]["names"]) == [
         "model.module.bn.running_mean", "model.module.bn.running_var"]

@@ -18,7 +18,9 @@ forward broadcast runs under ``torch.autograd._unsafe_preserve_version_counter``
 ``dist._broadcast_coalesced`` records each copied-into tensor as an in-place write through the
 tracker's ordinary ``pre_write``/``post_write``, so the hook-free failure path (stale.py) and
 explain's saved-tensor records both see DDP as the writer, at the program's line that built or
-called the model. The op names what DDP did; the library frame is DDP's own method.
+called the model. The op names what DDP did; the library frame is DDP's own method. Where torch
+keeps the versions, forward broadcasts after the first few are recorded only for buffers that share
+a storage with a saved tensor (the cost stays off a model with hundreds of BatchNorm buffers).
 """
 
 from __future__ import annotations
@@ -75,11 +77,11 @@ def install(tracker, patcher) -> None:
 
     patcher._set(dist, "init_process_group", init_process_group)
     orig_bc = getattr(dist, "_broadcast_coalesced", None)
-    if orig_bc is not None:
-        patcher._set(dist, "_broadcast_coalesced", _broadcast_wrapper(tracker, orig_bc))
     orig_sync = vars(DDP).get("_sync_buffers")
     if orig_sync is not None:
         patcher._set(DDP, "_sync_buffers", _sync_buffers_wrapper(tracker, orig_sync))
+    if orig_bc is not None:
+        patcher._set(dist, "_broadcast_coalesced", _broadcast_wrapper(tracker, orig_bc, _keeps_versions(orig_sync)))
 
 
 # DDP's methods that broadcast, innermost first, and what the broadcast is (see NOTE [DDP's broadcasts are writes])
@@ -134,9 +136,24 @@ _TensorBase = torch._C.TensorBase
 _local = threading.local()  # the writes of a `_sync_buffers` call, recorded once it has returned
 
 
-def _broadcast_wrapper(tracker, orig):
+def _keeps_versions(sync_buffers) -> bool:
+    """Whether this torch's ``_sync_buffers`` puts the buffers' versions back after its broadcast."""
+    code = getattr(sync_buffers, "__code__", None)
+    return code is not None and "_unsafe_preserve_version_counter" in code.co_names
+
+
+# Forward broadcasts recorded in full, for the timeline; after them, on a torch that keeps the versions,
+# only buffers sharing a storage with a tensor saved for backward: the others' records could never
+# matter (no version moved, nothing saved to hit), and a model with hundreds of BatchNorm buffers would
+# pay for them on every forward.
+_FULL_FORWARD_SYNCS = 3
+
+
+def _broadcast_wrapper(tracker, orig, keeps_versions=False):
     """``dist._broadcast_coalesced`` recording, when DDP calls it, a write into each tensor it copies into."""
     from tensorscope.instrument.recorder import inspectable
+
+    syncs = [0]  # forward broadcasts seen in this run
 
     def _broadcast_coalesced(*args, **kwargs):
         records = None
@@ -148,6 +165,10 @@ def _broadcast_wrapper(tracker, orig):
                     src = args[3] if len(args) > 3 else kwargs.get("src", 0)
                     op = f"{what} (from rank {src})"
                     targets = [t for t in _module_tensors(frame, tensors) if inspectable(t)]
+                    if keeps_versions and frame.f_code.co_name == "_sync_buffers":
+                        syncs[0] += 1
+                        if syncs[0] > _FULL_FORWARD_SYNCS:
+                            targets = [t for t in targets if _shares_saved(tracker, t)]
                     records = [(t, tracker.pre_write(t, frame), op, frame, t._version, _fingerprint(tracker, t))
                                for t in targets]
             except Exception:  # never disturb the program's broadcast
@@ -166,6 +187,16 @@ def _broadcast_wrapper(tracker, orig):
         return out
 
     return named(_broadcast_coalesced, orig)
+
+
+def _shares_saved(tracker, t) -> bool:
+    """Whether a tensor saved for backward (explain's records) lies on ``t``'s storage."""
+    if not tracker.pending:
+        return False
+    try:
+        return bool(tracker.pending.get(t.untyped_storage()._cdata))
+    except Exception:
+        return True
 
 
 def _fingerprint(tracker, t):
