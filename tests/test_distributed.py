@@ -366,3 +366,27 @@ def test_ddp_construction_broadcast_on_the_gpu_with_syncbatchnorm(tmp_path):
     synced = _broadcast_events(doc, second, "DistributedDataParallel broadcast_buffers (from rank 0)")
     assert synced and all(e["version_before"] == e["version_after"] and e["saved_hits"] == [] for e in synced)
     assert all("DistributedDataParallel" not in h["explanation"] for h in doc["hazards"])
+
+
+def test_forward_broadcast_that_changes_a_saved_buffers_bytes_is_a_hazard_naming_ddp(tmp_path):
+    """On a rank whose buffers drifted from rank 0's after a forward saved them, the next forward's
+    broadcast copies other values in at the same version: explain's checksum sees the change. Read
+    here from hand-built records (a 2-rank explain launch would be needed to make it for real)."""
+    from tensorscope.analysis import silent
+    from tensorscope.analysis.common import Evidence
+
+    prog = tmp_path / "drift.py"
+    prog.write_text("a = model(x).mean()\nb = model(y).mean()\n(a + b).backward()\n")
+    write = {"op": "DistributedDataParallel broadcast_buffers (from rank 0)", "file": str(prog), "line": 2,
+             "segment": "model(y)", "alias": "model(y)", "tensor": "t3", "bumped": False,
+             "library": "torch/nn/parallel/distributed.py:_sync_buffers", "version_before": 2, "version_after": 2}
+    hazard = {"tensor": "t3", "version_at_save": 2, "version_now": 2, "saved_file": str(prog), "saved_line": 1,
+              "node": "NativeBatchNormBackward0", "writes": [write], "backward": {"file": str(prog), "line": 3}}
+    tensor = {"id": "t3", "names": ["model.module.bn.running_mean"]}
+    ev = Evidence(doc={}, failure=None, saved_failure=None, hazards=[hazard], backwards=[], node_lines={},
+                  created={}, names={}, exception=None, by_id={"t3": tensor})
+    h = silent.explain(ev, hazard)
+    assert h["kind"] == "silent-saved-tensor-write"
+    assert (h["culprit"]["line"], h["culprit"]["code"]) == (2, "b = model(y).mean()")
+    assert "ran DistributedDataParallel, whose broadcast copied rank 0's values" in h["explanation"]
+    assert "`broadcast_buffers=False`" in h["fix"] and ".data" not in h["fix"]

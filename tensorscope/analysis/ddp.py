@@ -198,4 +198,19 @@ def write_fix(w: dict, saved_label: str) -> str:
             f"{saved_label} in place.")
 
 
+def silent_write(w: dict) -> tuple[str, str]:
+    """(how, fix) of a silent-saved-tensor-write whose writer is DDP's broadcast: it kept the version but
+    copied other values (this rank's buffers had drifted from rank 0's since the forward that saved them)."""
+    line, code = _line(w)
+    op = w.get("op") or ""
+    src = op.rpartition("(from rank ")[2].rstrip(")") or "0"
+    how = (f"line {line} (`{code}`) ran DistributedDataParallel, whose broadcast copied rank {src}'s values over "
+           "this rank's in place while keeping the version (torch puts it back after the broadcast), so backward "
+           "reads rank " + src + "'s values, not the ones saved")
+    fix = ("Call backward() before the next forward through the DDP model (one forward per backward, or "
+           "`model(torch.cat([a, b]))`), keep the ranks' buffers equal (change them on every rank or none), or pass "
+           "`broadcast_buffers=False` to DistributedDataParallel.")
+    return how, fix
+
+
 EXPLAINERS = {UNUSED: unused_parameters, READY_TWICE: ready_twice}
