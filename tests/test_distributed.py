@@ -143,3 +143,250 @@ def test_rank_files_and_terminal_labels_from_torchruns_environment(tmp_path):
     rc, out, err = _run([PY, "-m", "tensorscope", "run", "-o", "r.txt", str(prog)], tmp_path, env)
     assert (rc, out, err) == (0, "out\n", "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.py", "r.rank1.txt"]
+
+
+# --- DDP's broadcasts writing a tensor saved for backward (tests/programs/ddp_buffers.py) ----------------
+
+BUFFERS = PROGRAMS / "ddp_buffers.py"
+BUILT = line_of(BUFFERS, "model = DistributedDataParallel(disc)")
+FORWARD_DDP = line_of(BUFFERS, "    fake = model(torch.randn(3, 4)).mean()")
+BACKWARD = line_of(BUFFERS, "(fake - real).backward()")
+SAVED = line_of(BUFFERS, "return self.bn(self.body(x))")
+STALE = ("RuntimeError: one of the variables needed for gradient computation has been modified by an inplace "
+         "operation: [torch.FloatTensor [4]] is at version 2; expected version 1 instead.")
+
+
+def _buffers_module():
+    sys.path.insert(0, str(PROGRAMS))
+    try:
+        import ddp_buffers
+    finally:
+        sys.path.remove(str(PROGRAMS))
+    return ddp_buffers
+
+
+def _expected_line(rank: int) -> str:
+    """What rank RANK prints: its own module scores `real`; `fake` runs rank 0's weights, broadcast by DDP."""
+    import torch
+
+    Discriminator = _buffers_module().Discriminator
+    torch.manual_seed(0)
+    rank0 = Discriminator().eval()
+    torch.manual_seed(rank)
+    own = Discriminator().eval()
+    real = own(torch.randn(3, 4)).mean().item()
+    fake = rank0(torch.randn(3, 4)).mean().item()
+    return f"rank {rank} real {real:.4f} fake {fake:.4f}"
+
+
+def _assert_ddp_named_as_writer(d: dict) -> None:
+    assert d["kind"] == "inplace-modified-saved-tensor"
+    assert (d["culprit"]["line"], d["culprit"]["code"]) == (BUILT, "model = DistributedDataParallel(disc)")
+    assert d["culprit"]["library"] == "torch/nn/parallel/distributed.py:__init__"
+    assert "building DistributedDataParallel broadcasts rank 0's parameters and buffers" in d["explanation"]
+    assert "bumping its version 1 -> 2" in d["explanation"]
+    assert (d["backward"]["line"], d["backward"]["code"]) == (BACKWARD, "(fake - real).backward()")
+    assert d["saved_by"]["node"] == "NativeBatchNormBackward0"
+    # the buffer, by module path under both of the program's names (the module and the DDP wrapper)
+    assert {"disc.bn.running_mean", "model.module.bn.running_mean"} <= set(d["tensor"]["names"])
+    assert (d["tensor"]["version_at_save"], d["tensor"]["version_now"]) == (1, 2)  # the error's own numbers
+    assert "before the first forward" in d["fix"] and "`disc.bn.running_mean`" in d["fix"]
+
+
+def _broadcast_events(doc: dict, line: int, what: str) -> list[dict]:
+    return [e for e in doc["events"] if e["kind"] == "write" and e["line"] == line and e["op"].startswith(what)]
+
+
+@pytest.fixture(scope="module")
+def torchrun_buffers(tmp_path_factory):
+    """`torchrun --nproc_per_node=2 -m tensorscope run -o B.json tests/programs/ddp_buffers.py`."""
+    out = tmp_path_factory.mktemp("torchrun_buffers")
+    env = _env()
+    env.update(MASTER_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    cmd = [PY, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+           f"--master_port={free_port()}", "-m", "tensorscope", "run", "-o", str(out / "B.json"), str(BUFFERS)]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    return proc, out
+
+
+@pytest.mark.slow
+def test_torchrun_ddp_construction_broadcast_is_the_writer_on_every_rank(torchrun_buffers):
+    proc, out = torchrun_buffers
+    assert sorted(p.name for p in out.iterdir()) == ["B.rank0.json", "B.rank1.json"], proc.stderr[-2000:]
+    # the program behaves as under plain torchrun: each rank's line (computed here with torch), the
+    # version error on each rank at the backward line, and no tensorscope frame in the traceback
+    assert proc.returncode == 1
+    text = proc.stdout.replace("\n", "")
+    expected = [_expected_line(r) for r in (0, 1)]
+    assert all(text.count(e) == 1 for e in expected) and len(text) == sum(map(len, expected)), proc.stdout
+    for rank in (0, 1):
+        assert f"[rank{rank}]: {STALE}" in proc.stderr
+        assert f"[rank{rank}]:   File \"{BUFFERS}\", line {BACKWARD}, in <module>" in proc.stderr
+    assert "tensorscope/" not in proc.stderr.split("Traceback", 1)[1].split("RuntimeError", 1)[0]
+    for rank in (0, 1):
+        doc = json.loads((out / f"B.rank{rank}.json").read_text())
+        validate_against_schema(doc)
+        assert doc["distributed"]["rank"] == rank
+        _assert_ddp_named_as_writer(doc["diagnosis"])
+        # what torch did on this rank: building DDP moved the version of both parameters and all three
+        # buffers (rank 0 too); the forward's broadcast_buffers wrote the buffers and kept their versions
+        built = _broadcast_events(doc, BUILT, "DistributedDataParallel construction")
+        assert len(built) == 5 and all((e["version_before"], e["version_after"]) == (1, 2) for e in built)
+        synced = _broadcast_events(doc, FORWARD_DDP, "DistributedDataParallel broadcast_buffers (from rank 0)")
+        assert len(synced) == 3 and all(e["version_before"] == e["version_after"] == 2 for e in synced)
+
+
+@pytest.fixture(scope="module")
+def buffers_alone(tmp_path_factory):
+    """ddp_buffers.py in a one-process gloo group: python, run -o, explain -o; and its `gan` mode."""
+    out = tmp_path_factory.mktemp("buffers_alone")
+    jobs = {
+        "python": [PY, str(BUFFERS), str(free_port())],
+        "run": [PY, "-m", "tensorscope", "run", "-o", str(out / "run.json"), str(BUFFERS), str(free_port())],
+        "explain": [PY, "-m", "tensorscope", "explain", "-o", str(out / "explain.json"), str(BUFFERS),
+                    str(free_port())],
+        "gan_python": [PY, str(BUFFERS), str(free_port()), "gan"],
+        "gan_explain": [PY, "-m", "tensorscope", "explain", "-o", str(out / "gan.json"), str(BUFFERS),
+                        str(free_port()), "gan"],
+    }
+    with ThreadPoolExecutor(2) as pool:
+        futures = {k: pool.submit(_run, cmd, REPO) for k, cmd in jobs.items()}
+        results = {k: f.result() for k, f in futures.items()}
+    docs = {k: json.loads((out / f"{k}.json").read_text()) for k in ("run", "explain", "gan")}
+    return results, docs
+
+
+def test_ddp_construction_broadcast_named_by_run_and_explain(buffers_alone):
+    results, docs = buffers_alone
+    py = results["python"]
+    assert py[0] == 1 and STALE in py[2] and py[1] == _expected_line(0) + "\n"
+    assert results["run"] == py and results["explain"] == py  # output, errors and exit status as python's
+    for doc in docs["run"], docs["explain"]:
+        validate_against_schema(doc)
+        _assert_ddp_named_as_writer(doc["diagnosis"])
+    # explain's saved-tensor hooks know the forward line that saved the buffer; run's graph walk does not
+    assert docs["explain"]["diagnosis"]["saved_by"]["line"] == SAVED
+
+
+def test_ddp_forward_broadcast_into_saved_buffers_is_no_error_and_not_the_hazards_writer(buffers_alone):
+    """A GAN discriminator called on two batches before one backward (torch 2.13 allows it); then a step
+    whose second call is in training mode: BatchNorm's kernel changes the running statistics the first call
+    saved without a version bump (wrong gradients), while DDP's broadcast between them copied equal values."""
+    results, docs = buffers_alone
+    # the program's output as python's; explain exits 1: a hazard was found (README, exit codes)
+    assert results["gan_python"][0] == 0 and results["gan_explain"] == (1, *results["gan_python"][1:])
+    doc = docs["gan"]
+    validate_against_schema(doc)
+    assert doc["diagnosis"] is None
+    second = line_of(BUFFERS, "d_fake = model(torch.randn(3, 4)).mean()")
+    synced = _broadcast_events(doc, second, "DistributedDataParallel broadcast_buffers (from rank 0)")
+    assert len(synced) == 3 and all(e["version_before"] == e["version_after"] for e in synced)
+    assert all(e["saved_hits"] == [] for e in synced)  # the bytes written are those saved: no saved tensor hit
+    # the 4th forward's broadcast (after the first 3, recorded in full) is recorded only for the buffers
+    # a saved tensor lies on: running_mean and running_var, saved by the 3rd; not num_batches_tracked
+    fourth = line_of(BUFFERS, "d_fake = model(torch.randn(3, 4)).pow(2).mean()")
+    assert len(_broadcast_events(doc, fourth, "DistributedDataParallel broadcast_buffers")) == 2
+    mixed = line_of(BUFFERS, "(d_fake + d_real).backward()")
+    assert sorted(n for h in doc["hazards"] for n in h["tensor"]["names"]) == [
+        "model.module.bn.running_mean", "model.module.bn.running_var"]
+    for h in doc["hazards"]:
+        assert h["kind"] == "silent-saved-tensor-write" and h["culprit"] is None
+        assert (h["saved_by"]["line"], h["backward"]["line"]) == (SAVED, mixed)
+        assert "BatchNorm's kernel" in h["explanation"] and "DistributedDataParallel" not in h["explanation"]
+
+
+def test_forward_broadcast_that_bumps_versions_is_explained_as_ddps(tmp_path):
+    """torch 2.6 until the fix of pytorch/pytorch#175024 bumped the buffers' versions in the forward's
+    broadcast (the GAN error: a discriminator called twice before backward); 2.13 does not, so this reads
+    hand-built records of what such a run records."""
+    from tensorscope.analysis import inplace
+    from tensorscope.analysis.common import Evidence
+
+    prog = tmp_path / "gan.py"
+    prog.write_text("d_real = model(real).mean()\nd_fake = model(fake).mean()\n(d_fake - d_real).backward()\n")
+    write = {"op": "DistributedDataParallel broadcast_buffers (from rank 0)", "file": str(prog), "line": 2,
+             "segment": "model(fake)", "alias": "model(fake)", "tensor": "t3", "bumped": True,
+             "library": "torch/nn/parallel/distributed.py:_sync_buffers", "version_before": 2, "version_after": 3,
+             "grad_enabled": False}
+    saved = {"tensor": "t3", "version_at_save": 2, "version_now": 3, "saved_file": str(prog), "saved_line": 1,
+             "node": "NativeBatchNormBackward0", "writes": [write], "silent": [], "from": "graph"}
+    failure = {"where": "backward", "file": str(prog), "line": 3, "saved": saved,
+               "exception_type": "RuntimeError", "message": "one of the variables ... modified by an inplace operation"}
+    tensor = {"id": "t3", "names": ["model.module.bn.running_mean"]}
+    ev = Evidence(doc={}, failure=failure, saved_failure=saved, hazards=[], backwards=[], node_lines={},
+                  created={}, names={}, exception=None, by_id={"t3": tensor})
+    d = inplace.explain(ev)
+    assert (d["culprit"]["line"], d["culprit"]["code"]) == (2, "d_fake = model(fake).mean()")
+    assert ("Line 2 (`d_fake = model(fake).mean()`) then wrote into it: DistributedDataParallel's forward broadcasts "
+            "rank 0's buffers into the module in place before running it (`broadcast_buffers=True`, the default), "
+            "bumping its version 2 -> 3.") in d["explanation"]
+    assert "`model.module.bn.running_mean`" in d["explanation"]
+    assert "concatenate the batches" in d["fix"] and "`broadcast_buffers=False`" in d["fix"]
+    assert "running statistics do not change" in d["fix"]
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU (nccl)")
+def test_ddp_construction_broadcast_on_the_gpu_with_syncbatchnorm(tmp_path):
+    """ddp_buffers.py on cuda:0 (nccl, one GPU, SyncBatchNorm): DDP named as the writer as on the CPU,
+    and the GAN pattern clean apart from BatchNorm's own training-mode writes."""
+    jobs = {
+        "python": [PY, str(BUFFERS), str(free_port()), "cuda"],
+        "run": [PY, "-m", "tensorscope", "run", "-o", str(tmp_path / "run.json"), str(BUFFERS), str(free_port()),
+                "cuda"],
+        "explain": [PY, "-m", "tensorscope", "explain", "-o", str(tmp_path / "explain.json"), str(BUFFERS),
+                    str(free_port()), "cuda"],
+        "gan_python": [PY, str(BUFFERS), str(free_port()), "gan", "cuda"],
+        "gan_explain": [PY, "-m", "tensorscope", "explain", "-o", str(tmp_path / "gan.json"), str(BUFFERS),
+                        str(free_port()), "gan", "cuda"],
+    }
+    results = {k: _run(cmd, REPO) for k, cmd in jobs.items()}
+    py = results["python"]
+    assert py[0] == 1 and "modified by an inplace operation" in py[2], py[2][-2000:]
+    assert results["run"] == py and results["explain"] == py
+    for k in ("run", "explain"):
+        doc = json.loads((tmp_path / f"{k}.json").read_text())
+        validate_against_schema(doc)
+        d = doc["diagnosis"]
+        assert d["kind"] == "inplace-modified-saved-tensor", d
+        assert (d["culprit"]["line"], d["culprit"]["code"]) == (BUILT, "model = DistributedDataParallel(disc)")
+        assert "building DistributedDataParallel broadcasts rank 0's parameters and buffers" in d["explanation"]
+        assert "disc.bn.running_mean" in d["tensor"]["names"]
+    assert results["gan_python"][0] == 0, results["gan_python"][2][-2000:]
+    assert results["gan_explain"][1:] == results["gan_python"][1:]
+    doc = json.loads((tmp_path / "gan.json").read_text())
+    assert doc["diagnosis"] is None
+    second = line_of(BUFFERS, "d_fake = model(torch.randn(3, 4)).mean()")
+    synced = _broadcast_events(doc, second, "DistributedDataParallel broadcast_buffers (from rank 0)")
+    assert synced and all(e["version_before"] == e["version_after"] and e["saved_hits"] == [] for e in synced)
+    assert all("DistributedDataParallel" not in h["explanation"] for h in doc["hazards"])
+
+
+def test_forward_broadcast_that_changes_a_saved_buffers_bytes_is_a_hazard_naming_ddp(tmp_path):
+    """On a rank whose buffers drifted from rank 0's after a forward saved them, the next forward's
+    broadcast copies other values in at the same version: explain's checksum sees the change. Read
+    here from hand-built records (a 2-rank explain launch would be needed to make it for real)."""
+    from tensorscope.analysis import silent
+    from tensorscope.analysis.common import Evidence
+
+    prog = tmp_path / "drift.py"
+    prog.write_text("a = model(x).mean()\nb = model(y).mean()\n(a + b).backward()\n")
+    write = {"op": "DistributedDataParallel broadcast_buffers (from rank 0)", "file": str(prog), "line": 2,
+             "segment": "model(y)", "alias": "model(y)", "tensor": "t3", "bumped": False,
+             "library": "torch/nn/parallel/distributed.py:_sync_buffers", "version_before": 2, "version_after": 2}
+    hazard = {"tensor": "t3", "version_at_save": 2, "version_now": 2, "saved_file": str(prog), "saved_line": 1,
+              "node": "NativeBatchNormBackward0", "writes": [write], "backward": {"file": str(prog), "line": 3}}
+    tensor = {"id": "t3", "names": ["model.module.bn.running_mean"]}
+    ev = Evidence(doc={}, failure=None, saved_failure=None, hazards=[hazard], backwards=[], node_lines={},
+                  created={}, names={}, exception=None, by_id={"t3": tensor})
+    h = silent.explain(ev, hazard)
+    assert h["kind"] == "silent-saved-tensor-write"
+    assert (h["culprit"]["line"], h["culprit"]["code"]) == (2, "b = model(y).mean()")
+    assert "ran DistributedDataParallel, whose broadcast copied rank 0's values" in h["explanation"]
+    assert "`broadcast_buffers=False`" in h["fix"] and ".data" not in h["fix"]

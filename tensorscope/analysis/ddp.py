@@ -1,4 +1,5 @@
-"""DistributedDataParallel's own failures: parameters without a gradient, a gradient ready twice.
+"""DistributedDataParallel's own failures: parameters without a gradient, a gradient ready twice, and
+its broadcasts writing a tensor saved for backward (a version error whose writer is DDP itself).
 
 The reducer names parameters by index; the names come from the list recorded when the program
 built its DistributedDataParallel (instrument/ddp.py: plain strings in the reducer's order).
@@ -147,6 +148,69 @@ def ready_twice(ev: Evidence) -> dict | None:
                "changes.")
     return diagnosis(READY_TWICE, explanation=text, fix=fix, culprit=culprit, backward=backward,
                      evidence=[f"parameter marked ready twice: {name or index}"])
+
+
+# --- DDP as the writer of a saved tensor (inplace-modified-saved-tensor; see NOTE [DDP's broadcasts are
+# writes] in instrument/ddp.py for the ops recorded)
+
+def is_ddp_write(w: dict | None) -> bool:
+    """Whether a recorded write is one of DDP's broadcasts."""
+    return bool(w) and str(w.get("op") or "").startswith("DistributedDataParallel")
+
+
+def _line(w: dict) -> tuple[int | None, str]:
+    return w.get("line"), source.code(w.get("file"), w.get("line")) if w.get("line") else ""
+
+
+def write_sentence(w: dict) -> str:
+    """What DDP did to the saved tensor, in the explanation's words."""
+    line, code = _line(w)
+    op = w.get("op") or ""
+    src = op.rpartition("(from rank ")[2].rstrip(")") or "0"
+    at = f"Line {line} (`{code}`) then" if line else "DistributedDataParallel then"
+    bump = f"bumping its version {w.get('version_before')} -> {w.get('version_after')}"
+    if "construction" in op:
+        return (f"{at} wrote into it: building DistributedDataParallel broadcasts rank {src}'s parameters and "
+                f"buffers into the module in place, on every rank (rank {src} included), {bump}.")
+    if "broadcast_buffers" in op and "join" not in op:
+        return (f"{at} wrote into it: DistributedDataParallel's forward broadcasts rank {src}'s buffers into the "
+                f"module in place before running it (`broadcast_buffers=True`, the default), {bump}.")
+    return f"{at} wrote into it: {op}, in place, {bump}."
+
+
+def write_fix(w: dict, saved_label: str) -> str:
+    """The fix for DDP's broadcast writing a saved tensor, by which broadcast it was."""
+    line, code = _line(w)
+    op = w.get("op") or ""
+    if "construction" in op:
+        return (f"Build DistributedDataParallel once, before the first forward, and run every forward through it: "
+                f"line {line} (`{code}`) wrapped the model while a forward's backward was still to come, and its "
+                f"broadcast rewrote {saved_label}. Or call backward() on that forward's loss before wrapping.")
+    if "broadcast_buffers" in op and "join" not in op:
+        stats = "running_mean" in saved_label or "running_var" in saved_label
+        why = (" (eval-mode BatchNorm's running statistics do not change, so nothing is lost)" if stats else
+               " (buffers are then synchronised only when DistributedDataParallel is built)")
+        return (f"Run one forward per backward: concatenate the batches (`model(torch.cat([a, b]))`, then split "
+                f"the output) instead of calling the model at line {line} again before backward(); or pass "
+                f"`broadcast_buffers=False` to DistributedDataParallel{why}. torch releases that keep the version "
+                "counter during this broadcast (2.13 does) raise no error here.")
+    return (f"Call backward() before line {line} (`{code}`), which makes DistributedDataParallel write "
+            f"{saved_label} in place.")
+
+
+def silent_write(w: dict) -> tuple[str, str]:
+    """(how, fix) of a silent-saved-tensor-write whose writer is DDP's broadcast: it kept the version but
+    copied other values (this rank's buffers had drifted from rank 0's since the forward that saved them)."""
+    line, code = _line(w)
+    op = w.get("op") or ""
+    src = op.rpartition("(from rank ")[2].rstrip(")") or "0"
+    how = (f"line {line} (`{code}`) ran DistributedDataParallel, whose broadcast copied rank {src}'s values over "
+           "this rank's in place while keeping the version (torch puts it back after the broadcast), so backward "
+           "reads rank " + src + "'s values, not the ones saved")
+    fix = ("Call backward() before the next forward through the DDP model (one forward per backward, or "
+           "`model(torch.cat([a, b]))`), keep the ranks' buffers equal (change them on every rank or none), or pass "
+           "`broadcast_buffers=False` to DistributedDataParallel.")
+    return how, fix
 
 
 EXPLAINERS = {UNUSED: unused_parameters, READY_TWICE: ready_twice}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tensorscope.analysis import ddp
 from tensorscope.analysis.common import Evidence, clone_of, diagnosis, out_of_place, rewrite_out_of_place, where
 from tensorscope.report import code_at, display_path
 
@@ -47,6 +48,8 @@ def _fix(w: dict | None, saved_label: str, saved_code: str) -> str:
     if w is None:
         return (f"Do not modify {saved_label} in place between the forward pass and backward(): "
                 "clone() it before the in-place op, or use the out-of-place op.")
+    if ddp.is_ddp_write(w):
+        return ddp.write_fix(w, saved_label)
     op = w.get("op", "")
     lib = w.get("library") or ""
     alias = w.get("alias") or saved_label
@@ -131,7 +134,7 @@ def explain(ev: Evidence) -> dict | None:
             text += f" (inside {culprit_write['library']})"
         text += (f", bumping its version {culprit_write.get('version_before')} -> "
                  f"{culprit_write.get('version_after')}.")
-        parts.append(text)
+        parts.append(ddp.write_sentence(culprit_write) if ddp.is_ddp_write(culprit_write) else text)
         if others:
             parts.append(f"{len(others)} more write(s) bumped it afterwards (listed below).")
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tensorscope.analysis import ddp
 from tensorscope.analysis.common import Evidence, diagnosis, where
 from tensorscope.report import code_at
 
@@ -24,6 +25,9 @@ def explain(ev: Evidence, hazard: dict) -> dict:
                "storage, and its version counter did not move")
         fix = (f"Do not assign `.data` on a tensor the graph saved; build a new tensor and a new forward pass, "
                f"or wrap the update in `with torch.no_grad(): {via}.copy_(...)` so autograd can see it.")
+    elif ddp.is_ddp_write(first):
+        how, fix = ddp.silent_write(first)
+        evidence = "saved bytes changed at an unchanged version; written by DistributedDataParallel's broadcast"
     elif op in ("numpy", "from_numpy"):
         made = "`.numpy()`" if op == "numpy" else "`torch.from_numpy`"
         how = (f"its bytes changed while its version did not move: it shares memory with the NumPy array made "

@@ -81,6 +81,12 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         except Exception:
             pass
 
+    def post_write_same_bytes(self, pre, target, op, frame):
+        """A write known to have left the bytes as they were (DDP's broadcast copying a rank's own values
+        back, instrument/ddp.py): recorded, but no tensor saved on its storage counts as written."""
+        if pre is not None:
+            self.post_write((pre[0], None) + tuple(pre[2:]), target, op, frame)
+
     def _post_write(self, pre, target, op, frame, data_set_value=None, source=None):
         v0, snap, mates, uf, detailed, key, aseq = pre
         v1 = target._version
