@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='no-grad-fn',
@@ -32,6 +32,18 @@ KIND = Kind(
         'Make sure the parameters to train have `requires_grad=True`.',
     ),
 )
+
+
+PATTERNS = (Pattern(r"element\s+(?P<i>\d{1,9})\s+of\s+"
+                    + w("tensors does not require grad and does not have a grad_fn"),
+                    lambda m: {"index": int(m["i"])}),)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    i = f.get("index", 0)
+    return None, [f"Element {i} of the tensors passed to backward() or autograd.grad() has "
+                  "requires_grad=False and no grad_fn."], []
 
 
 def explain(ev):

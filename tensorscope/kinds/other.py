@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+import re
+
+from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope.kinds._message import INTS, ints
 
 KIND = Kind(
     code='other',
@@ -20,6 +23,62 @@ KIND = Kind(
         'Read the decoded fields and fix the shapes or strides they name.',
     ),
 )
+
+
+
+def _as_strided(m: re.Match) -> dict:
+    return {"reason": "as-strided-out-of-bounds", "sizes": ints(m["sizes"]),
+            "strides": ints(m["strides"]), "storage_offset": int(m["offset"]),
+            "itemsize": int(m["itemsize"]), "required_nbytes": int(m["required"]),
+            "storage_nbytes": int(m["available"])}
+
+
+def _expand(m: re.Match) -> dict:
+    return {"reason": "expand-size-mismatch", "target_size": int(m["target"]),
+            "existing_size": int(m["existing"]), "dim": int(m["dim"]),
+            "target_sizes": ints(m["tsizes"]) if m["tsizes"] is not None else None,
+            "sizes": ints(m["sizes"]) if m["sizes"] is not None else None}
+
+
+PATTERNS = (
+    Pattern(r"setStorage:\s+sizes\s+\[(?P<sizes>" + INTS + r")\],\s+strides\s+\[(?P<strides>" + INTS
+            + r")\],\s+" + w("storage offset") + r"\s+(?P<offset>\d{1,19}),\s+and\s+itemsize\s+"
+            + r"(?P<itemsize>\d{1,6})\s+" + w("requiring a storage size of") + r"\s+(?P<required>\d{1,19})\s+"
+            + w("are out of bounds for storage of size") + r"\s+(?P<available>\d{1,19})", _as_strided),
+    Pattern(w("The expanded size of the tensor") + r"\s+\((?P<target>-?\d{1,19})\)\s+"
+            + w("must match the existing size") + r"\s+\((?P<existing>\d{1,19})\)\s+"
+            + w("at non-singleton dimension") + r"\s+(?P<dim>\d{1,9})\."
+            + r"(?:\s+Target\s+sizes:\s+\[(?P<tsizes>" + INTS + r")\]\.\s+"
+            + r"Tensor\s+sizes:\s+\[(?P<sizes>" + INTS + r")\])?", _expand),
+    Pattern(w("Inplace update to inference tensor outside InferenceMode is not allowed.")
+            + r"(?:\s*" + w("You can make a clone to get a normal tensor before doing inplace update.")
+            + r")?(?:\s*See\s+https://github\.com/pytorch/rfcs/pull/17\s+for\s+more\s+details\.)?",
+            lambda m: {"reason": "inference-tensor-inplace"}),
+)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    reason = f.get("reason")
+    if reason == "as-strided-out-of-bounds":
+        return ("as_strided asked for a view that reaches past the end of its storage.",
+                [f"Sizes {f['sizes']}, strides {f['strides']}, storage offset {f['storage_offset']} and "
+                 f"itemsize {f['itemsize']} need {f['required_nbytes']} bytes; the storage has "
+                 f"{f['storage_nbytes']}."],
+                ["Check the sizes and strides given to `as_strided` (the last element sits at offset + "
+                 "sum((size - 1) * stride)); prefer `view`, `expand`, `narrow` or `unfold`, which check shapes."])
+    if reason == "expand-size-mismatch":
+        sizes = f" (target sizes {f['target_sizes']}, tensor sizes {f['sizes']})" if f.get("sizes") else ""
+        return ("expand was asked to change a dimension whose size is not 1.",
+                [f"Dimension {f['dim']} has size {f['existing_size']}; expand asked for "
+                 f"{f['target_size']}{sizes}."],
+                ["expand only grows dimensions of size 1: `unsqueeze` a size-1 dimension first, use "
+                 "`repeat` to copy the data, or fix the target sizes."])
+    if reason == "inference-tensor-inplace":
+        return ("A tensor created in inference mode was modified in place outside it.", [],
+                ["Clone it before writing (`x = x.clone()`), or create it under `torch.no_grad()` "
+                 "instead of `torch.inference_mode()`."])
+    return None, [], []
 
 
 def explain(ev):

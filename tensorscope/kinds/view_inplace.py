@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+import re
+
+from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope.kinds._message import NAME, node_facts, snake
 
 KIND = Kind(
     code='view-inplace',
@@ -31,6 +34,84 @@ KIND = Kind(
         'Clone the output of the custom Function (in its forward or right after apply).',
     ),
 )
+
+
+_MULTI = (
+    w("This view is") + r"\s+(?:the|an)\s+" + w("output of a function that returns multiple views.")
+    + r"(?:\s+" + w("Such functions do not allow the output views to be modified inplace. "
+                    "You should replace the inplace operation by an out-of-place one.")
+    + r"|\s+" + w("Inplace operators on such views are being deprecated") + r"[^\n]{0,400})?"
+)
+_AMBIGUOUS = (
+    w("Given that this use case is ambiguous and error-prone, it is forbidden.")
+    + r"(?:\s+" + w("You can clarify your code by moving both the view and the inplace either both inside the")
+    + r"\s+(?:no_grad|inference_mode)\s+"
+    + w("block (if you don't want the inplace to be tracked) or both outside (if you want the inplace "
+        "to be tracked).") + r")?"
+)
+_CUSTOM = (
+    w("This view was created inside a custom Function (or because an input was returned as-is)")
+    + r"(?:\s+" + w("and the autograd logic to handle view+inplace would override the custom backward "
+                    "associated with the custom Function, leading to incorrect gradients. This behavior is "
+                    "forbidden. You can fix this by cloning the output of the custom Function.") + r")?"
+)
+_TAILS = (r"(?:\s+(?P<multi>" + _MULTI + r")|\s+(?P<ambiguous>" + _AMBIGUOUS
+          + r")|\s+(?P<custom>" + _CUSTOM + r"))?")
+_MODIFIED = (r"(?P<how>is\s+being|" + w("its base or another view of its base has been")
+             + r")\s+modified\s+inplace")
+
+
+def _decode(m: re.Match) -> dict:
+    f = {"reason": None, "op": None, "node": None, "node_guessed": False, "output_nr": None,
+         "base_modified": not m["how"].startswith("is")}
+    gd = m.groupdict()
+    if gd.get("nr") is not None:
+        f["output_nr"] = int(m["nr"])
+        f.update(node_facts(m["op"]))
+    if m["multi"]:
+        f["reason"] = "multiple-views"
+    elif m["custom"]:
+        f["reason"] = "custom-function"
+    elif gd.get("mode") == "inference":
+        f["reason"] = "inference-mode-view"
+    elif gd.get("mode") == "no_grad" or m["ambiguous"]:
+        f["reason"] = "no-grad-view"
+    return f
+
+
+PATTERNS = (
+    # "Output 0 of UnbindBackward0 is a view and is being modified inplace. ..."
+    Pattern(r"Output\s+(?P<nr>\d{1,9})\s+of\s+(?P<op>" + NAME + r")\s+" + w("is a view and") + r"\s+"
+            + _MODIFIED + r"\." + _TAILS, _decode),
+    # "A view was created in no_grad mode and is being modified inplace with grad mode enabled. ..."
+    Pattern(w("A view was created in") + r"\s+(?P<mode>no_grad|inference)\s+mode\s+and\s+" + _MODIFIED
+            + r"\s+(?:" + w("with grad mode enabled") + r"|" + w("in normal mode") + r")\." + _TAILS, _decode),
+)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    op, nr, reason = f.get("op"), f.get("output_nr"), f.get("reason")
+    evidence, fixes = [], []
+    if op:
+        evidence.append(f"The view is output {nr} of {op}.")
+    if f.get("base_modified"):
+        evidence.append("Its base, or another view of its base, was written while the view was still used.")
+    if reason == "multiple-views":
+        name = snake(op) if op else "the op"
+        evidence.append(f"{op or 'The op'} returns several views, whose in-place modification autograd forbids.")
+        fixes.append(f"Replace the in-place op on the outputs of {name} with the out-of-place one, or clone "
+                     f"them first: `parts = [p.clone() for p in x.{name}(...)]`.")
+    elif reason in ("no-grad-view", "inference-mode-view"):
+        block = "torch.no_grad()" if reason == "no-grad-view" else "torch.inference_mode()"
+        evidence.append(f"The view was created under `{block}` and written with grad mode enabled.")
+        fixes.append(f"Take the view outside `{block}`, or do the write inside it too, or clone the view: "
+                     "`v = v.clone()`.")
+    elif reason == "custom-function":
+        evidence.append(f"{op or 'A custom Function'} returned a view of (or exactly) its input.")
+        fixes.append(f"Return a clone from {op or 'the Function'}.forward (`return x.clone()`), or clone the "
+                     "result of `.apply(...)` before writing to it.")
+    return None, evidence, fixes
 
 
 def explain(ev):
