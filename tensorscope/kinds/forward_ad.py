@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, site, w
+from tensorscope.kinds._base import Kind, Pattern, opening, w
 
 KIND = Kind(
     code="forward-ad",
@@ -53,15 +53,14 @@ def advise(f: dict):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
     from tensorscope.kinds._base import fields
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
+    file, line, f, code = at
     fl = fields(ev)
-    code = source.code(file, line)
     reason = fl.get("reason")
     if reason == "tangent-size":
         text = (f"Line {line} (`{code}`) pairs a primal of shape {fl.get('primal_shape')} with a tangent of shape "

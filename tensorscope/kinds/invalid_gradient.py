@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, site, user_files, w
+from tensorscope.kinds._base import Kind, Pattern, opening, user_files, w
 
 KIND = Kind(
     code="invalid-gradient",
@@ -77,12 +77,13 @@ def explain(ev):
     from tensorscope.analysis.common import diagnosis, where
     from tensorscope.kinds._base import fields
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
+    file, line, f, code = at
     fl = fields(ev)
     node, index, detail = fl.get("node"), fl.get("index"), fl.get("detail")
-    text = (f"During backward (line {line}, `{source.code(file, line)}`), {node or 'a backward function'} returned "
+    text = (f"During backward (line {line}, `{code}`), {node or 'a backward function'} returned "
             f"an invalid gradient for its input {index if index is not None else '?'}: {detail or 'mismatch'}.")
     culprit = where(file, line)
     found = _backward_return(ev, node, index) if node else None
