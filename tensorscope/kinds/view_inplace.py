@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope.kinds._base import Kind, Pattern, fields, opening, statement, user_files, w
 from tensorscope.kinds._message import NAME, node_facts, snake
 
 KIND = Kind(
@@ -107,6 +108,11 @@ def advise(f: dict):
         evidence.append(f"The view was created under `{block}` and written with grad mode enabled.")
         fixes.append(f"Take the view outside `{block}`, or do the write inside it too, or clone the view: "
                      "`v = v.clone()`.")
+    elif reason == "custom-function" and (op or "").startswith("BackwardHookFunction"):
+        evidence.append("The tensor passed through a module with a full backward hook (`register_full_backward_hook`), "
+                        "whose inputs and outputs PyTorch returns as-is through BackwardHookFunction.")
+        fixes.append("Make the in-place op after the hooked module out of place (`nn.ReLU(inplace=False)`), or "
+                     "clone its input first (`h = relu(h.clone())`).")
     elif reason == "custom-function":
         evidence.append(f"{op or 'A custom Function'} returned a view of (or exactly) its input.")
         fixes.append(f"Return a clone from {op or 'the Function'}.forward (`return x.clone()`), or clone the "
@@ -114,8 +120,83 @@ def advise(f: dict):
     return None, evidence, fixes
 
 
+# NOTE [Hooked module outputs]: `register_full_backward_hook` makes PyTorch pass the module's inputs
+# and outputs through BackwardHookFunction, which returns them as-is: autograd then treats them as
+# views made by a custom Function, and an in-place op on them (the next `nn.ReLU(inplace=True)`) is
+# refused with the custom-Function wording. The fix is on the in-place op, not on the "Function".
+_HOOK_FUNCTION = "BackwardHookFunction"
+
+
+def _inplace_modules(ev) -> list:
+    """``(file, line, code, name)`` of the program's statements that build a module with ``inplace=True``."""
+    from tensorscope.analysis import source
+
+    out = []
+    for file in user_files(ev):
+        tree = source.tree(file)
+        for node in ast.walk(tree) if tree is not None else ():
+            value = node.value if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            for call in ast.walk(node) if isinstance(node, (ast.Assign, ast.Expr)) else ():
+                if isinstance(call, ast.Call) and any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                                                      and k.value.value is True for k in call.keywords):
+                    # the name the module is bound to, when the line binds exactly this module
+                    name = ast.unparse(node.targets[0]) if call is value else None
+                    out.append((file, node.lineno, source.code(file, node.lineno), name))
+                    break
+    return out[:3]
+
+
+def _clone_argument(code: str, module: str):
+    """``h = relu(h.clone())`` for a line ``h = relu(h)`` calling the in-place ``module``; else None."""
+    stmt = statement(code)
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and len(stmt.value.args) == 1 \
+            and ast.unparse(stmt.value.func) == module \
+            and not stmt.value.keywords and isinstance(stmt.value.args[0], (ast.Name, ast.Attribute)):
+        arg = ast.unparse(stmt.value.args[0])
+        return f"{ast.unparse(stmt.targets[0])} = {ast.unparse(stmt.value.func)}({arg}.clone())"
+    return None
+
+
+def _hooked_output(ev):
+    """The diagnosis of an in-place op on the output of a module with a full backward hook."""
+    from tensorscope.analysis.common import diagnosis, where
+
+    at = opening(ev)
+    if at is None:
+        return None
+    file, line, f, code = at
+    op = f.get("op")
+    by = f" (`{op}`)" if op else ""
+    text = (f"Line {line} (`{code}`) modifies in place{by} a tensor that passed through a module with a full "
+            "backward hook (`register_full_backward_hook`): PyTorch wraps that module's inputs and outputs in "
+            f"{_HOOK_FUNCTION}, which returns them as they are, so autograd sees views made by a custom Function "
+            "and refuses to let them be modified in place.")
+    builders = _inplace_modules(ev)
+    fixes = []
+    if builders:
+        b = builders[0]
+        text += f" Line {b[1]} (`{b[2]}`) builds a module with `inplace=True`."
+        fixes.append(f"build that module with `inplace=False` (line {b[1]})")
+    else:
+        fixes.append("make the in-place op after the hooked module out of place (`nn.ReLU(inplace=False)`, "
+                     "`F.relu(h)` instead of `F.relu_(h)`)")
+    module = builders[0][3] if builders else None
+    rewrite = _clone_argument(code, module) if module else None
+    if rewrite:
+        fixes.append(f"clone its input on this line: `{rewrite}`")
+    fixes.append("or observe the gradient with a tensor hook instead (`out.register_hook(fn)` in a forward hook)")
+    fix = "The hook is fine; the in-place write is not: " + "; ".join(fixes) + "."
+    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=f.get("alias")),
+                     evidence=["message reason: custom-function", f"the Function is {_HOOK_FUNCTION}: a module's "
+                               "full backward hook"])
+
+
 def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
+    """The diagnosis of this kind from the evidence (analysis/simple.py; a hooked module's output here)."""
     from tensorscope.analysis import simple
 
+    if fields(ev).get("reason") == "custom-function" and (fields(ev).get("op") or "").startswith(_HOOK_FUNCTION):
+        d = _hooked_output(ev)
+        if d is not None:
+            return d
     return simple.view_inplace(ev)
