@@ -1,4 +1,4 @@
-"""The `other` kind: a known PyTorch error that is not one of the backward-failure kinds."""
+"""The `other` kind: an exception that is not an autograd failure, said plainly."""
 
 from __future__ import annotations
 
@@ -9,21 +9,23 @@ from tensorscope.kinds._message import INTS, ints
 
 KIND = Kind(
     code='other',
-    title='A known PyTorch error that is not one of the backward-failure kinds.',
+    title='An exception that is not an autograd failure.',
     explanation=(
-        'tensorscope recognises this error text, but it is not one of the backward-failure kinds. The'
-        ' decoded fields (`reason` first) say which error it is.'
+        'The exception is none of the autograd failure kinds: a Python error of the program itself (a '
+        '`KeyError`, a `ValueError`), or a tensor op refused for its shapes or arguments before autograd was '
+        'involved. The diagnosis says which, and names the line that raised it. Known tensor errors are decoded '
+        '(the `reason` field).'
     ),
     causes=(
-        'An `as_strided` view larger than its storage.',
-        '`expand` of a dimension whose size is not 1.',
-        'Inference-mode tensors used with autograd.',
+        'A Python error of the program (configuration, indexing a dict or list, a wrong argument type).',
+        'Shapes that do not fit an op: `mat1 and mat2 shapes cannot be multiplied`, a loss target of another size.',
+        'An `as_strided` view larger than its storage; `expand` of a dimension whose size is not 1.',
+        'A tensor made under `torch.inference_mode()` written in place outside it.',
     ),
     fixes=(
         'Read the decoded fields and fix the shapes or strides they name.',
     ),
 )
-
 
 
 def _as_strided(m: re.Match) -> dict:
@@ -81,8 +83,17 @@ def advise(f: dict):
     return None, [], []
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
-    from tensorscope.analysis import simple
+# Decoded tensor errors that autograd plays no part in: their diagnosis opens by saying so.
+_NOT_AUTOGRAD = {None, "as-strided-out-of-bounds", "expand-size-mismatch"}
 
-    return simple.other(ev)
+
+def explain(ev):
+    """The diagnosis of this kind from the evidence (analysis/simple.py), opening with what it is not."""
+    from tensorscope.analysis import simple
+    from tensorscope.kinds._base import fields
+
+    d = simple.other(ev)
+    text = (d or {}).get("explanation") or ""
+    if d is not None and not text.startswith("Not a tensor or autograd") and fields(ev).get("reason") in _NOT_AUTOGRAD:
+        d["explanation"] = "Not an autograd failure: " + text[:1].lower() + text[1:]
+    return d

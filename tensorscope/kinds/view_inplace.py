@@ -27,6 +27,11 @@ KIND = Kind(
             'Writing in place to a tensor returned by a custom `torch.autograd.Function` that returned a '
             'view of (or exactly) its input.'
         ),
+        (
+            'An in-place op (`nn.ReLU(inplace=True)`) on the output of a module with a full backward hook '
+            '(`register_full_backward_hook`), whose outputs PyTorch returns as-is through BackwardHookFunction.'
+        ),
+        '`detach_()` called on a view.',
     ),
     fixes=(
         'Replace the in-place op with the out-of-place one.',
@@ -87,6 +92,10 @@ PATTERNS = (
     # "A view was created in no_grad mode and is being modified inplace with grad mode enabled. ..."
     Pattern(w("A view was created in") + r"\s+(?P<mode>no_grad|inference)\s+mode\s+and\s+" + _MODIFIED
             + r"\s+(?:" + w("with grad mode enabled") + r"|" + w("in normal mode") + r")\." + _TAILS, _decode),
+    # `v.detach_()` on a view (also DDP's bucket-view gradients, which the message goes on about)
+    Pattern(w("Can't detach views in-place. Use detach() instead."),
+            lambda m: {"reason": "detach-view", "op": None, "node": None, "node_guessed": False, "output_nr": None,
+                       "base_modified": False}),
 )
 
 
@@ -108,6 +117,10 @@ def advise(f: dict):
         evidence.append(f"The view was created under `{block}` and written with grad mode enabled.")
         fixes.append(f"Take the view outside `{block}`, or do the write inside it too, or clone the view: "
                      "`v = v.clone()`.")
+    elif reason == "detach-view":
+        evidence.append("`detach_()` was called on a view; a view cannot be detached in place.")
+        fixes.append("Detach out of place and rebind: `v = v.detach()`; for gradients under DDP with "
+                     "`gradient_as_bucket_view=True`, zero them with `optimizer.zero_grad(set_to_none=True)`.")
     elif reason == "custom-function" and (op or "").startswith("BackwardHookFunction"):
         evidence.append("The tensor passed through a module with a full backward hook (`register_full_backward_hook`), "
                         "whose inputs and outputs PyTorch returns as-is through BackwardHookFunction.")
@@ -191,9 +204,33 @@ def _hooked_output(ev):
                                "full backward hook"])
 
 
+def _detach_view(ev):
+    from tensorscope.analysis.common import diagnosis, where
+
+    at = opening(ev)
+    if at is None:
+        return None
+    file, line, f, code = at
+    stmt = statement(code)
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "detach_"] if stmt is not None else []
+    name = ast.unparse(calls[0].func.value) if calls else None
+    text = (f"Line {line} (`{code}`) calls `detach_()` on {f'`{name}`, ' if name else ''}a view of another tensor; "
+            "a view shares its base's autograd history and cannot be detached in place.")
+    simple = name is not None and isinstance(statement(name), ast.Expr) and isinstance(statement(name).value, ast.Name)
+    fix = (f"Detach out of place and rebind the name: replace the line with `{name} = {name}.detach()`." if simple else
+           "Detach out of place and rebind the name (`v = v.detach()`); under DDP with "
+           "`gradient_as_bucket_view=True`, zero gradients with `optimizer.zero_grad(set_to_none=True)`.")
+    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=name),
+                     evidence=["detach_() raised on a view"])
+
+
 def explain(ev):
     """The diagnosis of this kind from the evidence (analysis/simple.py; a hooked module's output here)."""
     from tensorscope.analysis import simple
+
+    if fields(ev).get("reason") == "detach-view":
+        return _detach_view(ev)
 
     if fields(ev).get("reason") == "custom-function" and (fields(ev).get("op") or "").startswith(_HOOK_FUNCTION):
         d = _hooked_output(ev)
