@@ -74,6 +74,9 @@ PATTERNS = (
     Pattern(r"Input\s+type\s+\((?P<t1>[\w.]{1,80})\)\s+and\s+weight\s+type\s+\((?P<t2>[\w.]{1,80})\)\s+"
             + w("should be the same")
             + r"(?:\s+" + w("or input should be a MKLDNN tensor and weight is a dense tensor") + r")?", _input_weight),
+    # a meta (or fake) kernel's device check: "Tensor on device meta is not on the expected device cpu!"
+    Pattern(r"Tensor\s+on\s+device\s+(?P<d2>" + DEV + r")\s+" + w("is not on the expected device")
+            + r"\s+(?P<d1>" + DEV + r")!", _two_devices),
     Pattern(w("Torch not compiled with") + r"\s+(?P<backend>CUDA|XPU|MTIA|MPS|HIP)\s+enabled",
             lambda m: {"reason": "no-" + m["backend"].lower(), "backend": m["backend"]}),
 )
