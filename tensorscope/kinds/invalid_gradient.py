@@ -50,7 +50,11 @@ PATTERNS = (Pattern(r"Function\s+(?P<fn>[\w:<>]{1,300})\s+" + w("returned an inv
                     + w("to a tensor with grad_dtype") + r"\s+'(?P<td>\w{1,40})')",
                     lambda m: {"node": None, "index": None, "reason": "assigned-shape" if m["gs"] else "assigned-dtype",
                                "detail": (f"size {m['gs']} assigned to a tensor of size {m['ts']}" if m["gs"] else
-                                          f"dtype {m['gd']} assigned to a tensor of dtype {m['td']}")}))
+                                          f"dtype {m['gd']} assigned to a tensor of dtype {m['td']}")}),
+            Pattern(w("attempting to assign a gradient with device type") + r"\s+'(?P<gd>\w{1,40})'\s+"
+                    + w("to a tensor with device type") + r"\s+'(?P<td>\w{1,40})'",
+                    lambda m: {"node": None, "index": None, "reason": "assigned-device",
+                               "detail": f"a gradient on {m['gd']} assigned to a tensor on {m['td']}"}))
 
 
 def advise(f: dict):
@@ -113,6 +117,9 @@ _OTHER_SOURCES = {
                        "assigns to `.grad` a tensor of another size than the tensor itself",
                        "Assign a gradient of the tensor's own shape (`x.shape`), e.g. "
                        "`x.grad = torch.zeros_like(x)`."),
+    "assigned-device": ("A `.grad` was assigned a tensor on another device than the tensor's.",
+                        "assigns to `.grad` a tensor on another device than the tensor itself",
+                        "Assign a gradient on the tensor's own device: `x.grad = g.to(x.device)`."),
     "assigned-dtype": ("A `.grad` was assigned a tensor of another dtype than the tensor's.",
                        "assigns to `.grad` a tensor of another dtype than the tensor itself",
                        "Assign a gradient of the tensor's own dtype: `x.grad = g.to(x.dtype)`."),
@@ -133,6 +140,7 @@ def _other_source(ev, reason: str, fl: dict):
         x, g = ast.unparse(stmt.targets[0].value), ast.unparse(stmt.value)
         fix = ((f"`{g}` does not have `{x}`'s shape: assign a gradient of shape `{x}.shape` (e.g. "
                 f"`{x}.grad = torch.zeros_like({x})`), or fix how `{g}` is computed.") if reason == "assigned-shape"
+               else f"Assign a gradient on `{x}`'s own device: `{x}.grad = ({g}).to({x}.device)`." if reason == "assigned-device"
                else f"Assign a gradient of `{x}`'s own dtype: `{x}.grad = ({g}).to({x}.dtype)`.")
     detail = f" ({fl['detail']})" if fl.get("detail") else ""
     hook = fl.get("hook")
