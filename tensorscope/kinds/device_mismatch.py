@@ -96,6 +96,11 @@ def advise(f: dict):
     devices = f.get("devices") or []
     if len(devices) < 2:
         return None, [], []
+    if "meta" in devices:  # a meta tensor has no data: moving the others to meta is never the fix
+        other = next((d for d in devices if d != "meta"), "cpu")
+        return None, [f"The op received a tensor on the meta device (shapes only, no data) and one on {other}."], [
+            f"Materialise what is on the meta device before using it: `model.to_empty(device='{other}')` then load "
+            f"its weights (or build it without `device='meta'`), so that everything is on {other}."]
     target = next((d for d in devices if d != "cpu"), devices[0])
     if reason == "input-weight":
         return None, [f"The input is on {devices[0]} but the layer's weight is on {devices[1]}."], [

@@ -41,8 +41,9 @@ PATTERNS = (Pattern(r"Function\s+(?P<fn>[\w:<>]{1,300})\s+" + w("returned an inv
                                "reason": "count", "expected": int(m["e"]), "got": int(m["g"])}),
             # a gradient hook (`t.register_hook(fn)`) returned a gradient of another size or type
             Pattern(r"hook\s+'(?P<hook>[^'\n]{1,200})'\s+has\s+changed\s+the\s+(?P<what>size|type)\s+of\s+value"
-                    + r"(?:\s+\((?P<detail>was\s+[^\n)]{1,200})\))?",
-                    lambda m: {"node": None, "hook": m["hook"], "index": None, "detail": m["detail"],
+                    + r"(?:\s+\(was\s+(?P<was>[\w.]{1,100})\s+got\s+(?P<got>[\w.]{1,100})\))?",
+                    lambda m: {"node": None, "hook": m["hook"], "index": None,
+                               "detail": f"the gradient was {m['was']}, the hook returned {m['got']}" if m["was"] else None,
                                "reason": "hook-shape" if m["what"] == "size" else "hook-dtype"}),
             # `x.grad = g` with g of another size or dtype than x
             Pattern(w("attempting to assign a gradient") + r"\s+(?:of\s+size\s+'(?P<gs>[^'\n]{1,400})'\s+"
