@@ -213,6 +213,26 @@ def _grad_assigned(value):
     return run
 
 
+def _save_non_tensor():
+    class Keep(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x, 3)
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    Keep.apply(_leaf())
+
+
+def _deepcopy_non_leaf():
+    import copy
+
+    copy.deepcopy({"h": _leaf() * 2})
+
+
 def _ddp(case):
     def run(ddp_group):
         nn = torch.nn
@@ -265,6 +285,8 @@ EXTRA = [
     ("grad-assigned-size", _grad_assigned(lambda: torch.zeros(4)), "invalid-gradient"),
     ("grad-assigned-dtype", _grad_assigned(lambda: torch.zeros(3, dtype=torch.float64)), "invalid-gradient"),
     ("grad-assigned-device", _grad_assigned(lambda: torch.zeros(3, device="meta")), "invalid-gradient"),
+    ("save-non-tensor", _save_non_tensor, "other"),
+    ("deepcopy-non-leaf", _deepcopy_non_leaf, "other"),
     ("ddp-unused", _ddp("unused"), "ddp-unused-parameters"),
     ("ddp-ready-twice", _ddp("twice"), "ddp-mark-ready-twice"),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope.kinds._base import Kind, Pattern, opening, w
 from tensorscope.kinds._message import INTS, ints
 
 KIND = Kind(
@@ -21,6 +21,8 @@ KIND = Kind(
         'Shapes that do not fit an op: `mat1 and mat2 shapes cannot be multiplied`, a loss target of another size.',
         'An `as_strided` view larger than its storage; `expand` of a dimension whose size is not 1.',
         'A tensor made under `torch.inference_mode()` written in place outside it.',
+        'Autograd misuses no failure kind covers (decoded): a non-tensor given to `ctx.save_for_backward`, '
+        '`copy.deepcopy` of a non-leaf tensor.',
     ),
     fixes=(
         'Read the decoded fields and fix the shapes or strides they name.',
@@ -56,7 +58,30 @@ PATTERNS = (
             + r"(?:\s*" + w("You can make a clone to get a normal tensor before doing inplace update.")
             + r")?(?:\s*See\s+https://github\.com/pytorch/rfcs/pull/17\s+for\s+more\s+details\.)?",
             lambda m: {"reason": "inference-tensor-inplace"}),
+    # autograd misuses that no failure kind covers: decoded so that the diagnosis does not call them
+    # "not a tensor or autograd error"
+    Pattern(w("save_for_backward can only save variables, but argument") + r"\s+(?P<i>\d{1,9})\s+is\s+of\s+type\s+"
+            + r"(?P<t>[\w.]{1,100})", lambda m: {"reason": "save-for-backward-non-tensor", "index": int(m["i"]),
+                                                 "type": m["t"]}),
+    Pattern(w("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"),
+            lambda m: {"reason": "deepcopy-non-leaf"}),
 )
+
+# reason -> (title, what the line did, fix)
+_AUTOGRAD_MISUSE = {
+    "save-for-backward-non-tensor": (
+        "A custom Function's forward passed something other than a tensor to ctx.save_for_backward.",
+        "runs a custom Function whose forward passes a non-tensor to `ctx.save_for_backward`",
+        "Pass only tensors (or None) to `ctx.save_for_backward(...)`; keep other values as attributes of ctx "
+        "(`ctx.k = k`)."),
+    "deepcopy-non-leaf": (
+        "A tensor computed by autograd-recorded ops (a non-leaf) was deep-copied.",
+        "deep-copies an object holding a non-leaf tensor (one computed from tensors that require grad), which "
+        "autograd does not support",
+        "Deep-copy before the forward pass, or keep only detached tensors in the copied object "
+        "(`self.cache = out.detach()`); for a model, copy it before running it or use `copy.deepcopy` on "
+        "`model.state_dict()`."),
+}
 
 
 def advise(f: dict):
@@ -76,6 +101,9 @@ def advise(f: dict):
                  f"{f['target_size']}{sizes}."],
                 ["expand only grows dimensions of size 1: `unsqueeze` a size-1 dimension first, use "
                  "`repeat` to copy the data, or fix the target sizes."])
+    if reason in _AUTOGRAD_MISUSE:
+        title, _, fix = _AUTOGRAD_MISUSE[reason]
+        return title, [], [fix]
     if reason == "inference-tensor-inplace":
         return ("A tensor created in inference mode was modified in place outside it.", [],
                 ["Clone it before writing (`x = x.clone()`), or create it under `torch.no_grad()` "
@@ -92,6 +120,17 @@ def explain(ev):
     from tensorscope.analysis import simple
     from tensorscope.kinds._base import fields
 
+    reason = fields(ev).get("reason")
+    if reason in _AUTOGRAD_MISUSE:
+        from tensorscope.analysis.common import diagnosis, where
+
+        at = opening(ev)
+        if at is not None:
+            file, line, f, code = at
+            title, what, fix = _AUTOGRAD_MISUSE[reason]
+            return diagnosis(KIND.code, title=title, explanation=f"Line {line} (`{code}`) {what}.", fix=fix,
+                             culprit=where(file, line, alias=f.get("alias")),
+                             evidence=[f"an autograd misuse no failure kind covers ({reason})"])
     d = simple.other(ev)
     text = (d or {}).get("explanation") or ""
     if d is not None and not text.startswith("Not a tensor or autograd") and fields(ev).get("reason") in _NOT_AUTOGRAD:
