@@ -4,7 +4,9 @@ A kind module (``tensorscope/kinds/<code with underscores>.py``) defines ``KIND`
 :class:`Kind`), and optionally ``PATTERNS`` (message regexes with their decoders),
 ``advise(fields)`` (concrete wording from decoded message fields), ``explain(ev)``
 (a diagnosis from the report's evidence) and ``recognise(ev)`` (whether the
-evidence shows this kind when no message pattern names it).
+evidence shows this kind when no message pattern names it). ``opening(ev)`` is the preamble the
+explainers share; the message wording several kinds decode (tensor type names, node names, devices)
+is in ``_message.py``.
 """
 
 from __future__ import annotations
