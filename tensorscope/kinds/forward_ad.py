@@ -76,7 +76,8 @@ def explain(ev):
     elif reason == "no-level":
         text = (f"Line {line} (`{code}`) makes a dual tensor outside any forward-AD level: `make_dual` needs an "
                 "enclosing `fwAD.dual_level()` block.")
-        fix = "Run this line inside a forward-AD level: `with fwAD.dual_level(): ...` (where `import torch.autograd.forward_ad as fwAD`)."
+        fix = ("Run this line inside a forward-AD level: `with fwAD.dual_level(): ...` (where "
+               "`import torch.autograd.forward_ad as fwAD`).")
     else:
         text = f"Line {line} (`{code}`) raised a forward-mode AD error: {(f.get('message') or '')[:200]}"
         fix = ("Implement `jvp` (and `setup_context`) for the custom Function, or use reverse mode "

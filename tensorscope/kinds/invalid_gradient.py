@@ -43,7 +43,8 @@ PATTERNS = (Pattern(r"Function\s+(?P<fn>[\w:<>]{1,300})\s+" + w("returned an inv
             Pattern(r"hook\s+'(?P<hook>[^'\n]{1,200})'\s+has\s+changed\s+the\s+(?P<what>size|type)\s+of\s+value"
                     + r"(?:\s+\(was\s+(?P<was>[\w.]{1,100})\s+got\s+(?P<got>[\w.]{1,100})\))?",
                     lambda m: {"node": None, "hook": m["hook"], "index": None,
-                               "detail": f"the gradient was {m['was']}, the hook returned {m['got']}" if m["was"] else None,
+                               "detail": (f"the gradient was {m['was']}, the hook returned {m['got']}"
+                                          if m["was"] else None),
                                "reason": "hook-shape" if m["what"] == "size" else "hook-dtype"}),
             # `x.grad = g` with g of another size or dtype than x
             Pattern(w("attempting to assign a gradient") + r"\s+(?:of\s+size\s+'(?P<gs>[^'\n]{1,400})'\s+"
@@ -141,7 +142,8 @@ def _other_source(ev, reason: str, fl: dict):
         x, g = ast.unparse(stmt.targets[0].value), ast.unparse(stmt.value)
         fix = ((f"`{g}` does not have `{x}`'s shape: assign a gradient of shape `{x}.shape` (e.g. "
                 f"`{x}.grad = torch.zeros_like({x})`), or fix how `{g}` is computed.") if reason == "assigned-shape"
-               else f"Assign a gradient on `{x}`'s own device: `{x}.grad = ({g}).to({x}.device)`." if reason == "assigned-device"
+               else f"Assign a gradient on `{x}`'s own device: `{x}.grad = ({g}).to({x}.device)`."
+               if reason == "assigned-device"
                else f"Assign a gradient of `{x}`'s own dtype: `{x}.grad = ({g}).to({x}.dtype)`.")
     detail = f" ({fl['detail']})" if fl.get("detail") else ""
     hook = fl.get("hook")
