@@ -4,7 +4,9 @@ A kind module (``tensorscope/kinds/<code with underscores>.py``) defines ``KIND`
 :class:`Kind`), and optionally ``PATTERNS`` (message regexes with their decoders),
 ``advise(fields)`` (concrete wording from decoded message fields), ``explain(ev)``
 (a diagnosis from the report's evidence) and ``recognise(ev)`` (whether the
-evidence shows this kind when no message pattern names it).
+evidence shows this kind when no message pattern names it). ``opening(ev)`` is the preamble the
+explainers share; the message wording several kinds decode (tensor type names, node names, devices)
+is in ``_message.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 
 @dataclass(frozen=True)
@@ -111,3 +113,30 @@ def user_files(ev) -> list:
             seen.add(key)
             out.append(f)
     return out
+
+
+class Opening(NamedTuple):
+    """What every one-line explainer starts from: where the failure was raised and the line's code."""
+
+    file: Optional[str]
+    line: int
+    failure: dict
+    code: str
+
+
+def opening(ev) -> Optional[Opening]:
+    """The shared preamble of the kinds' explainers: ``(file, line, failure, code)``, or None without a line.
+
+    Example::
+
+        at = opening(ev)
+        if at is None:
+            return None  # no line to name: the generic diagnosis is used
+        file, line, f, code = at
+    """
+    from tensorscope.analysis import source
+
+    file, line, f = site(ev)
+    if not line:
+        return None
+    return Opening(file, line, f, source.code(file, line))

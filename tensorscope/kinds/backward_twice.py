@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='backward-twice',
@@ -33,6 +33,21 @@ KIND = Kind(
         ),
     ),
 )
+
+
+_SAVED = r"\s+(?:tensors|variables)\s+"  # "variables" before 1.10
+PATTERNS = (Pattern(
+    w("Trying to backward through the graph a second time")
+    + r"(?:\s+\(" + w("or directly access saved") + _SAVED + w("after they have already been freed).")
+    + r"|,\s+" + w("but the saved intermediate results have already been freed.") + r")?"
+    + r"(?:\s+" + w("Saved intermediate values of the graph are freed when you call .backward() or "
+                    "autograd.grad().") + r")?"
+    + r"(?:\s+" + w("Specify retain_graph=True") + r"\s+(?:"
+    + w("if you need to backward through the graph a second time or if you need to access saved")
+    + _SAVED + w("after calling backward.")
+    + r"|" + w("when calling backward the first time.")
+    + r"|" + w("when calling .backward() or autograd.grad() the first time.") + r"))?"
+),)
 
 
 def explain(ev):

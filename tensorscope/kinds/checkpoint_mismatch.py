@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, site, w
+from tensorscope.kinds._base import Kind, Pattern, opening, w
 
 KIND = Kind(
     code="checkpoint-mismatch",
@@ -66,17 +66,17 @@ def _checkpoint_calls(ev) -> list:
 
 
 def explain(ev):
-    from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
     from tensorscope.kinds._base import fields
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
+    file, line, f, code = at
     fl = fields(ev)
     counts = (f" (the forward saved {fl['saved_forward']} tensors, the recomputation {fl['saved_recompute']})"
               if fl.get("saved_forward") is not None else "")
-    text = (f"backward (line {line}, `{source.code(file, line)}`) recomputed a checkpointed function and it saved "
+    text = (f"backward (line {line}, `{code}`) recomputed a checkpointed function and it saved "
             f"different tensors than in the forward pass{counts}: the function's result depends on something "
             "besides its inputs.")
     culprit = where(file, line)

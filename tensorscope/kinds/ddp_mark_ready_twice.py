@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='ddp-mark-ready-twice',
@@ -39,6 +39,22 @@ KIND = Kind(
         ),
     ),
 )
+
+
+PATTERNS = (Pattern(
+    w("Expected to mark a variable ready only once.")
+    + r"(?:[\s\S]{0,4000}?" + w("Parameter at index") + r"\s+(?P<index>\d{1,9})"
+    + r"(?:\s+with\s+name\s+(?P<name>[\w.]{1,500}))?\s+" + w("has been marked as ready twice.") + r")?",
+    lambda m: {"index": int(m["index"]) if m["index"] else None, "name": m["name"]}),)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    evidence = []
+    if f.get("index") is not None:
+        name = f" (`{f['name']}`)" if f.get("name") else ""
+        evidence.append(f"The parameter at index {f['index']}{name} received two gradients in one iteration.")
+    return None, evidence, []
 
 
 def explain(ev):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+import re
+
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='ddp-unused-parameters',
@@ -36,6 +38,40 @@ KIND = Kind(
         'Make every output of `forward` take part in the loss.',
     ),
 )
+
+
+
+def _decode(m: re.Match) -> dict:
+    names = [n.strip() for n in (m["names"] or "").split(",") if n.strip()]
+    rank = m["rank"] or m["nrank"]
+    return {"indices": [int(i) for i in (m["indices"] or "").split()], "names": names,
+            "rank": int(rank) if rank is not None else None,
+            "reason": "static-graph" if m["why"] and "graph" in m["why"] else "unused-parameters"}
+
+
+PATTERNS = (Pattern(
+    w("Expected to have finished reduction in the prior iteration before starting a new one.")
+    + r"(?:\s+" + w("This error indicates that your")
+    + r"\s+(?P<why>module\s+has\s+parameters|training\s+graph\s+has\s+changed))?"
+    + r"(?:[\s\S]{0,4000}?" + w("Parameter indices which did not receive grad for rank")
+    + r"\s+(?P<rank>\d{1,6}):(?P<indices>[ \d]{1,20000}))?"
+    + r"(?:[\s\S]{0,4000}?" + w("Parameters which did not receive grad for rank")
+    + r"\s+(?P<nrank>\d{1,6}):\s*(?P<names>[^\n]{1,20000}))?", _decode),)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    evidence, fixes = [], []
+    if f.get("names"):
+        evidence.append(f"Rank {f.get('rank')}: no gradient for {', '.join(f['names'])}.")
+    elif f.get("indices"):
+        evidence.append(f"Rank {f.get('rank')}: no gradient for the parameters at indices "
+                        f"{' '.join(map(str, f['indices']))} of the model's parameters that require grad "
+                        "(in `named_parameters()` order).")
+    if f.get("reason") == "static-graph":
+        fixes.append("The graph changed between iterations under `static_graph=True`: drop `static_graph=True`, "
+                     "or make every iteration use the same parameters.")
+    return None, evidence, fixes
 
 
 def explain(ev):

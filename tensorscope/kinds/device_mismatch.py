@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+import re
+from typing import Optional
+
+from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope.kinds._message import DEV, decode_type
 
 KIND = Kind(
     code='device-mismatch',
@@ -25,6 +29,91 @@ KIND = Kind(
         "Choose the device once: `device = 'cuda' if torch.cuda.is_available() else 'cpu'`.",
     ),
 )
+
+
+_SAME_DEVICE = w("Expected all tensors to be on the same device")
+_METHOD = r"\s+(?P<method>[\w.:]{1,200})\)"
+
+
+def _method_op(method: Optional[str]) -> Optional[str]:
+    """Return the op of a dispatcher wrapper name: ``wrapper_CUDA__index_select`` -> ``index_select``."""
+    if not method:
+        return None
+    return re.sub(r"^wrapper_(?:[A-Za-z]+_)?_?", "", method) or None
+
+
+def _two_devices(m: re.Match) -> dict:
+    gd = m.groupdict()
+    method = gd.get("method")
+    first = gd.get("d1") or "cpu"  # "addmm: expected 'mat2' to be a CPU tensor" names one device
+    return {"reason": "two-devices", "devices": [first.lower(), m["d2"].lower()],
+            "argument": gd.get("arg"), "method": method, "op": gd.get("op") or _method_op(method)}
+
+
+def _input_weight(m: re.Match) -> Optional[dict]:
+    (dt1, d1), (dt2, d2) = decode_type(m["t1"]), decode_type(m["t2"])
+    if d1 is None or d2 is None or d1 == d2:
+        return None  # same device: a dtype mismatch, which is not a kind tensorscope knows
+    return {"reason": "input-weight", "devices": [d1, d2], "argument": "input", "method": None,
+            "op": None, "dtypes": [dt1, dt2]}
+
+
+PATTERNS = (
+    # "..., but found at least two devices, cuda:0 and cpu! (when checking argument for argument mat1 in method ...)"
+    Pattern(_SAME_DEVICE + r",\s+" + w("but found at least two devices,")
+            + r"\s+(?P<d1>" + DEV + r")\s+and\s+(?P<d2>" + DEV + r")!"
+            + r"(?:\s+\(" + w("when checking") + r"\s+arg(?:ument)?\s+" + w("for argument")
+            + r"\s+(?P<arg>\w{1,100})\s+in\s+method" + _METHOD + r")?", _two_devices),
+    # "..., but got index is on cpu, different from other tensors on cuda:0 (when checking argument in method ...)"
+    Pattern(_SAME_DEVICE + r",\s+but\s+got\s+(?P<arg>\w{1,100})\s+is\s+on\s+(?P<d2>" + DEV + r"),\s+"
+            + w("different from other tensors on") + r"\s+(?P<d1>" + DEV + r")"
+            + r"(?:\s+\(" + w("when checking argument in method") + _METHOD + r")?", _two_devices),
+    # "... on the same device. addmm: expected 'mat2' to be a CPU tensor, but got tensor on cuda:0"
+    Pattern(_SAME_DEVICE + r"\.\s+(?P<op>\w{1,100}):?\s+expected\s+'(?P<arg>\w{1,100})'\s+to\s+be\s+"
+            + r"(?:a\s+)?" + w("CPU tensor, but got tensor on") + r"\s+(?P<d2>" + DEV + r")", _two_devices),
+    Pattern(r"Input\s+type\s+\((?P<t1>[\w.]{1,80})\)\s+and\s+weight\s+type\s+\((?P<t2>[\w.]{1,80})\)\s+"
+            + w("should be the same")
+            + r"(?:\s+" + w("or input should be a MKLDNN tensor and weight is a dense tensor") + r")?", _input_weight),
+    # a meta (or fake) kernel's device check: "Tensor on device meta is not on the expected device cpu!"
+    Pattern(r"Tensor\s+on\s+device\s+(?P<d2>" + DEV + r")\s+" + w("is not on the expected device")
+            + r"\s+(?P<d1>" + DEV + r")!", _two_devices),
+    Pattern(w("Torch not compiled with") + r"\s+(?P<backend>CUDA|XPU|MTIA|MPS|HIP)\s+enabled",
+            lambda m: {"reason": "no-" + m["backend"].lower(), "backend": m["backend"]}),
+)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    reason = f.get("reason")
+    if reason and reason.startswith("no-") and reason != "no-cuda":
+        backend = f.get("backend", "")
+        return None, [f"This PyTorch build has no {backend} support."], [
+            f"Use `device='cpu'`, or install a PyTorch build with {backend}."]
+    if reason == "no-cuda":
+        return None, ["This PyTorch build has no CUDA support (a CPU-only build)."], [
+            "Use `device='cpu'`, or choose it at run time: "
+            "`device = 'cuda' if torch.cuda.is_available() else 'cpu'`; or install a CUDA build of PyTorch."]
+    devices = f.get("devices") or []
+    if len(devices) < 2:
+        return None, [], []
+    if "meta" in devices:  # a meta tensor has no data: moving the others to meta is never the fix
+        other = next((d for d in devices if d != "meta"), "cpu")
+        return None, [f"The op received a tensor on the meta device (shapes only, no data) and one on {other}."], [
+            f"Materialise what is on the meta device before using it: `model.to_empty(device='{other}')` then load "
+            f"its weights (or build it without `device='meta'`), so that everything is on {other}."]
+    target = next((d for d in devices if d != "cpu"), devices[0])
+    if reason == "input-weight":
+        return None, [f"The input is on {devices[0]} but the layer's weight is on {devices[1]}."], [
+            "Move the input to the layer's device: `x = x.to(next(model.parameters()).device)`, "
+            "or move the model: `model.to(device)`."]
+    op = f" {f['op']}" if f.get("op") else ""
+    evidence = [f"The op{op} received tensors on {devices[0]} and {devices[1]}."]
+    arg = f.get("argument")
+    if arg:
+        evidence.append(f"Its argument `{arg}` is on {devices[1]}.")
+        return None, evidence, [f"Move `{arg}` to {target}: `{arg} = {arg}.to('{target}')`."]
+    return None, evidence, [f"Move the tensors of this op to one device, e.g. `.to('{target}')`, "
+                            "or create them with `device=`."]
 
 
 def explain(ev):

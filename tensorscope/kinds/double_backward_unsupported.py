@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, site, user_files, w
+from tensorscope.kinds._base import Kind, Pattern, opening, user_files, w
 
 KIND = Kind(
     code="double-backward-unsupported",
@@ -46,10 +46,10 @@ def explain(ev):
     from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
-    code = source.code(file, line)
+    file, line, f, code = at
     marked = _functions(ev)
     culprit = where(file, line)
     text = (f"Line {line} (`{code}`) differentiates a gradient that came out of a backward marked "

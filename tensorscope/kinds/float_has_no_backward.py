@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, last_event, site, statement, w
+from tensorscope.kinds._base import Kind, Pattern, last_event, opening, statement, w
 
 KIND = Kind(
     code="float-has-no-backward",
@@ -41,10 +41,10 @@ def explain(ev):
     from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
-    code = source.code(file, line)
+    file, line, f, code = at
     recv = _backward_receiver(code)
     name = ast.unparse(recv) if recv is not None else None
     text = f"Line {line} (`{code}`) calls backward() on a Python number, not a tensor"

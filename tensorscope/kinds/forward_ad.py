@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, site, w
+from tensorscope.kinds._base import Kind, Pattern, opening, w
 
 KIND = Kind(
     code="forward-ad",
@@ -37,6 +37,8 @@ PATTERNS = (
             + r"(?:\s+" + w("Please file an issue to PyTorch") + r"[^\n]{0,400})?", lambda m: {"reason": "no-formula", "op": m["op"]}),
     Pattern(w("You must implement the jvp function for custom autograd.Function to use it with forward mode AD."),
             lambda m: {"reason": "no-jvp"}),
+    Pattern(w("Trying to create a dual Tensor for forward AD but no level exists, make sure to enter_dual_level() "
+              "first."), lambda m: {"reason": "no-level"}),
 )
 
 
@@ -53,15 +55,14 @@ def advise(f: dict):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
     from tensorscope.kinds._base import fields
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
+    file, line, f, code = at
     fl = fields(ev)
-    code = source.code(file, line)
     reason = fl.get("reason")
     if reason == "tangent-size":
         text = (f"Line {line} (`{code}`) pairs a primal of shape {fl.get('primal_shape')} with a tangent of shape "
@@ -72,6 +73,11 @@ def explain(ev):
                 "forward-mode AD formula.")
         fix = ("Apply that op to the primal only (`fwAD.unpack_dual(x).primal`) when its result needs no tangent, "
                "or compute this derivative with reverse mode (`torch.autograd.grad`).")
+    elif reason == "no-level":
+        text = (f"Line {line} (`{code}`) makes a dual tensor outside any forward-AD level: `make_dual` needs an "
+                "enclosing `fwAD.dual_level()` block.")
+        fix = ("Run this line inside a forward-AD level: `with fwAD.dual_level(): ...` (where "
+               "`import torch.autograd.forward_ad as fwAD`).")
     else:
         text = f"Line {line} (`{code}`) raised a forward-mode AD error: {(f.get('message') or '')[:200]}"
         fix = ("Implement `jvp` (and `setup_context`) for the custom Function, or use reverse mode "

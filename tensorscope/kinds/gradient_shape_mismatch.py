@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, assignable, site, statement, w
+from tensorscope.kinds._base import Kind, Pattern, assignable, opening, statement, w
 
 KIND = Kind(
     code="gradient-shape-mismatch",
@@ -51,14 +51,13 @@ def _receiver(code: str):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
     from tensorscope.kinds._base import fields
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
-    code = source.code(file, line)
+    file, line, f, code = at
     fl = fields(ev)
     shapes = (f" (the gradient has shape {fl['gradient_shape']}, the output {fl['output_shape']})"
               if fl.get("output_shape") is not None else "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, site, w
+from tensorscope.kinds._base import Kind, Pattern, opening, w
 
 KIND = Kind(
     code="inference-tensor-saved",
@@ -53,10 +53,10 @@ def explain(ev):
     from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
-    code = source.code(file, line)
+    file, line, f, code = at
     text = (f"Line {line} (`{code}`) computes with grad enabled on a tensor that was created under "
             "`torch.inference_mode()`; autograd would have to save it for backward, and inference tensors "
             "cannot be saved.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, assignable, last_event, site, statement, w
+from tensorscope.kinds._base import Kind, Pattern, assignable, last_event, opening, statement, w
 
 KIND = Kind(
     code="inplace-backward-unsupported",
@@ -58,15 +58,16 @@ def explain(ev):
     from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
+    file, line, f, code = at
     from tensorscope.kinds._base import fields
 
     op = fields(ev).get("op") or "leaky_relu_"
     write = last_event(ev, "write", (op,) if op != "elu_" else ("elu_", "celu_", "selu_"))
     culprit, fix = where(file, line), None
-    text = (f"Line {line} (`{source.code(file, line)}`) ran backward through an in-place `{op}` with a "
+    text = (f"Line {line} (`{code}`) ran backward through an in-place `{op}` with a "
             "negative slope, whose backward PyTorch does not support.")
     if write is not None and write.get("line"):
         wcode = source.code(write["file"], write["line"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='leaf-inplace',
@@ -25,6 +25,20 @@ KIND = Kind(
         'Clone first when the modified copy should be differentiable: `w2 = w.clone(); w2[0] = 0`.',
     ),
 )
+
+
+PATTERNS = (Pattern(r"[Aa]\s+(?P<view>" + w("view of a") + r"\s+)?" + w("leaf Variable that requires grad")
+                    + r"\s+(?:is\s+being|has\s+been)\s+" + w("used in an in-place operation") + r"\.?",
+                    lambda m: {"view_of_leaf": bool(m["view"])}),)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    if f.get("view_of_leaf"):
+        return None, ["The tensor written is a view of a leaf that requires grad (e.g. `w[0] = ...` on a "
+                      "parameter)."], ["Do the write under `torch.no_grad()`: `with torch.no_grad(): w[0] = 0.`"]
+    return None, ["The tensor written is itself a leaf that requires grad (a parameter or a tensor made "
+                  "with requires_grad=True)."], []
 
 
 def explain(ev):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+import re
+
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='non-float-requires-grad',
@@ -25,6 +27,39 @@ KIND = Kind(
         'Leave integer tensors (indices, labels, masks) without requires_grad.',
     ),
 )
+
+
+
+def _decode(m: re.Match) -> dict:
+    # Which entry point printed which wording was measured on 2.13; older releases differ.
+    if m["o"] == "O":
+        via = "factory"
+    else:
+        via = "requires_grad-setter" if m["complex"] else "requires_grad_"
+    return {"via": via, "complex_allowed": bool(m["complex"])}
+
+
+PATTERNS = (
+    Pattern(r"(?P<o>[Oo])nly\s+" + w("Tensors of floating point") + r"\s+(?P<complex>and\s+complex\s+)?"
+            + w("dtype can require gradients"), _decode),
+    Pattern(w("data set to a tensor that requires gradients must be floating point or complex dtype"),
+            lambda m: {"via": "data-setter", "complex_allowed": True}),
+)
+
+_FIX = {
+    "factory": "Create it as floating point: `torch.tensor([1., 2.], requires_grad=True)`, "
+               "`dtype=torch.float32`, or `nn.Parameter(t.float())`.",
+    "requires_grad_": "Convert before asking for gradients: `x = x.float().requires_grad_()`.",
+    "requires_grad-setter": "Convert before setting the flag: `x = x.float(); x.requires_grad = True`.",
+    "data-setter": "Assign floating-point data (`x.data = y.float()`), or better "
+                   "`with torch.no_grad(): x.copy_(y)`.",
+}
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    fix = _FIX.get(f.get("via"))
+    return None, [], [fix] if fix else []
 
 
 def explain(ev):

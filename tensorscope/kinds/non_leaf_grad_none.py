@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, message, site, statement, w
+from tensorscope.kinds._base import Kind, Pattern, message, opening, site, statement, w
 
 KIND = Kind(
     code="non-leaf-grad-none",
@@ -76,10 +76,10 @@ def explain(ev):
     from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
-    code = source.code(file, line)
+    file, line, f, code = at
     names = _grad_reads(code)
     if not names:
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, site, statement, w
+from tensorscope.kinds._base import Kind, Pattern, opening, statement, w
 
 KIND = Kind(
     code="non-leaf-requires-grad",
@@ -45,13 +45,12 @@ def _target(code: str):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
-    code = source.code(file, line)
+    file, line, f, code = at
     name, value = _target(code)
     what = f"`{name}`" if name else "the tensor"
     text = (f"Line {line} (`{code}`) changes requires_grad of {what}, which is not a leaf: it was computed by "

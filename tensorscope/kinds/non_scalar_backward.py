@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='non-scalar-backward',
@@ -22,6 +22,19 @@ KIND = Kind(
         'Pass the gradient explicitly: `out.backward(gradient=torch.ones_like(out))`.',
     ),
 )
+
+
+PATTERNS = (Pattern(w("grad can be implicitly created only for") + r"\s+(?:real\s+)?" + w("scalar outputs")
+                    + r"(?:\s+but\s+got\s+torch\.(?P<dtype>\w{1,40}))?",
+                    lambda m: {"dtype": m["dtype"]}),)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    if f.get("dtype"):
+        return None, [f"The output is {f['dtype']}: backward() without a gradient needs a real scalar."], [
+            "Reduce to a real scalar: `out.abs().sum().backward()` or `out.real.sum().backward()`."]
+    return None, [], []
 
 
 def explain(ev):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='numpy-requires-grad',
@@ -21,6 +21,10 @@ KIND = Kind(
         'Or ask for a copy explicitly: `t.numpy(force=True)`.',
     ),
 )
+
+
+PATTERNS = (Pattern(w("Can't call numpy() on") + r"\s+(?:Tensor|Variable)\s+" + w("that requires grad.")
+                    + r"(?:\s+Use\s+(?:tensor|var)\.detach\(\)\.numpy\(\)\s+instead\.)?"),)
 
 
 def explain(ev):

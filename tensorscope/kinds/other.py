@@ -1,20 +1,28 @@
-"""The `other` kind: a known PyTorch error that is not one of the backward-failure kinds."""
+"""The `other` kind: an exception that is not an autograd failure, said plainly."""
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+import re
+
+from tensorscope.kinds._base import Kind, Pattern, opening, w
+from tensorscope.kinds._message import INTS, ints
 
 KIND = Kind(
     code='other',
-    title='A known PyTorch error that is not one of the backward-failure kinds.',
+    title='An exception that is not an autograd failure.',
     explanation=(
-        'tensorscope recognises this error text, but it is not one of the backward-failure kinds. The'
-        ' decoded fields (`reason` first) say which error it is.'
+        'The exception is none of the autograd failure kinds: a Python error of the program itself (a '
+        '`KeyError`, a `ValueError`), or a tensor op refused for its shapes or arguments before autograd was '
+        'involved. The diagnosis says which, and names the line that raised it. Known tensor errors are decoded '
+        '(the `reason` field).'
     ),
     causes=(
-        'An `as_strided` view larger than its storage.',
-        '`expand` of a dimension whose size is not 1.',
-        'Inference-mode tensors used with autograd.',
+        'A Python error of the program (configuration, indexing a dict or list, a wrong argument type).',
+        'Shapes that do not fit an op: `mat1 and mat2 shapes cannot be multiplied`, a loss target of another size.',
+        'An `as_strided` view larger than its storage; `expand` of a dimension whose size is not 1.',
+        'A tensor made under `torch.inference_mode()` written in place outside it.',
+        'Autograd misuses no failure kind covers (decoded): a non-tensor given to `ctx.save_for_backward`, '
+        '`copy.deepcopy` of a non-leaf tensor.',
     ),
     fixes=(
         'Read the decoded fields and fix the shapes or strides they name.',
@@ -22,8 +30,109 @@ KIND = Kind(
 )
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
-    from tensorscope.analysis import simple
+def _as_strided(m: re.Match) -> dict:
+    return {"reason": "as-strided-out-of-bounds", "sizes": ints(m["sizes"]),
+            "strides": ints(m["strides"]), "storage_offset": int(m["offset"]),
+            "itemsize": int(m["itemsize"]), "required_nbytes": int(m["required"]),
+            "storage_nbytes": int(m["available"])}
 
-    return simple.other(ev)
+
+def _expand(m: re.Match) -> dict:
+    return {"reason": "expand-size-mismatch", "target_size": int(m["target"]),
+            "existing_size": int(m["existing"]), "dim": int(m["dim"]),
+            "target_sizes": ints(m["tsizes"]) if m["tsizes"] is not None else None,
+            "sizes": ints(m["sizes"]) if m["sizes"] is not None else None}
+
+
+PATTERNS = (
+    Pattern(r"setStorage:\s+sizes\s+\[(?P<sizes>" + INTS + r")\],\s+strides\s+\[(?P<strides>" + INTS
+            + r")\],\s+" + w("storage offset") + r"\s+(?P<offset>\d{1,19}),\s+and\s+itemsize\s+"
+            + r"(?P<itemsize>\d{1,6})\s+" + w("requiring a storage size of") + r"\s+(?P<required>\d{1,19})\s+"
+            + w("are out of bounds for storage of size") + r"\s+(?P<available>\d{1,19})", _as_strided),
+    Pattern(w("The expanded size of the tensor") + r"\s+\((?P<target>-?\d{1,19})\)\s+"
+            + w("must match the existing size") + r"\s+\((?P<existing>\d{1,19})\)\s+"
+            + w("at non-singleton dimension") + r"\s+(?P<dim>\d{1,9})\."
+            + r"(?:\s+Target\s+sizes:\s+\[(?P<tsizes>" + INTS + r")\]\.\s+"
+            + r"Tensor\s+sizes:\s+\[(?P<sizes>" + INTS + r")\])?", _expand),
+    Pattern(w("Inplace update to inference tensor outside InferenceMode is not allowed.")
+            + r"(?:\s*" + w("You can make a clone to get a normal tensor before doing inplace update.")
+            + r")?(?:\s*See\s+https://github\.com/pytorch/rfcs/pull/17\s+for\s+more\s+details\.)?",
+            lambda m: {"reason": "inference-tensor-inplace"}),
+    # autograd misuses that no failure kind covers: decoded so that the diagnosis does not call them
+    # "not a tensor or autograd error"
+    Pattern(w("save_for_backward can only save variables, but argument") + r"\s+(?P<i>\d{1,9})\s+is\s+of\s+type\s+"
+            + r"(?P<t>[\w.]{1,100})", lambda m: {"reason": "save-for-backward-non-tensor", "index": int(m["i"]),
+                                                 "type": m["t"]}),
+    Pattern(w("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"),
+            lambda m: {"reason": "deepcopy-non-leaf"}),
+)
+
+# reason -> (title, what the line did, fix)
+_AUTOGRAD_MISUSE = {
+    "save-for-backward-non-tensor": (
+        "A custom Function's forward passed something other than a tensor to ctx.save_for_backward.",
+        "runs a custom Function whose forward passes a non-tensor to `ctx.save_for_backward`",
+        "Pass only tensors (or None) to `ctx.save_for_backward(...)`; keep other values as attributes of ctx "
+        "(`ctx.k = k`)."),
+    "deepcopy-non-leaf": (
+        "A tensor computed by autograd-recorded ops (a non-leaf) was deep-copied.",
+        "deep-copies an object holding a non-leaf tensor (one computed from tensors that require grad), which "
+        "autograd does not support",
+        "Deep-copy before the forward pass, or keep only detached tensors in the copied object "
+        "(`self.cache = out.detach()`); for a model, copy it before running it or use `copy.deepcopy` on "
+        "`model.state_dict()`."),
+}
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    reason = f.get("reason")
+    if reason == "as-strided-out-of-bounds":
+        return ("as_strided asked for a view that reaches past the end of its storage.",
+                [f"Sizes {f['sizes']}, strides {f['strides']}, storage offset {f['storage_offset']} and "
+                 f"itemsize {f['itemsize']} need {f['required_nbytes']} bytes; the storage has "
+                 f"{f['storage_nbytes']}."],
+                ["Check the sizes and strides given to `as_strided` (the last element sits at offset + "
+                 "sum((size - 1) * stride)); prefer `view`, `expand`, `narrow` or `unfold`, which check shapes."])
+    if reason == "expand-size-mismatch":
+        sizes = f" (target sizes {f['target_sizes']}, tensor sizes {f['sizes']})" if f.get("sizes") else ""
+        return ("expand was asked to change a dimension whose size is not 1.",
+                [f"Dimension {f['dim']} has size {f['existing_size']}; expand asked for "
+                 f"{f['target_size']}{sizes}."],
+                ["expand only grows dimensions of size 1: `unsqueeze` a size-1 dimension first, use "
+                 "`repeat` to copy the data, or fix the target sizes."])
+    if reason in _AUTOGRAD_MISUSE:
+        title, _, fix = _AUTOGRAD_MISUSE[reason]
+        return title, [], [fix]
+    if reason == "inference-tensor-inplace":
+        return ("A tensor created in inference mode was modified in place outside it.", [],
+                ["Clone it before writing (`x = x.clone()`), or create it under `torch.no_grad()` "
+                 "instead of `torch.inference_mode()`."])
+    return None, [], []
+
+
+# Decoded tensor errors that autograd plays no part in: their diagnosis opens by saying so.
+_NOT_AUTOGRAD = {None, "as-strided-out-of-bounds", "expand-size-mismatch"}
+
+
+def explain(ev):
+    """The diagnosis of this kind from the evidence (analysis/simple.py), opening with what it is not."""
+    from tensorscope.analysis import simple
+    from tensorscope.kinds._base import fields
+
+    reason = fields(ev).get("reason")
+    if reason in _AUTOGRAD_MISUSE:
+        from tensorscope.analysis.common import diagnosis, where
+
+        at = opening(ev)
+        if at is not None:
+            file, line, f, code = at
+            title, what, fix = _AUTOGRAD_MISUSE[reason]
+            return diagnosis(KIND.code, title=title, explanation=f"Line {line} (`{code}`) {what}.", fix=fix,
+                             culprit=where(file, line, alias=f.get("alias")),
+                             evidence=[f"an autograd misuse no failure kind covers ({reason})"])
+    d = simple.other(ev)
+    text = (d or {}).get("explanation") or ""
+    if d is not None and not text.startswith("Not a tensor or autograd") and fields(ev).get("reason") in _NOT_AUTOGRAD:
+        d["explanation"] = "Not an autograd failure: " + text[:1].lower() + text[1:]
+    return d

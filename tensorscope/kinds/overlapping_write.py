@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='overlapping-write',
@@ -23,6 +23,23 @@ KIND = Kind(
         'Use the out-of-place op.',
     ),
 )
+
+
+PATTERNS = (Pattern(w("unsupported operation:") + r"\s+(?:(?P<one>"
+                    + w("more than one element of the written-to tensor refers") + r")|"
+                    + w("some elements of the input tensor and the written-to tensor refer") + r")\s+"
+                    + w("to a single memory location.")
+                    + r"(?:\s+" + w("Please clone() the tensor before performing the operation.") + r")?",
+                    lambda m: {"reason": "internal-overlap" if m["one"] else "input-overlap"}),)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    if f.get("reason") == "input-overlap":
+        return None, ["The tensor written overlaps the tensor being read."], [
+            "Clone the source before the write: `dst.copy_(src.clone())`."]
+    return None, ["Several elements of the tensor written share one memory location (expand or a stride-0 "
+                  "view)."], ["Write to a copy: `x = x.clone()` (or `x.contiguous()`) before the in-place op."]
 
 
 def explain(ev):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Kind, Pattern, w
 
 KIND = Kind(
     code='resize-requires-grad',
@@ -19,6 +19,9 @@ KIND = Kind(
         'Resize only tensors that need no gradient, e.g. a buffer created under `torch.no_grad()`.',
     ),
 )
+
+
+PATTERNS = (Pattern(w("cannot resize variables that require grad")),)
 
 
 def explain(ev):

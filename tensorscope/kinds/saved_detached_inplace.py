@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, assignable, last_event, site, statement, w
+from tensorscope.kinds._base import Kind, Pattern, assignable, last_event, opening, statement, w
 
 KIND = Kind(
     code="saved-detached-inplace",
@@ -41,12 +41,13 @@ def explain(ev):
     from tensorscope.analysis import source
     from tensorscope.analysis.common import diagnosis, where
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
+    file, line, f, code = at
     write = last_event(ev, "write", ("detach_",))
     culprit = where(file, line)
-    text = (f"backward (line {line}, `{source.code(file, line)}`) needed a saved tensor that had been "
+    text = (f"backward (line {line}, `{code}`) needed a saved tensor that had been "
             "detached in place with `detach_()`.")
     fix = "Detach out of place and rebind the name instead of `detach_()`: `x = x.detach()`."
     if write is not None and write.get("line"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, site, statement, w
+from tensorscope.kinds._base import Kind, Pattern, opening, statement, w
 
 KIND = Kind(
     code="unused-input",
@@ -56,10 +56,10 @@ def explain(ev):
     from tensorscope.analysis.common import diagnosis, where
     from tensorscope.kinds._base import fields
 
-    file, line, f = site(ev)
-    if not line:
+    at = opening(ev)
+    if at is None:
         return None
-    code = source.code(file, line)
+    file, line, f, code = at
     index = fields(ev).get("index")
     call = _grad_call(code)
     name = None

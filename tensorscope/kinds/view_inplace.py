@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+import ast
+import re
+
+from tensorscope.kinds._base import Kind, Pattern, fields, opening, statement, user_files, w
+from tensorscope.kinds._message import NAME, node_facts, snake
 
 KIND = Kind(
     code='view-inplace',
@@ -23,6 +27,11 @@ KIND = Kind(
             'Writing in place to a tensor returned by a custom `torch.autograd.Function` that returned a '
             'view of (or exactly) its input.'
         ),
+        (
+            'An in-place op (`nn.ReLU(inplace=True)`) on the output of a module with a full backward hook '
+            '(`register_full_backward_hook`), whose outputs PyTorch returns as-is through BackwardHookFunction.'
+        ),
+        '`detach_()` called on a view.',
     ),
     fixes=(
         'Replace the in-place op with the out-of-place one.',
@@ -33,8 +42,198 @@ KIND = Kind(
 )
 
 
+_MULTI = (
+    w("This view is") + r"\s+(?:the|an)\s+" + w("output of a function that returns multiple views.")
+    + r"(?:\s+" + w("Such functions do not allow the output views to be modified inplace. "
+                    "You should replace the inplace operation by an out-of-place one.")
+    + r"|\s+" + w("Inplace operators on such views are being deprecated") + r"[^\n]{0,400})?"
+)
+_AMBIGUOUS = (
+    w("Given that this use case is ambiguous and error-prone, it is forbidden.")
+    + r"(?:\s+" + w("You can clarify your code by moving both the view and the inplace either both inside the")
+    + r"\s+(?:no_grad|inference_mode)\s+"
+    + w("block (if you don't want the inplace to be tracked) or both outside (if you want the inplace "
+        "to be tracked).") + r")?"
+)
+_CUSTOM = (
+    w("This view was created inside a custom Function (or because an input was returned as-is)")
+    + r"(?:\s+" + w("and the autograd logic to handle view+inplace would override the custom backward "
+                    "associated with the custom Function, leading to incorrect gradients. This behavior is "
+                    "forbidden. You can fix this by cloning the output of the custom Function.") + r")?"
+)
+_TAILS = (r"(?:\s+(?P<multi>" + _MULTI + r")|\s+(?P<ambiguous>" + _AMBIGUOUS
+          + r")|\s+(?P<custom>" + _CUSTOM + r"))?")
+_MODIFIED = (r"(?P<how>is\s+being|" + w("its base or another view of its base has been")
+             + r")\s+modified\s+inplace")
+
+
+def _decode(m: re.Match) -> dict:
+    f = {"reason": None, "op": None, "node": None, "node_guessed": False, "output_nr": None,
+         "base_modified": not m["how"].startswith("is")}
+    gd = m.groupdict()
+    if gd.get("nr") is not None:
+        f["output_nr"] = int(m["nr"])
+        f.update(node_facts(m["op"]))
+    if m["multi"]:
+        f["reason"] = "multiple-views"
+    elif m["custom"]:
+        f["reason"] = "custom-function"
+    elif gd.get("mode") == "inference":
+        f["reason"] = "inference-mode-view"
+    elif gd.get("mode") == "no_grad" or m["ambiguous"]:
+        f["reason"] = "no-grad-view"
+    return f
+
+
+PATTERNS = (
+    # "Output 0 of UnbindBackward0 is a view and is being modified inplace. ..."
+    Pattern(r"Output\s+(?P<nr>\d{1,9})\s+of\s+(?P<op>" + NAME + r")\s+" + w("is a view and") + r"\s+"
+            + _MODIFIED + r"\." + _TAILS, _decode),
+    # "A view was created in no_grad mode and is being modified inplace with grad mode enabled. ..."
+    Pattern(w("A view was created in") + r"\s+(?P<mode>no_grad|inference)\s+mode\s+and\s+" + _MODIFIED
+            + r"\s+(?:" + w("with grad mode enabled") + r"|" + w("in normal mode") + r")\." + _TAILS, _decode),
+    # `v.detach_()` on a view (also DDP's bucket-view gradients, which the message goes on about)
+    Pattern(w("Can't detach views in-place. Use detach() instead."),
+            lambda m: {"reason": "detach-view", "op": None, "node": None, "node_guessed": False, "output_nr": None,
+                       "base_modified": False}),
+)
+
+
+def advise(f: dict):
+    """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
+    op, nr, reason = f.get("op"), f.get("output_nr"), f.get("reason")
+    evidence, fixes = [], []
+    if op:
+        evidence.append(f"The view is output {nr} of {op}.")
+    if f.get("base_modified"):
+        evidence.append("Its base, or another view of its base, was written while the view was still used.")
+    if reason == "multiple-views":
+        name = snake(op) if op else "the op"
+        evidence.append(f"{op or 'The op'} returns several views, whose in-place modification autograd forbids.")
+        fixes.append(f"Replace the in-place op on the outputs of {name} with the out-of-place one, or clone "
+                     f"them first: `parts = [p.clone() for p in x.{name}(...)]`.")
+    elif reason in ("no-grad-view", "inference-mode-view"):
+        block = "torch.no_grad()" if reason == "no-grad-view" else "torch.inference_mode()"
+        evidence.append(f"The view was created under `{block}` and written with grad mode enabled.")
+        fixes.append(f"Take the view outside `{block}`, or do the write inside it too, or clone the view: "
+                     "`v = v.clone()`.")
+    elif reason == "detach-view":
+        evidence.append("`detach_()` was called on a view; a view cannot be detached in place.")
+        fixes.append("Detach out of place and rebind: `v = v.detach()`; for gradients under DDP with "
+                     "`gradient_as_bucket_view=True`, zero them with `optimizer.zero_grad(set_to_none=True)`.")
+    elif reason == "custom-function" and (op or "").startswith("BackwardHookFunction"):
+        evidence.append("The tensor passed through a module with a full backward hook (`register_full_backward_hook`), "
+                        "whose inputs and outputs PyTorch returns as-is through BackwardHookFunction.")
+        fixes.append("Make the in-place op after the hooked module out of place (`nn.ReLU(inplace=False)`), or "
+                     "clone its input first (`h = relu(h.clone())`).")
+    elif reason == "custom-function":
+        evidence.append(f"{op or 'A custom Function'} returned a view of (or exactly) its input.")
+        fixes.append(f"Return a clone from {op or 'the Function'}.forward (`return x.clone()`), or clone the "
+                     "result of `.apply(...)` before writing to it.")
+    return None, evidence, fixes
+
+
+# NOTE [Hooked module outputs]: `register_full_backward_hook` makes PyTorch pass the module's inputs
+# and outputs through BackwardHookFunction, which returns them as-is: autograd then treats them as
+# views made by a custom Function, and an in-place op on them (the next `nn.ReLU(inplace=True)`) is
+# refused with the custom-Function wording. The fix is on the in-place op, not on the "Function".
+_HOOK_FUNCTION = "BackwardHookFunction"
+
+
+def _inplace_modules(ev) -> list:
+    """``(file, line, code, name)`` of the program's statements that build a module with ``inplace=True``."""
+    from tensorscope.analysis import source
+
+    out = []
+    for file in user_files(ev):
+        tree = source.tree(file)
+        for node in ast.walk(tree) if tree is not None else ():
+            value = node.value if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            for call in ast.walk(node) if isinstance(node, (ast.Assign, ast.Expr)) else ():
+                if isinstance(call, ast.Call) and any(k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                                                      and k.value.value is True for k in call.keywords):
+                    # the name the module is bound to, when the line binds exactly this module
+                    name = ast.unparse(node.targets[0]) if call is value else None
+                    out.append((file, node.lineno, source.code(file, node.lineno), name))
+                    break
+    return out[:3]
+
+
+def _clone_argument(code: str, module: str):
+    """``h = relu(h.clone())`` for a line ``h = relu(h)`` calling the in-place ``module``; else None."""
+    stmt = statement(code)
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and len(stmt.value.args) == 1 \
+            and ast.unparse(stmt.value.func) == module \
+            and not stmt.value.keywords and isinstance(stmt.value.args[0], (ast.Name, ast.Attribute)):
+        arg = ast.unparse(stmt.value.args[0])
+        return f"{ast.unparse(stmt.targets[0])} = {ast.unparse(stmt.value.func)}({arg}.clone())"
+    return None
+
+
+def _hooked_output(ev):
+    """The diagnosis of an in-place op on the output of a module with a full backward hook."""
+    from tensorscope.analysis.common import diagnosis, where
+
+    at = opening(ev)
+    if at is None:
+        return None
+    file, line, f, code = at
+    op = f.get("op")
+    by = f" (`{op}`)" if op else ""
+    text = (f"Line {line} (`{code}`) modifies in place{by} a tensor that passed through a module with a full "
+            "backward hook (`register_full_backward_hook`): PyTorch wraps that module's inputs and outputs in "
+            f"{_HOOK_FUNCTION}, which returns them as they are, so autograd sees views made by a custom Function "
+            "and refuses to let them be modified in place.")
+    builders = _inplace_modules(ev)
+    fixes = []
+    if builders:
+        b = builders[0]
+        text += f" Line {b[1]} (`{b[2]}`) builds a module with `inplace=True`."
+        fixes.append(f"build that module with `inplace=False` (line {b[1]})")
+    else:
+        fixes.append("make the in-place op after the hooked module out of place (`nn.ReLU(inplace=False)`, "
+                     "`F.relu(h)` instead of `F.relu_(h)`)")
+    module = builders[0][3] if builders else None
+    rewrite = _clone_argument(code, module) if module else None
+    if rewrite:
+        fixes.append(f"clone its input on this line: `{rewrite}`")
+    fixes.append("or observe the gradient with a tensor hook instead (`out.register_hook(fn)` in a forward hook)")
+    fix = "The hook is fine; the in-place write is not: " + "; ".join(fixes) + "."
+    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=f.get("alias")),
+                     evidence=["message reason: custom-function", f"the Function is {_HOOK_FUNCTION}: a module's "
+                               "full backward hook"])
+
+
+def _detach_view(ev):
+    from tensorscope.analysis.common import diagnosis, where
+
+    at = opening(ev)
+    if at is None:
+        return None
+    file, line, f, code = at
+    stmt = statement(code)
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "detach_"] if stmt is not None else []
+    name = ast.unparse(calls[0].func.value) if calls else None
+    text = (f"Line {line} (`{code}`) calls `detach_()` on {f'`{name}`, ' if name else ''}a view of another tensor; "
+            "a view shares its base's autograd history and cannot be detached in place.")
+    simple = name is not None and isinstance(statement(name), ast.Expr) and isinstance(statement(name).value, ast.Name)
+    fix = (f"Detach out of place and rebind the name: replace the line with `{name} = {name}.detach()`." if simple else
+           "Detach out of place and rebind the name (`v = v.detach()`); under DDP with "
+           "`gradient_as_bucket_view=True`, zero gradients with `optimizer.zero_grad(set_to_none=True)`.")
+    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=name),
+                     evidence=["detach_() raised on a view"])
+
+
 def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
+    """The diagnosis of this kind from the evidence (analysis/simple.py; a hooked module's output here)."""
     from tensorscope.analysis import simple
 
+    if fields(ev).get("reason") == "detach-view":
+        return _detach_view(ev)
+
+    if fields(ev).get("reason") == "custom-function" and (fields(ev).get("op") or "").startswith(_HOOK_FUNCTION):
+        d = _hooked_output(ev)
+        if d is not None:
+            return d
     return simple.view_inplace(ev)
