@@ -89,20 +89,22 @@ class Session:
             gc.disable()
             try:
                 snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
+                # nothing after this line sees the tracker's tables (see instrument.session.record)
+                recording = instrument.record(tracker, snap, release=True)
+                del snap
                 distributed = instrument.distributed_info(tracker, torchrun_env())
             except BaseException:
                 if gc_was_enabled:
                     gc.enable()
                 raise
         try:
-            return self._report(tracker, snap, outcome, torch.__version__, distributed)
+            return self._report(tracker, recording, outcome, torch.__version__, distributed)
         finally:
             if gc_was_enabled:
                 gc.enable()
 
-    def _report(self, tracker, snap, outcome, torch_version, distributed) -> Result:
+    def _report(self, tracker, recording, outcome, torch_version, distributed) -> Result:
         from tensorscope.analysis import diagnose
-        from tensorscope.instrument import session as instrument
 
         path = self.program
         if self.module:  # the module's file once runpy found it, as python puts it in sys.argv[0]
@@ -114,7 +116,6 @@ class Session:
             "exit_status": outcome.exit_status,
             "exception": exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
         }
-        recording = instrument.record(tracker, snap)
         doc = report.build(recording, command=self.command, program=program,
                            torch_version=torch_version, device_mode=self.device)
         if outcome.timed_out:

@@ -76,3 +76,12 @@ def test_nothing_after_instrument_sees_the_tracker():
 def test_the_recording_is_torch_free_and_plain():
     for m in imports(PKG / "recording.py"):
         assert m.split(".")[0] in ("__future__", "dataclasses", "typing", "hashlib"), m
+
+
+def test_no_module_imports_another_modules_private_names():
+    """The API builds its report from public functions (session.exception_info, instrument.session.record)."""
+    for path in (PKG / "api.py", PKG / "session.py", PKG / "cli.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorscope"):
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.endswith("__")]
+                assert not private, f"{path.name} imports {private} from {node.module}"

@@ -9,7 +9,8 @@ from tensorscope.report import code_at, display_path
 
 @dataclass
 class Evidence:
-    """Everything an explanation may look at: the report and the recorder's plain facts."""
+    """Everything an explanation may look at: the report and its recorded facts (``tensorscope.recording.Facts``,
+    as mutable copies; analysis/diagnose.py builds it, never from the live tracker)."""
 
     doc: dict
     failure: dict | None

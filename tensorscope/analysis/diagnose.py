@@ -47,7 +47,9 @@ def attach(doc: dict, recording: Recording) -> Facts:
     facts = recording.facts((t["id"] for t in doc["tensors"]))
     if _may_read_source(facts, doc):
         facts = replace(facts, sources=_sources(facts, doc))
-    explain(doc, facts)
+    # the files are read as they are now, which is what was just recorded: linecache is left alone
+    # in the program's process (the API)
+    explain(doc, facts, recorded=False)
     doc["recording"] = facts.to_json()
     return facts
 
@@ -82,9 +84,10 @@ def facts_of(doc) -> Facts:
         raise ValueError("the report's recording object is malformed") from None
 
 
-def explain(doc: dict, facts: Facts) -> None:
-    """``diagnosis`` and ``hazards`` of ``doc`` from ``facts``, reading the program's source as recorded."""
-    with recorded_source(facts.sources):
+def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
+    """``diagnosis`` and ``hazards`` of ``doc`` from ``facts``, reading the program's source as recorded
+    (``recorded``) or as the files hold it now."""
+    with recorded_source(facts.sources if recorded else ()):
         ev = evidence(doc, facts)
         doc["diagnosis"] = diagnose(ev)
         doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]

@@ -93,14 +93,18 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         tracker.active = active_before
 
 
-def record(tracker: Tracker, snap: dict) -> Recording:
+def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     """Freeze what the tracker recorded (and the end-of-run snapshot) into a torch-free Recording.
 
     Everything after instrument/ (the report, the analysis) reads this, never the tracker. One pass
-    over each of the tracker's tables: linear in what was recorded.
+    over each of the tracker's tables: linear in what was recorded. ``release``: the run is over and
+    nothing reads the tracker's tables again (the command line, not a joined ``inspect()`` block), so
+    each is emptied once frozen: the recording replaces them rather than adding to the peak memory.
     """
     facts = tracker.tensor_facts
     tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
+    if release:
+        tracker.tensor_facts = facts = {}
     seqs: set = set()
     referenced_seqs(tracker.failure, seqs)
     referenced_seqs(tracker.saved_failure, seqs)
@@ -109,11 +113,14 @@ def record(tracker: Tracker, snap: dict) -> Recording:
         fl = tracker.node_lines.get(seq)
         if fl is not None:
             node_lines.append((seq, fl[0], fl[1]))
+    names, created, events = freeze(tracker.tensor_names), freeze(tracker.tensor_created), freeze(tracker.events)
+    if release:  # hooks of graphs still alive keep working on empty tables
+        tracker.tensor_names, tracker.tensor_created, tracker.events = {}, {}, []
     return Recording(
         tensors=tensors,
-        names=freeze(tracker.tensor_names),
-        created=freeze(tracker.tensor_created),
-        events=freeze(tracker.events),
+        names=names,
+        created=created,
+        events=events,
         sites=tuple(Site(k, f, line, n) for (k, f, line), n in tracker.site_counts.items()),
         aggregated=tracker.aggregated, per_site=tracker.per_site, max_events=tracker.max_events,
         failure=freeze(tracker.failure), saved_failure=freeze(tracker.saved_failure),
