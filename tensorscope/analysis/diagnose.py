@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from tensorscope import kinds
-from tensorscope.analysis import inplace, silent
 from tensorscope.analysis.common import Evidence, diagnosis, where
 
-# kind code -> explain(ev) returning a diagnosis dict, or None to fall back to the generic one
-# (each kind's module in tensorscope/kinds/ holds its explainer)
-EXPLAINERS = kinds.EXPLAINERS
+# The kinds (28 modules) and their explainers are imported only when there is something to
+# explain: a clean run's report does without them (start-up, see README Performance).
+
+
+def __getattr__(name):
+    if name == "EXPLAINERS":  # kind code -> explain(ev) returning a diagnosis dict, or None for the generic one
+        from tensorscope import kinds
+
+        return kinds.EXPLAINERS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _parse(text: str):
@@ -35,7 +40,12 @@ def attach(doc: dict, tracker, outcome) -> None:
     """Fill ``diagnosis`` and ``hazards`` of a report."""
     ev = evidence(doc, tracker)
     doc["diagnosis"] = diagnose(ev)
-    doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+    if ev.hazards:
+        from tensorscope.analysis import silent
+
+        doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+    else:
+        doc["hazards"] = []
 
 
 def diagnose(ev: Evidence) -> dict | None:
@@ -49,6 +59,9 @@ def diagnose(ev: Evidence) -> dict | None:
         text = f"{exc.get('type')}: {exc.get('message')}"
     else:
         return None
+    from tensorscope import kinds
+    from tensorscope.analysis import inplace
+
     parsed = _parse(text)
     ev.parsed = parsed
     code = parsed.kind if parsed is not None else "other"
@@ -56,7 +69,7 @@ def diagnose(ev: Evidence) -> dict | None:
         code = inplace.CODE
     if code == "other":  # kinds seen in the evidence rather than in the message (a None `.grad` used ...)
         code = next((c for c, seen in kinds.RECOGNISERS.items() if _safely(seen, ev)), code)
-    explain = EXPLAINERS.get(code)
+    explain = kinds.EXPLAINERS.get(code)
     if explain is not None:
         try:
             d = explain(ev)

@@ -18,7 +18,7 @@ from json.encoder import encode_basestring_ascii as _string
 _float_repr = float.__repr__
 _int_repr = int.__repr__
 _INF = float("inf")
-_CHUNK = 1 << 16  # pieces gathered before a write
+_CHUNK = 4096  # pieces gathered before a write (a few hundred KB)
 
 
 def render(doc: dict) -> str:
