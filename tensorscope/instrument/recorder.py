@@ -244,7 +244,10 @@ class Recorder:
         """``s1``-style id of a storage, shared only among tensors alive at the same time."""
         entry = self._storages.get(key)
         if entry is not None:
-            refs = [r for r in entry[1] if r() is not None and _on_storage(r(), key)]
+            refs = entry[1]
+            if len(refs) == 1 and refs[0]() is t:  # the one tensor seen on it, alive (a parameter): as below
+                return entry[0]
+            refs = [r for r in refs if r() is not None and _on_storage(r(), key)]
             if refs:
                 if not any(r() is t for r in refs):
                     try:
