@@ -60,6 +60,7 @@ def main() -> int:
     args = ap.parse_args()
     env = dict(os.environ, TS_BENCH_SCALE=repr(args.scale))
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    Path(args.prof_dir).mkdir(parents=True, exist_ok=True)
     rc_all = 0
     for w in args.workloads:
         w = w.removesuffix(".py")

@@ -88,6 +88,7 @@ class Session:
             gc_was_enabled = gc.isenabled()
             gc.disable()
             try:
+                instrument.release_run_state(tracker)
                 snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
                 # nothing after this line sees the tracker's tables (see instrument.session.record)
                 recording = instrument.record(tracker, snap, release=True)

@@ -5,15 +5,20 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import replace
 
-from tensorscope import kinds
-from tensorscope.analysis import inplace, silent
 from tensorscope.analysis.common import Evidence, diagnosis, where
 from tensorscope.recording import Facts, Recording, Source, thaw
 from tensorscope.report import SCHEMA_VERSION
 
-# kind code -> explain(ev) returning a diagnosis dict, or None to fall back to the generic one
-# (each kind's module in tensorscope/kinds/ holds its explainer)
-EXPLAINERS = kinds.EXPLAINERS
+# The kinds (28 modules) and their explainers are imported only when there is something to
+# explain: a clean run's report does without them (start-up, see README Performance).
+
+
+def __getattr__(name):
+    if name == "EXPLAINERS":  # kind code -> explain(ev) returning a diagnosis dict, or None for the generic one
+        from tensorscope import kinds
+
+        return kinds.EXPLAINERS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _parse(text: str):
@@ -90,7 +95,11 @@ def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
     with recorded_source(facts.sources if recorded else ()):
         ev = evidence(doc, facts)
         doc["diagnosis"] = diagnose(ev)
-        doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+        doc["hazards"] = []
+        if ev.hazards:  # the explainers are imported only when there is something to explain
+            from tensorscope.analysis import silent
+
+            doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
 
 
 def _may_read_source(facts: Facts, doc: dict) -> bool:
@@ -199,6 +208,9 @@ def diagnose(ev: Evidence) -> dict | None:
         text = f"{exc.get('type')}: {exc.get('message')}"
     else:
         return None
+    from tensorscope import kinds
+    from tensorscope.analysis import inplace
+
     parsed = _parse(text)
     ev.parsed = parsed
     code = parsed.kind if parsed is not None else "other"
@@ -206,7 +218,7 @@ def diagnose(ev: Evidence) -> dict | None:
         code = inplace.CODE
     if code == "other":  # kinds seen in the evidence rather than in the message (a None `.grad` used ...)
         code = next((c for c, seen in kinds.RECOGNISERS.items() if _safely(seen, ev)), code)
-    explain = EXPLAINERS.get(code)
+    explain = kinds.EXPLAINERS.get(code)
     if explain is not None:
         try:
             d = explain(ev)

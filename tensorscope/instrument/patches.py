@@ -49,7 +49,7 @@ import torch
 from tensorscope.instrument import saved, state
 from tensorscope.instrument import provenance
 from tensorscope.instrument.frames import is_tensorscope_file
-from tensorscope.instrument.recorder import inspectable
+from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
 
 _Tensor = torch.Tensor
@@ -140,8 +140,9 @@ def make_write(op, orig):
             # inside another write wrapper: a TorchFunctionMode (e.g. set_default_device) sent the
             # op through the wrappers a second time; the outer call records it once
             return orig(*args, **kwargs)
-        target = _target(args, kwargs)
-        if not inspectable(target):
+        target = args[0] if args else kwargs.get("input", kwargs.get("self"))  # _target, inlined
+        verdict = _INSPECTABLE.get(type(target))  # inspectable()'s cache, read without a call
+        if not (verdict or verdict is None and inspectable(target)):
             return orig(*args, **kwargs)
         frame = sys._getframe(1)
         pre = rec.pre_write(target, frame)
@@ -265,7 +266,12 @@ def make_grad_mode(mode, action, orig):
         rec = state.recorder
         out = orig(self, *args, **kwargs)
         if rec is not None and rec.active:
-            rec.on_grad_mode(mode, action, sys._getframe(1))
+            frame = sys._getframe(1)
+            fn = frame.f_code.co_filename
+            # a library's own `with torch.no_grad():` (an optimizer step) is never recorded: skip
+            # the call for files known to be a library's, except torch's decorator (_contextlib.py)
+            if rec.user._verdict.get(fn) is not False or fn.endswith("_contextlib.py"):
+                rec.on_grad_mode(mode, action, frame)
         return out
 
     return named(method, orig)

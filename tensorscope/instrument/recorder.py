@@ -56,19 +56,38 @@ def node_name(node) -> str:
     return type(node).__name__
 
 
+_DTYPE_NAMES: dict = {}  # torch.float32 -> "float32": one shared string per dtype, not one per tensor
+_DEVICE_NAMES: dict = {}  # torch.device("cpu") -> "cpu"
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
+def _device_name(device) -> str:
+    name = _DEVICE_NAMES.get(device)
+    if name is None:
+        name = _DEVICE_NAMES[device] = str(device)
+    return name
+
+
 def describe(t) -> dict:
     """Plain facts about a tensor, never raising (functorch wrappers, sparse and nested tensors included)."""
     d: dict = {}
     try:
-        d["shape"] = list(t.shape)
-        d["dtype"] = str(t.dtype).replace("torch.", "")
-        d["device"] = str(t.device)
+        shape = t.shape
+        d["shape"] = list(shape)
+        d["dtype"] = _dtype_name(t.dtype)
+        d["device"] = _device_name(t.device)
         d["requires_grad"] = bool(t.requires_grad)
         d["is_leaf"] = bool(t.is_leaf)
         gf = t.grad_fn
         d["grad_fn"] = node_name(gf) if gf is not None else None
     except Exception:
-        pass
+        shape = None
     try:
         d["version"] = t._version
     except Exception:
@@ -78,7 +97,8 @@ def describe(t) -> dict:
         itemsize = t.element_size()
         offset = t.storage_offset()
         numel = t.numel()
-        extent = 0 if numel == 0 else (sum((s - 1) * st for s, st in zip(t.shape, stride)) + 1) * itemsize
+        extent = 0 if numel == 0 else (sum((s - 1) * st for s, st in zip(shape if shape is not None else t.shape,
+                                                                          stride)) + 1) * itemsize
         d["stride"] = stride
         d["storage_offset"] = offset
         d["nbytes"] = numel * itemsize
@@ -124,6 +144,30 @@ def ranges_overlap(a, b) -> bool:
     return a is not None and b is not None and a[0] < b[1] and b[0] < a[1]
 
 
+class _KeyedRef(weakref.ref):
+    """A weak reference that knows the ``id()`` it is filed under: one object per tensor seen,
+    where a callback closure per tensor cost two more (and 170 bytes)."""
+
+    __slots__ = ("key",)
+
+    def __new__(cls, obj, callback, key):
+        return super().__new__(cls, obj, callback)
+
+    def __init__(self, obj, callback, key):
+        super().__init__(obj, callback)
+        self.key = key
+
+
+def _forgetter(ids: dict):
+    def forget(ref):
+        """A tensor died: its id() may be reused by the next object, so its entry goes."""
+        entry = ids.get(ref.key)
+        if entry is not None and entry[0] is ref:
+            del ids[ref.key]
+
+    return forget
+
+
 class Recorder:
     """Holds what one run of a program recorded."""
 
@@ -140,6 +184,7 @@ class Recorder:
         self.lock = threading.Lock()
         # tensors
         self._ids: dict[int, tuple] = {}
+        self._forget = _forgetter(self._ids)  # one callback for every tensor's weak reference
         self._n_tensors = 0
         self.tensor_facts: dict[str, dict] = {}  # tid -> last description (plain data)
         self.tensor_created: dict[str, dict] = {}  # tid -> {"file","line","how","source"}
@@ -173,21 +218,11 @@ class Recorder:
         self._n_tensors += 1
         tid = f"t{self._n_tensors}"
         try:
-            ref = weakref.ref(t, self._forget(k))
+            ref = _KeyedRef(t, self._forget, k)
         except TypeError:
             ref = lambda: None  # noqa: E731  (not weak-referenceable: never matched again)
         self._ids[k] = (ref, tid)
         return tid
-
-    def _forget(self, k):
-        ids = self._ids
-
-        def callback(ref, k=k):
-            entry = ids.get(k)
-            if entry is not None and entry[0] is ref:
-                del ids[k]
-
-        return callback
 
     def live_tensors(self) -> dict:
         """tid -> tensor for every tensor seen and still alive."""
@@ -222,7 +257,10 @@ class Recorder:
         """``s1``-style id of a storage, shared only among tensors alive at the same time."""
         entry = self._storages.get(key)
         if entry is not None:
-            refs = [r for r in entry[1] if r() is not None and _on_storage(r(), key)]
+            refs = entry[1]
+            if len(refs) == 1 and refs[0]() is t:  # the one tensor seen on it, alive (a parameter): as below
+                return entry[0]
+            refs = [r for r in refs if r() is not None and _on_storage(r(), key)]
             if refs:
                 if not any(r() is t for r in refs):
                     try:

@@ -83,6 +83,15 @@ def resolve_silent(tracker: Tracker) -> None:
     tracker.resolve_unchecked()
 
 
+def release_run_state(tracker: Tracker) -> None:
+    """The program has ended: free what only its running backward calls read (the write log of
+    NOTE [Stale saved variable without hooks], the marks of executed lines) before the snapshot
+    and the report are built on top of it (the run's peak memory). Not for a block of the API
+    that may sit inside a longer recording."""
+    tracker.write_log.clear()
+    tracker.marks.clear()
+
+
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:
     active_before = tracker.active
     tracker.active = False

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import bisect
 import threading
+import weakref
+from collections import OrderedDict
 
 import torch
 
@@ -41,7 +43,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         self.unchecked: list = []  # CUDA: (device flag, hazard facts) read once the program has ended
         self.backwards: list[dict] = []  # earlier backward calls (bounded), for backward-twice
         self.swaps: dict[str, dict] = {}  # tid -> the `x.data = y` that moved it to another storage
-        self.write_log: dict[int, list] = {}  # storage key -> compact in-place writes (bounded)
+        self.write_log: OrderedDict[int, list] = OrderedDict()  # storage key -> compact in-place writes (bounded)
 
     # --- in-place writes ----------------------------------------------------------
 
@@ -140,14 +142,15 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         tensor against (see NOTE [Stale saved variable without hooks] in stale.py). Plain values
         and code objects only; the source text is worked out on the failure path."""
         log = self.write_log
-        recs = log.pop(key, None)
-        if recs is None:
-            recs = []
+        recs = log.get(key)
+        if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
             if len(log) >= _MAX_LOGGED_STORAGES:
-                del log[next(iter(log))]
-        elif len(recs) >= _MAX_WRITES_PER_STORAGE:
-            del recs[0]
-        log[key] = recs
+                log.popitem(last=False)
+            recs = log[key] = []
+        else:
+            log.move_to_end(key)
+            if len(recs) >= _MAX_WRITES_PER_STORAGE:
+                del recs[0]
         # no byte range: views of one base share one version counter, so a write into other bytes
         # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one
         recs.append((aseq, v0, v1, op, torch.is_grad_enabled(),
