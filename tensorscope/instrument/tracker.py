@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import bisect
 import threading
-import weakref
 from collections import OrderedDict
 
 import torch
