@@ -13,7 +13,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument import saved as saved_mod, stale, state
+from tensorscope.instrument import links, saved as saved_mod, stale, state
 from tensorscope.instrument.saved import _quiet as _no_python_dispatch
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, inspectable, node_name, ranges_overlap
@@ -697,6 +697,7 @@ class Tracker(Recorder):
                 self.failure = failure
                 if _is_freed_error(failure["message"]):
                     failure["graph"] = self._freed_facts(roots or [], uf, failure["backwards_before"])
+                    failure["links"] = links.find(roots or [], failure["backwards_before"], self.node_line)
                     for n in (failure["graph"] or {}).get("freed", []):
                         if n["seq"] not in self.node_lines:
                             file, line = self.node_line(n["seq"])

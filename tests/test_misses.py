@@ -1,0 +1,126 @@
+"""Diagnoses taken from what ran, on shapes of each bug that the corpora do not hold.
+
+Each case is a small program (one file, or a script with a package beside it) with markers
+``# <- culprit``, ``# <- saved``, ``# <- backward``. Torch confirms each expectation: the plain
+program raises the kind's error, and the same program with the culprit line rewritten as the
+case says (the fix) runs to the end under plain python. The CLI runs of all cases share one
+fixture, two at a time.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+try:
+    from _cli import run_cli, run_python
+except ImportError:  # tests/ became a package
+    from tests._cli import run_cli, run_python
+
+# name -> {"files": {path: source}, "kind": code, "error": text torch raises, "fix": (path, old, new)}
+CASES = {
+    # backward-twice: a state kept on an object, updated in a method, carried into the next step
+    "twice_memory_slots": {
+        "files": {"main.py": """
+            import torch
+
+
+            class Memory:
+                def __init__(self):
+                    self.slots = torch.zeros(2, 3)
+
+                def write(self, feats, gate):
+                    self.slots = self.slots * gate + feats  # <- culprit
+                    return self.slots
+
+
+            torch.manual_seed(0)
+            gate = torch.rand(3, requires_grad=True)
+            w = torch.randn(3, 3, requires_grad=True)
+            mem = Memory()
+            step = 0
+            while step < 3:
+                feats = torch.randn(2, 3) @ w
+                out = mem.write(feats, gate)
+                out.square().mean().backward()  # <- backward
+                step += 1
+        """},
+        "kind": "backward-twice",
+        "error": "backward through the graph a second time",
+        "fix": ("main.py", "self.slots * gate", "self.slots.detach() * gate"),
+    },
+}
+
+
+def _marks(files: dict[str, str]) -> dict[str, tuple[str, int]]:
+    marks = {}
+    for path, src in files.items():
+        for i, line in enumerate(src.splitlines(), 1):
+            for m in re.finditer(r"<-\s*(culprit|saved|backward)\b", line):
+                marks[m[1]] = (path, i)
+    return marks
+
+
+def _write(folder, files):
+    for path, src in files.items():
+        p = folder / path
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(src).lstrip("\n"))
+
+
+def _one(folder, case):
+    _write(folder, case["files"])
+    plain = run_python(folder / "main.py", cwd=folder)
+    explained = run_cli("explain", "--json", "main.py", cwd=folder)
+    fixed_dir = folder.parent / (folder.name + "_fixed")
+    _write(fixed_dir, case["files"])
+    path, old, new = case["fix"]
+    target = fixed_dir / path
+    text = target.read_text()
+    assert old in text, (path, old)
+    target.write_text(text.replace(old, new))
+    fixed = run_python(fixed_dir / "main.py", cwd=fixed_dir)
+    return plain, explained, fixed
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("misses")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(_one, root / name, case) for name, case in CASES.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def _place(w):
+    return (w["file"].replace("\\", "/").rsplit("/", 1)[-1] if w else None, w["line"] if w else None)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_torch_confirms_the_case(runs, name):
+    plain, _, fixed = runs[name]
+    assert plain[0] != 0 and CASES[name]["error"] in plain[2], plain[2][-1500:]
+    assert fixed[0] == 0, fixed[2][-1500:]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_diagnosis_from_what_ran(runs, name):
+    case = CASES[name]
+    _, (code, _, err, doc), _ = runs[name]
+    assert doc is not None, err[-2000:]
+    d = doc["diagnosis"]
+    assert d is not None and d["kind"] == case["kind"], (d, err[-1500:])
+    marks = _marks({p: textwrap.dedent(s).lstrip("\n") for p, s in case["files"].items()})
+    for key, field in (("culprit", "culprit"), ("saved", "saved_by"), ("backward", "backward")):
+        if key in marks:
+            path, line = marks[key]
+            assert d[field] and d[field]["line"] == line and d[field]["file"].endswith(path), (key, d[field])
+
+
+def test_freeing_backward_stays_a_related_line(runs):
+    d = runs["twice_memory_slots"][1][3]["diagnosis"]
+    lines = [c["line"] for c in d["alias_chain"]]
+    assert _marks({"main.py": textwrap.dedent(CASES["twice_memory_slots"]["files"]["main.py"]).lstrip("\n")})[
+        "backward"][1] in lines
