@@ -52,6 +52,30 @@ CASES = {
         "error": "backward through the graph a second time",
         "fix": ("main.py", "self.slots * gate", "self.slots.detach() * gate"),
     },
+    # a shape-only in-place op (squeeze_) on a saved softmax output, inside a package beside the script
+    "metadata_squeeze_in_package": {
+        "files": {"heads/__init__.py": "", "heads/pool.py": """
+            import torch
+
+
+            def attention_weights(scores):
+                w = torch.softmax(scores, dim=-1)  # <- saved
+                w.squeeze_(1)  # <- culprit
+                return w
+        """, "main.py": """
+            import torch
+            from heads.pool import attention_weights
+
+            torch.manual_seed(0)
+            scores = torch.randn(4, 1, 5, requires_grad=True)
+            w = attention_weights(scores)
+            v = torch.randn(4, 5)
+            (w * v).sum().backward()  # <- backward
+        """},
+        "kind": "inplace-modified-saved-tensor",
+        "error": "modified by an inplace operation",
+        "fix": ("heads/pool.py", "w.squeeze_(1)", "w = w.squeeze(1)"),
+    },
 }
 
 

@@ -410,8 +410,9 @@ class Patcher:
             orig = getattr(t, dunder, None)
             if orig is not None:
                 self._set(t, dunder, make_write(op, orig))
-        for name in ("detach_",):
-            self._set(t, name, make_write(name, getattr(t, name)))
+        for name in ("detach_",) + saved.METADATA_INPLACE:
+            if callable(getattr(t, name, None)):
+                self._set(t, name, make_write(name, getattr(t, name)))
         self._set(t, "requires_grad_", make_requires_grad(t.requires_grad_))
         for name, shares in ALIAS_METHODS.items():
             orig = getattr(t, name, None)

@@ -71,6 +71,10 @@ _detach = torch._C.TensorBase.detach
 _PYTHON_KEY = torch._C.DispatchKey.Python
 _dispatch_keys = torch._C._dispatch_keys
 _BASE_TD = getattr(_Tensor.__torch_dispatch__, "__func__", _Tensor.__torch_dispatch__)
+# In-place ops that change only a tensor's sizes/strides: they bump its version (so a saved output
+# made stale by one has a culprit to name) but write no bytes (never a silent write of data).
+METADATA_INPLACE = ("squeeze_", "unsqueeze_", "t_", "transpose_", "swapaxes_", "swapdims_", "as_strided_")
+NO_DATA_WRITES = frozenset(("detach_",) + METADATA_INPLACE)
 DETACHED_IN_PLACE = ("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
                      "This is not supported, please use out-of-place `.detach()` instead")
 _get_sequence_nr = torch._C._autograd._get_sequence_nr

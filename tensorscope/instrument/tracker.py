@@ -107,7 +107,7 @@ class Tracker(Recorder):
             for p, pv in snap:
                 if p.tensor._version != pv:
                     hits.append((p, True))
-                elif data_set_value is None and op != "detach_" and ranges_overlap(rng, _byte_range(p.tensor)):
+                elif data_set_value is None and op not in saved_mod.NO_DATA_WRITES and ranges_overlap(rng, _byte_range(p.tensor)):
                     hits.append((p, False))
         if not hits and not detailed:
             return
