@@ -76,6 +76,32 @@ CASES = {
         "error": "modified by an inplace operation",
         "fix": ("heads/pool.py", "w.squeeze_(1)", "w = w.squeeze(1)"),
     },
+    # an in-place module that torch reaches through torch._VF (nn.Threshold), after tanh, in a Sequential
+    "vf_threshold_inplace_in_package": {
+        "files": {"blocks/__init__.py": "", "blocks/mlp.py": """
+            import torch.nn as nn
+
+
+            class Block(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Threshold(0.1, 0.0, inplace=True),
+                                             nn.Linear(6, 2))
+
+                def forward(self, x):
+                    return self.net(x) * 2  # <- culprit <- saved
+        """, "main.py": """
+            import torch
+            from blocks.mlp import Block
+
+            torch.manual_seed(0)
+            block = Block()
+            block(torch.randn(3, 4)).sum().backward()  # <- backward
+        """},
+        "kind": "inplace-modified-saved-tensor",
+        "error": "modified by an inplace operation",
+        "fix": ("blocks/mlp.py", "inplace=True", "inplace=False"),
+    },
 }
 
 
