@@ -6,6 +6,8 @@ from tensorscope.analysis.common import Evidence, diagnosis, where
 from tensorscope.report import code_at
 
 CODE = "silent-saved-tensor-write"
+# writes that no wrapper saw: the recorded fact is who shared the memory, not the writing line
+_UNSEEN = ("numpy", "from_numpy", "custom_function")
 
 
 def explain(ev: Evidence, hazard: dict) -> dict:
@@ -66,6 +68,18 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         fix = (f"Replace `.data` with `.detach()` at line {line} (then autograd raises instead of computing a "
                f"wrong gradient), or write into a clone: `{via.replace('.data', '.detach().clone()')}`; if the "
                "write is meant to change the forward value, redo the forward pass after it.")
+    culprit = where(first.get("file"), line, alias=first.get("alias"))
+    changed = hazard.get("changed_at")
+    if changed and changed[1] and (not writes or first.get("op") in _UNSEEN):
+        # the line after which the watched bytes differed (see NOTE [Watching exposed saved bytes])
+        cfile, cline = changed[0], changed[1]
+        ccode = code_at(cfile, cline)
+        culprit = where(cfile, cline)
+        how += f"; the bytes changed while line {cline} (`{ccode}`) ran"
+        if line and line != cline:
+            fix = fix.replace(f"at line {line} ", f"at line {line} (written at line {cline}) ", 1)
+        elif not line:
+            fix = f"Line {cline} (`{ccode}`) changed them. " + fix
     node = hazard.get("node")
     explanation = (
         f"{label} was saved for backward by {node or 'a backward node'}"
@@ -77,7 +91,7 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         CODE,
         explanation=explanation,
         fix=fix,
-        culprit=where(first.get("file"), line, alias=first.get("alias")),
+        culprit=culprit,
         saved_by=where(hazard.get("saved_file"), hazard.get("saved_line"), node=node),
         backward=where(backward.get("file"), backward.get("line")),
         tensor={"id": hazard.get("tensor"), "names": ev.tensor_names(hazard.get("tensor")),

@@ -63,6 +63,7 @@ from contextlib import contextmanager
 import torch
 
 from tensorscope.instrument import state
+from tensorscope.instrument import watch as _watch
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
@@ -86,7 +87,7 @@ class Packed:
 
     __slots__ = ("tensor", "version", "is_output", "node", "output_nr", "seq_nr", "file", "line",
                  "storage_key", "orig", "tid", "writes", "silent", "fingerprint", "check_detached",
-                 "kind", "__weakref__")
+                 "kind", "changed_at", "__weakref__")
 
     def __init__(self, tensor, version):
         self.tensor = tensor
@@ -105,6 +106,7 @@ class Packed:
         self.tid = None
         self.writes = None
         self.silent = None
+        self.changed_at = None  # (file, line) that changed the bytes unseen (see NOTE [Watching exposed saved bytes])
 
 
 def forward_op_name(node_name: str) -> str:
@@ -268,6 +270,8 @@ def _pack(t):
                 p.fingerprint = checksum(p.tensor)
             except Exception:
                 p.fingerprint = None
+            if p.fingerprint is not None and (p.storage_key in rec.numpy_shared or _watch.exposed_input(p, t)):
+                _watch.watch(p)
     return p
 
 

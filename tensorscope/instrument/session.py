@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state
+from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state, watch
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
 from torch.utils._device import _device_constructors  # device: see active()
@@ -33,6 +33,7 @@ class _Control:
         if saved.hooks_on_top():
             saved.pop()
         self.patcher.uninstall()
+        watch.reset()
 
 
 @contextmanager

@@ -13,7 +13,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument import links, saved as saved_mod, stale, state
+from tensorscope.instrument import links, saved as saved_mod, stale, state, watch
 from tensorscope.instrument.saved import _quiet as _no_python_dispatch
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, inspectable, node_name, ranges_overlap
@@ -466,6 +466,7 @@ class Tracker(Recorder):
             log[key] = {"op": op, "file": frame.f_code.co_filename, "line": frame.f_lineno, "segment": seg,
                         "alias": seg, "library": None, "bumped": False, "tensor": self.note_tensor(t),
                         "names": names}
+            watch.on_shared(self.pending.get(key))
         except Exception:
             pass
 
@@ -498,6 +499,7 @@ class Tracker(Recorder):
             "tensor": None, "version_at_save": p.version, "version_now": p.tensor._version,
             "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
             "writes": list(p.silent or []) + ([swap] if swap else []), "backward": self._current_backward,
+            "changed_at": p.changed_at,
         }
         if changed is None or changed is True:
             facts["tensor"] = self.saved_tid(p)
