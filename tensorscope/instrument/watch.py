@@ -10,7 +10,9 @@ small saved input that requires no grad (a buffer such as a running statistic). 
 is watched, a trace function runs on the program's own frames only (the library's calls get
 none); at each line event of the program the watched fingerprints are compared, and a tensor
 whose bytes changed while its version did not is attributed to the program line that ran last
-(the innermost: a write inside a helper of the program names the helper's line). Nothing is
+(the innermost: a write inside a helper of the program names the helper's line). A change made
+by the saving line itself (a training-mode BatchNorm updating the statistics it saved, which its
+backward never reads) ends the watch without a finding. Nothing is
 watched when the program has a trace function of its own (a debugger, coverage), on other
 threads, on tensors not on the CPU (a checksum there would synchronise), and after a bounded
 number of line events (the window between the save and backward is then named instead).
@@ -27,7 +29,7 @@ import torch
 from tensorscope.instrument import saved, state
 
 MAX_WATCHED = 64
-MAX_EVENTS = 200_000  # line events checked in all, per run
+MAX_EVENTS = 50_000  # line events checked in all, per run: the cost stays bounded
 SMALL = 1 << 16  # elements: a buffer-like saved input watched without any NumPy sharing
 
 _MAIN = threading.main_thread()
@@ -133,6 +135,8 @@ def _check() -> None:
             now = saved.checksum(p.tensor)
             if bool(_ne(now, entry[1])):
                 entry[1] = now
+                if (_last[0], _last[1]) == (p.file, p.line):
+                    continue  # changed by the saving line itself (a training-mode BatchNorm's own update)
                 if p.tensor._version == p.version and p.changed_at is None and _last[1] is not None:
                     p.changed_at = (_last[0], _last[1])
                     continue  # found: no longer watched
