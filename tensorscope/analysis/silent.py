@@ -10,6 +10,23 @@ CODE = "silent-saved-tensor-write"
 _UNSEEN = ("numpy", "from_numpy", "custom_function")
 
 
+def _out_of_place_return(code: str) -> str:
+    """``g.mul_(10)`` -> ``g.mul(10)``, ``g *= 2`` -> ``g * 2``; else a generic ``g * scale``."""
+    import ast
+
+    from tensorscope.analysis.common import rewrite_out_of_place
+
+    rewritten = rewrite_out_of_place(code or "")
+    if rewritten and " = " in rewritten:
+        expr = rewritten.split(" = ", 1)[1]
+        try:
+            ast.parse(expr, mode="eval")
+            return expr
+        except SyntaxError:
+            pass
+    return "grad * scale"
+
+
 def explain(ev: Evidence, hazard: dict) -> dict:
     writes = hazard.get("writes") or []
     first = writes[0] if writes else {}
@@ -41,6 +58,16 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         fix = (f"In {fn}.forward, write into a clone of the input (`x = x.clone()`), or declare the write with "
                "`ctx.mark_dirty(x)` and return the written input (then autograd tracks it).")
         evidence = f"saved bytes changed at an unchanged version; consumed by the custom Function {fn}"
+    elif op == "grad_hook":
+        fn = first.get("function") or "a hook"
+        inner = first.get("inner_op") or "an in-place op"
+        how = (f"the gradient hook `{fn}` wrote it in place at line {line} (`{wcode}`, {inner}); autograd had "
+               "handed the same gradient tensor to another branch of the graph as well, so that branch "
+               "received the changed values too")
+        fix = (f"In `{fn}`, return a new gradient instead of writing the argument in place (e.g. "
+               f"`return {_out_of_place_return(wcode)}`): a hook's return value replaces the gradient of its "
+               "tensor only.")
+        evidence = "gradient written in place inside a tensor hook while another branch still held it"
     elif not writes and any(n.split(".")[-1] in ("running_mean", "running_var") for n in ev.tensor_names(hazard.get("tensor"))):
         line = None
         frm, to = hazard.get("saved_line"), backward.get("line")
@@ -87,6 +114,10 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         + f", then {how}. Backward used the changed values without any error: the gradients it computed "
         "are wrong."
     )
+    if op == "grad_hook":
+        at = f" at line {backward['line']}" if backward.get("line") else ""
+        explanation = (f"During the backward{at}, {how}. Backward ran without any error: the gradients it "
+                       "computed are wrong.")
     return diagnosis(
         CODE,
         explanation=explanation,

@@ -47,7 +47,7 @@ from contextlib import contextmanager
 import torch
 
 from tensorscope.instrument import saved, state
-from tensorscope.instrument import provenance
+from tensorscope.instrument import gradhooks, provenance
 from tensorscope.instrument.frames import is_tensorscope_file
 from tensorscope.instrument.recorder import inspectable
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
@@ -414,6 +414,7 @@ class Patcher:
             if callable(getattr(t, name, None)):
                 self._set(t, name, make_write(name, getattr(t, name)))
         self._set(t, "requires_grad_", make_requires_grad(t.requires_grad_))
+        self._set(t, "register_hook", gradhooks.make_register_hook(t.register_hook))
         for name, shares in ALIAS_METHODS.items():
             orig = getattr(t, name, None)
             if orig is not None and callable(orig) and not isinstance(orig, property):
