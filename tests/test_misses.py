@@ -188,6 +188,31 @@ CASES = {
         "kind": None,
         "fix": ("main.py", "print(", "print("),
     },
+    # a threshold comparison inside a helper of a package turns the scores into a bool mask: the loss
+    # computed from it has no grad_fn (recorded at runtime, not read from the source)
+    "compare_in_package_helper": {
+        "files": {"metrics/__init__.py": "", "metrics/soft.py": """
+            import torch
+
+
+            def hit_rate(scores, threshold):
+                hits = torch.ge(scores, threshold)  # <- culprit
+                return hits.float().mean()
+        """, "main.py": """
+            import torch
+            from metrics.soft import hit_rate
+
+            torch.manual_seed(0)
+            w = torch.randn(5, requires_grad=True)
+            scores = torch.randn(8, 5) @ w
+            loss = 1 - hit_rate(scores, 0.0)
+            loss.backward()  # <- backward
+        """},
+        "kind": "no-grad-fn",
+        "error": "does not require grad and does not have a grad_fn",
+        "fix": ("metrics/soft.py", "torch.ge(scores, threshold)", "torch.sigmoid(scores - threshold)"),
+        "provenance": "compare",
+    },
 }
 
 
@@ -275,6 +300,13 @@ def test_diagnosis_from_what_ran(runs, name):
         if key in marks:
             path, line = marks[key]
             assert d[field] and d[field]["line"] == line and d[field]["file"].endswith(path), (key, d[field])
+
+
+def test_recorded_cut_decides(runs):
+    for name, case in CASES.items():
+        if "provenance" in case:
+            prov = runs[name][1][3]["diagnosis"]["provenance"]
+            assert prov and prov["cut"] == case["provenance"], (name, prov)
 
 
 def test_freeing_backward_stays_a_related_line(runs):

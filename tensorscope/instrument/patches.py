@@ -453,6 +453,7 @@ class Patcher:
         self._install_properties()
         self._install_grad_modes()
         provenance.install(self._set)
+        provenance.install_cuts(self._set)
         self._set(torch.autograd, "backward", make_backward("backward", torch.autograd.backward))
         self._set(torch.autograd, "grad", make_backward("grad", torch.autograd.grad))
         self._set(torch.autograd.graph, "disable_saved_tensors_hooks",
