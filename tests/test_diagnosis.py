@@ -35,9 +35,9 @@ CASES = {
         state = torch.zeros(1, 4)
         step = 0
         while step < 3:
-            state = torch.tanh(state @ w + 1.0)  # <- saved
+            state = torch.tanh(state @ w + 1.0)  # <- saved <- culprit
             loss = state.pow(2).sum()
-            loss.backward()  # <- culprit <- backward
+            loss.backward()  # <- backward
             step += 1
     """, ["state = state.detach()"]),
     "twice_shared_features": ("backward-twice", """

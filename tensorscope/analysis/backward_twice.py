@@ -66,6 +66,16 @@ def _carried(f: dict, graph: dict, culprit: dict | None) -> tuple[str | None, st
     return None, "", None
 
 
+def _carried_link(f: dict, first: dict | None) -> dict | None:
+    """The first link into the freed graph, when the freeing backward is this very backward call
+    site run again (a loop): the new graph took in state kept from the previous iteration."""
+    if not first or first.get("retain_graph"):
+        return None
+    if (first.get("file"), first.get("line")) != (f.get("file"), f.get("line")):
+        return None
+    return next((k for k in f.get("links") or [] if k.get("line")), None)
+
+
 def explain(ev: Evidence) -> dict | None:
     f = ev.failure or {}
     if f.get("where") != "backward":
@@ -118,6 +128,23 @@ def explain(ev: Evidence) -> dict | None:
         tid = next((loc["tensor"] for loc in graph.get("locals") or [] if loc["name"] == name), None)
         tensor = {"id": tid, "names": [name], "version_at_save": None, "version_now": None}
     culprit = where(first["file"], first["line"], alias=name) if first else where(f.get("file"), bline, alias=name)
+    chain = []
+    link = _carried_link(f, first)
+    if link is not None:
+        # See NOTE [Links into a freed graph]: in a loop, the mistake is the carry, not the backward
+        culprit = where(link["file"], link["line"], alias=name)
+        parts.append(f"Line {link['line']} (`{source.code(link['file'], link['line'])}`) is where this graph takes in "
+                     f"a tensor of the freed one ({link['node']} built on {link['from_node']} from before the "
+                     "previous backward).")
+        chain = [where(first["file"], first["line"],
+                       what=f"{op} without retain_graph=True freed the graph built before it"),
+                 where(link["file"], link["line"],
+                       what=f"takes in a tensor of that freed graph ({link['from_node']})")]
+        if how != "carried":
+            fix = (f"Detach the state that line {link['line']} takes in from the previous iteration (`.detach()` it "
+                   "before that line, once per iteration: truncated backpropagation through time), or build it "
+                   "afresh each iteration; use retain_graph=True only if the backward really must reach into "
+                   "earlier iterations.")
     return diagnosis(
         CODE,
         explanation=" ".join(parts) or "An earlier backward freed the graph this backward needed.",
@@ -127,6 +154,7 @@ def explain(ev: Evidence) -> dict | None:
                   else ({"node": top["node"], "file": None, "line": None, "code": ""} if top else None)),
         backward=where(f.get("file"), bline),
         tensor=tensor,
+        alias_chain=[c for c in chain if c],
         evidence=["earlier backward calls and their autograd sequence numbers",
                   "freed graph nodes probed at the failure"],
     )

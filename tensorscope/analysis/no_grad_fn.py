@@ -30,6 +30,7 @@ from tensorscope.report import code_at, display_path
 CODE = "no-grad-fn"
 
 _INTEGER_METHODS = {"argmax", "argmin", "argsort", "long", "int", "bool", "short", "byte"}
+_COMPARISONS = {"lt", "le", "gt", "ge", "eq", "ne", "less", "greater", "less_equal", "greater_equal", "not_equal"}
 _LEAVE_METHODS = {"item": "item", "tolist": "tolist", "numpy": "numpy", "detach": "detach", "detach_": "detach"}
 _REWRAP = {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor",
            "torch.from_numpy", "tensor", "as_tensor", "from_numpy"}
@@ -374,6 +375,12 @@ def _cut_kind(e: dict) -> str | None:
         return op
     if kind == "copy" and op in ("item", "tolist", "numpy") and e.get("source_requires_grad"):
         return op
+    if kind == "copy" and e.get("source_requires_grad") and not e.get("requires_grad"):
+        # recorded by the wrappers of ops with no grad_fn by nature (instrument/provenance.py)
+        if op in _INTEGER_METHODS:
+            return "integer:" + op
+        if op in _COMPARISONS:
+            return "compare"
     if kind == "create" and op in ("tensor", "as_tensor") and e.get("from_graph"):
         return "rewrap"
     if kind == "sample" and op == "sample" and e.get("params_require_grad"):
@@ -503,6 +510,10 @@ def _explain_region(e: dict, window: list, root: str) -> tuple[str, str, dict]:
             "(keep no_grad only for evaluation), or run it with grad enabled.", region)
 
 
+def _weak(what: str) -> bool:
+    return what.startswith("integer:") or what == "compare"
+
+
 def _provenance(ev: Evidence, f: dict) -> dict | None:
     """The recorded cut of the failing root's graph: {event, what, text, fix, provenance}."""
     events = ev.doc.get("events") or []
@@ -514,11 +525,18 @@ def _provenance(ev: Evidence, f: dict) -> dict | None:
     # such values again afterwards; otherwise it was logged (`loss.item()`, `x.detach().numpy()` to plot)
     kept = [(e, what) for e, what in cuts if not _leaves_torch(e, window)]
     kept += [(e, what) for e, what in cuts if _leaves_torch(e, window) and _reenters(e, window)]
+    # an argmax or a comparison is as often a metric computed beside the loss as the cut itself: it
+    # decides only when nothing else (a detach, a no-grad region, frozen parameters) was recorded
+    weak = [(e, what) for e, what in kept if _weak(what)]
+    kept = [(e, what) for e, what in kept if not _weak(what)]
+    if not kept and weak and not _regions(window, before) and not any(
+            e.get("kind") == "requires_grad" and e.get("value") is False for e in before):
+        kept = weak
     if kept:
         e, what = min(kept, key=lambda c: c[0]["seq"])
         text, fix = _explain_cut(e, what, window, root)
         return {"event": e, "what": what, "text": text, "fix": fix,
-                "provenance": {"cut": what, "event": e["seq"], "region": None,
+                "provenance": {"cut": what.split(":", 1)[0], "event": e["seq"], "region": None,
                                "window": [window[0]["seq"], window[-1]["seq"]] if window else None}}
     if any(e.get("kind") == "requires_grad" and e.get("value") is False for e in before):
         return None  # frozen parameters: _runtime words it

@@ -7,6 +7,25 @@ from tensorscope.analysis.common import Evidence, diagnosis, where
 from tensorscope.report import code_at
 
 CODE = "silent-saved-tensor-write"
+# writes that no wrapper saw: the recorded fact is who shared the memory, not the writing line
+_UNSEEN = ("numpy", "from_numpy", "custom_function")
+
+
+def _out_of_place_return(code: str) -> str:
+    """``g.mul_(10)`` -> ``g.mul(10)``, ``g *= 2`` -> ``g * 2``; else a generic ``g * scale``."""
+    import ast
+
+    from tensorscope.analysis.common import rewrite_out_of_place
+
+    rewritten = rewrite_out_of_place(code or "")
+    if rewritten and " = " in rewritten:
+        expr = rewritten.split(" = ", 1)[1]
+        try:
+            ast.parse(expr, mode="eval")
+            return expr
+        except SyntaxError:
+            pass
+    return "grad * scale"
 
 
 def explain(ev: Evidence, hazard: dict) -> dict:
@@ -43,6 +62,16 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         fix = (f"In {fn}.forward, write into a clone of the input (`x = x.clone()`), or declare the write with "
                "`ctx.mark_dirty(x)` and return the written input (then autograd tracks it).")
         evidence = f"saved bytes changed at an unchanged version; consumed by the custom Function {fn}"
+    elif op == "grad_hook":
+        fn = first.get("function") or "a hook"
+        inner = first.get("inner_op") or "an in-place op"
+        how = (f"the gradient hook `{fn}` wrote it in place at line {line} (`{wcode}`, {inner}); autograd had "
+               "handed the same gradient tensor to another branch of the graph as well, so that branch "
+               "received the changed values too")
+        fix = (f"In `{fn}`, return a new gradient instead of writing the argument in place (e.g. "
+               f"`return {_out_of_place_return(wcode)}`): a hook's return value replaces the gradient of its "
+               "tensor only.")
+        evidence = "gradient written in place inside a tensor hook while another branch still held it"
     elif not writes and any(n.split(".")[-1] in ("running_mean", "running_var") for n in ev.tensor_names(hazard.get("tensor"))):
         line = None
         frm, to = hazard.get("saved_line"), backward.get("line")
@@ -70,6 +99,18 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         fix = (f"Replace `.data` with `.detach()` at line {line} (then autograd raises instead of computing a "
                f"wrong gradient), or write into a clone: `{via.replace('.data', '.detach().clone()')}`; if the "
                "write is meant to change the forward value, redo the forward pass after it.")
+    culprit = where(first.get("file"), line, alias=first.get("alias"))
+    changed = hazard.get("changed_at")
+    if changed and changed[1] and (not writes or first.get("op") in _UNSEEN):
+        # the line after which the watched bytes differed (see NOTE [Watching exposed saved bytes])
+        cfile, cline = changed[0], changed[1]
+        ccode = code_at(cfile, cline)
+        culprit = where(cfile, cline)
+        how += f"; the bytes changed while line {cline} (`{ccode}`) ran"
+        if line and line != cline:
+            fix = fix.replace(f"at line {line} ", f"at line {line} (written at line {cline}) ", 1)
+        elif not line:
+            fix = f"Line {cline} (`{ccode}`) changed them. " + fix
     node = hazard.get("node")
     explanation = (
         f"{label} was saved for backward by {node or 'a backward node'}"
@@ -77,11 +118,15 @@ def explain(ev: Evidence, hazard: dict) -> dict:
         + f", then {how}. Backward used the changed values without any error: the gradients it computed "
         "are wrong."
     )
+    if op == "grad_hook":
+        at = f" at line {backward['line']}" if backward.get("line") else ""
+        explanation = (f"During the backward{at}, {how}. Backward ran without any error: the gradients it "
+                       "computed are wrong.")
     return diagnosis(
         CODE,
         explanation=explanation,
         fix=fix,
-        culprit=where(first.get("file"), line, alias=first.get("alias")),
+        culprit=culprit,
         saved_by=where(hazard.get("saved_file"), hazard.get("saved_line"), node=node),
         backward=where(backward.get("file"), backward.get("line")),
         tensor={"id": hazard.get("tensor"), "names": ev.tensor_names(hazard.get("tensor")),

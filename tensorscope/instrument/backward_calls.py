@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from tensorscope.instrument import stale
+from tensorscope.instrument import links, stale
 from tensorscope.instrument.failure_graph import _MAX_WALK, _is_freed_error
 from tensorscope.instrument.frames import receiver, user_frame
 from tensorscope.instrument.recorder import inspectable, node_name
@@ -149,6 +149,7 @@ class BackwardCalls:
                 self.failure = failure
                 if _is_freed_error(failure["message"]):
                     failure["graph"] = self._freed_facts(roots or [], uf, failure["backwards_before"])
+                    failure["links"] = links.find(roots or [], failure["backwards_before"], self.node_line)
                     for n in (failure["graph"] or {}).get("freed", []):
                         if n["seq"] not in self.node_lines:
                             file, line = self.node_line(n["seq"])

@@ -47,7 +47,7 @@ from contextlib import contextmanager
 import torch
 
 from tensorscope.instrument import saved, state
-from tensorscope.instrument import provenance
+from tensorscope.instrument import gradhooks, provenance
 from tensorscope.instrument.frames import is_tensorscope_file
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
@@ -416,9 +416,11 @@ class Patcher:
             orig = getattr(t, dunder, None)
             if orig is not None:
                 self._set(t, dunder, make_write(op, orig))
-        for name in ("detach_",):
-            self._set(t, name, make_write(name, getattr(t, name)))
+        for name in ("detach_",) + saved.METADATA_INPLACE:
+            if callable(getattr(t, name, None)):
+                self._set(t, name, make_write(name, getattr(t, name)))
         self._set(t, "requires_grad_", make_requires_grad(t.requires_grad_))
+        self._set(t, "register_hook", gradhooks.make_register_hook(t.register_hook))
         for name, shares in ALIAS_METHODS.items():
             orig = getattr(t, name, None)
             if orig is not None and callable(orig) and not isinstance(orig, property):
@@ -446,6 +448,7 @@ class Patcher:
         for name in dir(torch._C._nn):
             if name.endswith("_") and not name.startswith("_"):
                 self._set(torch._C._nn, name, make_write(name, getattr(torch._C._nn, name)))
+        self._install_vf()
         for name in FACTORIES:
             orig = getattr(torch, name, None)
             if orig is not None:
@@ -456,6 +459,7 @@ class Patcher:
         self._install_properties()
         self._install_grad_modes()
         provenance.install(self._set)
+        provenance.install_cuts(self._set)
         self._set(torch.autograd, "backward", make_backward("backward", torch.autograd.backward))
         self._set(torch.autograd, "grad", make_backward("grad", torch.autograd.grad))
         self._set(torch.autograd.graph, "disable_saved_tensors_hooks",
@@ -463,6 +467,30 @@ class Patcher:
         self._set(torch, "compile", make_compile(torch.compile))
         self._set(warnings, "_showwarnmsg", named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
+
+    def _install_vf(self) -> None:
+        """In-place functions reached through ``torch._VF`` (``nn.Dropout(inplace=True)`` calls
+        ``_VF.dropout_``, ``nn.Threshold(inplace=True)`` ``_VF.threshold_``): ``_VF`` is a module
+        that looks every name up on ``torch._C._VariableFunctions`` in its ``__getattr__``, so the
+        wrappers of ``torch.*_`` never see those calls. Its class's ``__getattr__`` is wrapped to hand
+        out one write wrapper per in-place name; the module's own ``__dict__`` (``dir(torch._VF)``)
+        stays as it is."""
+        vf_type = type(getattr(torch, "_VF", None))
+        orig = vars(vf_type).get("__getattr__")
+        if not isinstance(orig, type(lambda: None)):
+            return
+        wrappers = {}
+
+        def __getattr__(module, name):
+            value = orig(module, name)
+            if not (name.endswith("_") and not name.startswith("_") and name not in _NOT_WRITES):
+                return value
+            w = wrappers.get(name)
+            if w is None or type(w)._orig is not value:
+                w = wrappers[name] = make_write(name, value)
+            return w
+
+        self._set(vf_type, "__getattr__", named(__getattr__, orig))
 
     def _install_properties(self) -> None:
         data = _TensorBase.data

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import sys
 
+import torch
+
 from tensorscope.instrument import state
+from tensorscope.instrument.recorder import inspectable
 from tensorscope.instrument.transparent import named
+
+_Tensor = torch.Tensor
 
 
 def make_sample(op, orig):
@@ -33,6 +38,57 @@ def make_sample(op, orig):
         return out
 
     return named(sample, orig)
+
+
+# Ops whose result has no grad_fn by nature (integer or bool values): a graph ends there. Each is
+# recorded as a `copy` event (op, source, source_requires_grad) when the program's own code calls it
+# on a tensor that requires grad, so the no-grad-fn diagnosis reads the cut from what ran.
+INTEGER_METHODS = ("argmax", "argmin", "argsort", "long", "int", "short", "byte", "bool")
+# The operators (`a > b`, `Tensor.__gt__`) are not wrapped: a wrapper cannot give inspect.getdoc the
+# text it finds for the original through `object.__gt__` (tests/programs/introspect_wrappers.py), so
+# a comparison written as an operator is still found from the source.
+COMPARISON_OPS = ("lt", "le", "gt", "ge", "eq", "ne", "less", "greater", "less_equal", "greater_equal", "not_equal")
+TORCH_FUNCTIONS = ("argmax", "argmin", "argsort") + COMPARISON_OPS
+
+
+def make_cut(op, orig):
+    def cut(*args, **kwargs):
+        rec = state.recorder
+        if rec is None or not rec.active:
+            return orig(*args, **kwargs)
+        try:
+            out = orig(*args, **kwargs)
+        except BaseException as e:
+            from tensorscope.instrument.patches import strip_traceback
+
+            strip_traceback(e)
+            raise
+        try:
+            src = next((a for a in args[:2] if isinstance(a, _Tensor) and a.requires_grad), None)
+            if src is not None and isinstance(out, _Tensor) and out is not src:
+                frame = sys._getframe(1)
+                if frame.f_code.co_filename in rec.user and inspectable(src):
+                    rec.on_copy(op, src, out, frame, "copy", kwargs)
+        except Exception:
+            pass
+        return out
+
+    return named(cut, orig)
+
+
+def install_cuts(set_attr) -> None:
+    """Wrap the ops that end a graph by nature (see INTEGER_METHODS) on Tensor and in torch."""
+    import torch
+
+    t = torch.Tensor
+    for name in INTEGER_METHODS + COMPARISON_OPS:
+        orig = getattr(t, name, None)
+        if callable(orig):
+            set_attr(t, name, make_cut(name, orig))
+    for name in TORCH_FUNCTIONS:
+        orig = getattr(torch, name, None)
+        if callable(orig):
+            set_attr(torch, name, make_cut(name, orig))
 
 
 def distribution_classes() -> list:

@@ -63,6 +63,7 @@ from contextlib import contextmanager
 import torch
 
 from tensorscope.instrument import state
+from tensorscope.instrument import watch as _watch
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
@@ -71,6 +72,10 @@ _detach = torch._C.TensorBase.detach
 _PYTHON_KEY = torch._C.DispatchKey.Python
 _dispatch_keys = torch._C._dispatch_keys
 _BASE_TD = getattr(_Tensor.__torch_dispatch__, "__func__", _Tensor.__torch_dispatch__)
+# In-place ops that change only a tensor's sizes/strides: they bump its version (so a saved output
+# made stale by one has a culprit to name) but write no bytes (never a silent write of data).
+METADATA_INPLACE = ("squeeze_", "unsqueeze_", "t_", "transpose_", "swapaxes_", "swapdims_", "as_strided_")
+NO_DATA_WRITES = frozenset(("detach_",) + METADATA_INPLACE)
 DETACHED_IN_PLACE = ("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
                      "This is not supported, please use out-of-place `.detach()` instead")
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
@@ -82,7 +87,7 @@ class Packed:
 
     __slots__ = ("tensor", "version", "is_output", "node", "output_nr", "seq_nr", "file", "line",
                  "storage_key", "orig", "tid", "writes", "silent", "fingerprint", "check_detached",
-                 "kind", "__weakref__")
+                 "kind", "changed_at", "__weakref__")
 
     def __init__(self, tensor, version):
         self.tensor = tensor
@@ -101,6 +106,7 @@ class Packed:
         self.tid = None
         self.writes = None
         self.silent = None
+        self.changed_at = None  # (file, line) that changed the bytes unseen (see NOTE [Watching exposed saved bytes])
 
 
 def forward_op_name(node_name: str) -> str:
@@ -305,6 +311,8 @@ def _pack(t):
                 p.fingerprint = checksum(p.tensor)
             except Exception:
                 p.fingerprint = None
+            if p.fingerprint is not None and (p.storage_key in rec.numpy_shared or _watch.exposed_input(p, t)):
+                _watch.watch(p)
     return p
 
 

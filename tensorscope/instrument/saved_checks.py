@@ -11,7 +11,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument import saved as saved_mod
+from tensorscope.instrument import saved as saved_mod, watch
 from tensorscope.instrument.frames import call_segment, user_frame
 from tensorscope.instrument.recorder import node_name
 
@@ -113,6 +113,7 @@ class SavedChecks:
             log[key] = {"op": op, "file": frame.f_code.co_filename, "line": frame.f_lineno, "segment": seg,
                         "alias": seg, "library": None, "bumped": False, "tensor": self.note_tensor(t),
                         "names": names}
+            watch.on_shared(self.pending.get(key))
         except Exception:
             pass
 
@@ -145,6 +146,7 @@ class SavedChecks:
             "tensor": None, "version_at_save": p.version, "version_now": p.tensor._version,
             "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
             "writes": list(p.silent or []) + ([swap] if swap else []), "backward": self._current_backward,
+            "changed_at": p.changed_at,
         }
         if changed is None or changed is True:
             facts["tensor"] = self.saved_tid(p)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state
+from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state, watch
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -34,6 +34,7 @@ class _Control:
         if saved.hooks_on_top():
             saved.pop()
         self.patcher.uninstall()
+        watch.reset()
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from collections import OrderedDict
 
 import torch
 
+from tensorscope.instrument import saved as saved_mod
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
@@ -99,7 +100,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
             for p, pv in snap:
                 if p.tensor._version != pv:
                     hits.append((p, True))
-                elif data_set_value is None and op != "detach_" and ranges_overlap(rng, _byte_range(p.tensor)):
+                elif data_set_value is None and op not in saved_mod.NO_DATA_WRITES and ranges_overlap(rng, _byte_range(p.tensor)):
                     hits.append((p, False))
         if not hits and not detailed:
             return

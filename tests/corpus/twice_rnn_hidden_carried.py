@@ -16,7 +16,7 @@ data = torch.randn(4, 2, 3)
 targets = torch.randn(4, 2, 1)
 h = torch.zeros(2, 5)
 for step in range(4):
-    h = cell(data[step], h)  # <- saved
+    h = cell(data[step], h)  # <- saved <- culprit-alt
     loss = (head(h) - targets[step]).pow(2).mean()
     opt.zero_grad()
     loss.backward()  # <- culprit <- backward

@@ -11,7 +11,7 @@ running = 0.0
 for step in range(3):
     x = torch.randn(4, 3)
     loss = torch.sigmoid(model(x)).mean()  # <- saved
-    running = running + loss
+    running = running + loss  # <- culprit-alt
     opt.zero_grad()
     running.backward()  # <- culprit <- backward
     opt.step()
