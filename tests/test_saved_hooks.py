@@ -48,6 +48,42 @@ VERSION_ERRORS = {
         b.detach()[0] = 1
         b.sum().backward()
     """,
+    # the saved input's grad_fn after the write is ClampBackward1 / DivBackward2 / a custom
+    # Function's: torch names them "Clamp1", "Div2", "Scale" in the message (found on nanoGPT)
+    "saved_input_rewritten_by_overload_one": """
+        import torch
+        a = torch.randn(3, requires_grad=True)
+        h = a * 1
+        y = h.exp() * h
+        h.clamp_(min=0)
+        y.sum().backward()
+    """,
+    "saved_input_rewritten_by_overload_two": """
+        import torch
+        a = torch.randn(3, requires_grad=True)
+        h = a * 1
+        y = h.exp() * h
+        h.div_(2.0, rounding_mode="floor")
+        y.sum().backward()
+    """,
+    "saved_output_of_a_custom_function": """
+        import torch
+
+        class Scale(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        a = torch.randn(3, requires_grad=True)
+        h = Scale.apply(a)
+        y = h.exp() * h
+        h.detach().add_(1)
+        y.sum().backward()
+    """,
     "zero_dim_tanh_iadd": """
         import torch
         x = torch.tensor(0.5, requires_grad=True)

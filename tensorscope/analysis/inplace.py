@@ -83,6 +83,8 @@ def _fix(w: dict | None, saved_label: str, saved_code: str) -> str:
         fix += f", or clone first (`{alias}.clone()`)" if _parses(f"{alias}.clone()") else ", or clone first"
     else:
         fix += f", or clone before writing ({clone_of(alias)})"
+    if not saved_code:  # the saving line is not known (`run` registers no saved-tensor hooks)
+        return fix + f", so {saved_label} keeps the value saved for backward."
     return fix + f", so {saved_label} keeps the value saved by `{saved_code}`."
 
 

@@ -79,7 +79,7 @@ NO_DATA_WRITES = frozenset(("detach_",) + METADATA_INPLACE)
 DETACHED_IN_PLACE = ("Trying to use a saved tensor that has been detached in-place, i.e. with .detach_()."
                      "This is not supported, please use out-of-place `.detach()` instead")
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
-_BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
+_BACKWARD_NUMBER = re.compile(r"Backward(\d*)$")
 
 
 class Packed:
@@ -117,7 +117,12 @@ def forward_op_name(node_name: str) -> str:
     """
     if _STYLE["names_node"]:
         return node_name
-    return _BACKWARD_SUFFIX.sub("", node_name)
+    # 2.13 drops "Backward0" but keeps another overload's number: ClampBackward1 -> "Clamp1",
+    # DivBackward2 -> "Div2", a custom Function's "ScaleBackward" -> "Scale" (measured)
+    m = _BACKWARD_NUMBER.search(node_name)
+    if m is None:
+        return node_name
+    return node_name[:m.start()] + ("" if m.group(1) == "0" else m.group(1))
 
 
 # NOTE [The version check's text comes from the running torch]
