@@ -7,7 +7,6 @@ checks run single processes (a one-rank gloo group, or torchrun's environment va
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
