@@ -64,6 +64,7 @@ CASES = [
     ("user_warning.py", [], b""),
     ("warnings_per_line.py", [], b""),
     ("hostile_names.py", [], b""),
+    ("proxies_in_globals.py", [], b""),
 ]
 
 # The ONLY normalisation: default object reprs (`<function f at 0x7f...>`, `<... object at 0x...>`)

@@ -128,10 +128,16 @@ class BackwardCalls:
             if event is not None:
                 event["ok"] = error is None
                 got = []
+                facts = self.tensor_facts
                 for v in ctx["leaves"]:
                     try:
                         if v.grad is not None:
-                            tid = self.note_tensor(v)
+                            # a leaf described before keeps its facts: the end-of-run snapshot
+                            # describes every live one again, and a training loop reaches the same
+                            # thousands of parameters at every backward
+                            tid = self.tid(v)
+                            if tid not in facts:
+                                self.note_tensor(v)
                             got.append(tid)
                     except Exception:
                         pass

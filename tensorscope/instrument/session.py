@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import torch
+
 from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state, watch
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
@@ -96,9 +98,12 @@ def release_run_state(tracker: Tracker) -> None:
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:
     active_before = tracker.active
     tracker.active = False
-    resolve_silent(tracker)
     try:
-        return _snapshot.take(tracker, main_globals, exc)
+        # the facts are read from the tensors themselves: a subclass's __torch_function__ (or a mode
+        # the program left on) must not see tensorscope reading .shape, .grad, .untyped_storage()...
+        with torch._C.DisableTorchFunction():
+            resolve_silent(tracker)
+            return _snapshot.take(tracker, main_globals, exc)
     finally:
         tracker.active = active_before
 

@@ -12,8 +12,6 @@ optimizers, whose state is named by its parameter (``opt.state[model.head.weight
 
 from __future__ import annotations
 
-import types
-
 import torch
 
 
@@ -52,23 +50,26 @@ class _Names:
                 pass
 
     def _one(self, full, value) -> None:
-        if isinstance(value, _Tensor):
+        # by type(), never isinstance(): isinstance falls back to the object's ``__class__``, which
+        # runs the program's code on a proxy (a deprecated alias warns: torch.distributed.reduce_op)
+        cls = type(value)
+        if issubclass(cls, _Tensor):
             self.found.append((full, value, None))
-        elif isinstance(value, torch.nn.Module):
+        elif issubclass(cls, torch.nn.Module):
             for pname, p in value.named_parameters(prefix=full, remove_duplicate=False):
                 self.found.append((pname, p, "parameter"))
             for bname, b in value.named_buffers(prefix=full, remove_duplicate=False):
                 if b is not None:
                     self.found.append((bname, b, "buffer"))
-        elif isinstance(value, torch.optim.Optimizer):
+        elif issubclass(cls, torch.optim.Optimizer):
             self.optimizers.append((full, value))
-        elif isinstance(value, (list, tuple)):
+        elif issubclass(cls, (list, tuple)):
             for i, v in enumerate(value):
-                if isinstance(v, _Tensor):
+                if issubclass(type(v), _Tensor):
                     self._container(f"{full}[{i}]", v)
-        elif isinstance(value, dict) and not isinstance(value, types.MappingProxyType):
+        elif issubclass(cls, dict):
             for k, v in list(value.items()):
-                if isinstance(v, _Tensor) and isinstance(k, (str, int)):
+                if issubclass(type(v), _Tensor) and issubclass(type(k), (str, int)):
                     self._container(f"{full}[{k!r}]", v)
 
 
