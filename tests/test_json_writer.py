@@ -1,10 +1,12 @@
-"""The streamed `-o report.json` writer (see NOTE [Fast JSON writer] in render/json.py) writes the
-very bytes the standard library's ``json.dumps(doc, indent=2, default=str)`` would."""
+"""The `-o report.json` / `--json` writer (see NOTE [JSON layout: one record per line] in
+render/json.py): ``json.loads`` gives the document back, values are written as the standard library
+writes them, each element of a top-level array sits on one line, everything else keeps indent=2."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import textwrap
 
 from tensorscope.render import json as json_form
@@ -29,34 +31,88 @@ class _Opaque:
         return "opaque \u00e9"
 
 
-def _same_as_stdlib(doc) -> None:
+def _written(doc) -> str:
     out = io.StringIO()
     json_form.write(doc, out)
-    assert out.getvalue() == json.dumps(doc, indent=2, default=str) + "\n"
+    text = out.getvalue()
+    assert json_form.render(doc) == text
+    return text
+
+
+def _same_values(a, b) -> bool:
+    """Equal, NaN included (json.loads gives a new NaN, and NaN != NaN)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same_values(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _check_layout(doc: dict, text: str) -> None:
+    """The layout of the NOTE, checked against the standard library's own encodings of each part."""
+    # the document, as json.dumps would give it back (tuples as lists, keys as strings, default=str)
+    expected = json.loads(json.dumps(doc, default=str))
+    assert _same_values(json.loads(text), expected)
+    lines = text.split("\n")
+    assert lines[0] == "{" and lines[-2] == "}" and lines[-1] == ""
+    body = "\n".join(lines[1:-2])
+    parts = []
+    for k, v in doc.items():
+        key = json.dumps({k: 0})[1:-4]
+        if isinstance(v, (list, tuple)) and v:
+            items = ",\n".join("    " + json.dumps(x, default=str) for x in v)
+            parts.append(f"  {key}: [\n{items}\n  ]")
+        else:
+            parts.append(f"  {key}: " + json.dumps(v, indent=2, default=str).replace("\n", "\n  "))
+    assert body == ",\n".join(parts)
 
 
 def test_every_kind_of_value_as_the_stdlib_writes_it():
-    _same_as_stdlib({
+    doc = {
         "numbers": [0, -1, 10 ** 30, 1.5, -0.0, 1e300, 1e-300, float("nan"), float("inf"), float("-inf")],
         "constants": [True, False, None],
         "strings": ["", "plain", "\u00e9\u2028\n\t\"\\", "\U0001f600", "\x00"],
         "empty": [[], {}, (), ""],
+        "empty_list": [],
+        "empty_dict": {},
         "nested": {"a": [[{"b": [(1, 2), []]}]], "c": {"d": {}}},
         "keys": {1: "int", 2.5: "float", None: "none", True: "true", False: "false", "s": "str"},
         "subclasses": [_Str("s"), _Int(3), _Float(2.5), {"k": _Str("v"), "i": _Int(-7)}],
         "default_str": [_Opaque(), {"x": _Opaque()}, [[_Opaque()]]],
+        "records": [{"id": "t1", "shape": [3, 4], "names": ["x", "\u00e9"], "grad_fn": None}],
         "top_level_scalar": 1,
-    })
-    for doc in ([], {}, [1], {"a": 1}, "x", None, 3.25):
-        _same_as_stdlib(doc)
+        7: "a non-string top-level key",
+    }
+    text = _written(doc)
+    _check_layout(doc, text)
+    assert '\n    {"id": "t1", "shape": [3, 4], "names": ["x", "\\u00e9"], "grad_fn": null}\n' in text
+    assert "\n  \"nested\": {\n    \"a\": [\n" in text  # not a top-level array: indent=2
+    for other in ([], {}, [1], "x", None, 3.25, [{"a": 1}]):  # not a dict: json.dumps(indent=2)
+        assert _written(other) == json.dumps(other, indent=2, default=str) + "\n"
 
 
-def test_a_long_list_is_written_in_pieces_and_stays_identical():
-    _same_as_stdlib({"tensors": [{"id": f"t{i}", "shape": [i, 2], "names": [f"n{i}"], "v": None}
-                                 for i in range(30_000)]})
+def test_a_long_list_is_written_in_pieces_one_record_per_line():
+    doc = {"tensors": [{"id": f"t{i}", "shape": [i, 2], "names": [f"n{i}"], "v": None} for i in range(30_000)],
+           "after": {"x": 1}}
+
+    class Counting(io.StringIO):
+        writes = 0
+
+        def write(self, s):
+            Counting.writes += 1
+            return super().write(s)
+
+    out = Counting()
+    json_form.write(doc, out)
+    text = out.getvalue()
+    assert Counting.writes > 10  # streamed, not one whole-document string
+    _check_layout(doc, text)
+    assert len(text.splitlines()) == 30_000 + 7  # {, "tensors": [, ], "after": {, "x": 1, }, }
 
 
-def test_a_real_report_file_has_the_stdlib_layout(tmp_path):
+def test_a_real_report_file_has_the_layout(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent("""
         import torch
@@ -70,4 +126,11 @@ def test_a_real_report_file_has_the_stdlib_layout(tmp_path):
     rc, _, err, _ = run_cli("run", "-o", str(out), str(prog), cwd=tmp_path)
     assert rc == 0, err
     text = out.read_text(encoding="utf-8")
-    assert text == json.dumps(json.loads(text), indent=2) + "\n"
+    doc = json.loads(text)
+    _check_layout(doc, text)
+    tensor_lines = [line for line in text.splitlines() if line.startswith('    {"id": "t')]
+    assert len(tensor_lines) == len(doc["tensors"]) >= 2
+    # --json on stdout is the same layout
+    rc, stdout, err, _ = run_cli("run", "--json", str(prog), cwd=tmp_path)
+    assert rc == 0, err
+    _check_layout(json.loads(stdout), stdout)

@@ -128,17 +128,14 @@ class BackwardCalls:
             if event is not None:
                 event["ok"] = error is None
                 got = []
-                facts = self.tensor_facts
                 for v in ctx["leaves"]:
                     try:
                         if v.grad is not None:
-                            # a leaf described before keeps its facts: the end-of-run snapshot
-                            # describes every live one again, and a training loop reaches the same
-                            # thousands of parameters at every backward
-                            tid = self.tid(v)
-                            if tid not in facts:
-                                self.note_tensor(v)
-                            got.append(tid)
+                            # an id, not a description: the report describes a tensor it shows (a
+                            # named one is described by the end-of-run snapshot), and describing
+                            # thousands of parameters here allocated enough to set off full
+                            # collections of the program's heap (0.25 s on a 4,000-parameter model)
+                            got.append(self.tid(v))
                     except Exception:
                         pass
                 event["leaves_with_grad"] = got

@@ -33,6 +33,7 @@ import threading
 import torch
 
 from tensorscope.instrument import saved
+from tensorscope.instrument.recorder import storage_key
 from tensorscope.instrument.frames import user_frame
 from tensorscope.instrument.patches import strip_traceback
 from tensorscope.instrument.transparent import named
@@ -194,7 +195,7 @@ def _shares_saved(tracker, t) -> bool:
     if not tracker.pending:
         return False
     try:
-        return bool(tracker.pending.get(t.untyped_storage()._cdata))
+        return bool(tracker.pending.get(storage_key(t)))
     except Exception:
         return True
 
@@ -204,7 +205,7 @@ def _fingerprint(tracker, t):
     if not tracker.pending:
         return None
     try:
-        if tracker.pending.get(t.untyped_storage()._cdata):
+        if tracker.pending.get(storage_key(t)):
             return saved.checksum(t)
     except Exception:
         pass

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 
 from tensorscope.instrument import state
+from tensorscope.instrument.recorder import storage_key
 from tensorscope.instrument.transparent import named
 
 SHARED_USE_COUNT = 3  # measured on torch 2.13 inside a hook: 2 when only this branch holds it
@@ -53,7 +54,7 @@ def _checker(rec):
 
 
 def _report(rec, grad):
-    key = grad.untyped_storage()._cdata
+    key = storage_key(grad)
     recs = rec.write_log.get(key) or []
     last = next((r for r in reversed(recs) if r[2] == grad._version and r[5] is not None), None)
     if last is None:

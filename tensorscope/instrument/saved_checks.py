@@ -13,7 +13,7 @@ import torch
 
 from tensorscope.instrument import saved as saved_mod, watch
 from tensorscope.instrument.frames import call_segment, user_frame
-from tensorscope.instrument.recorder import node_name
+from tensorscope.instrument.recorder import node_name, storage_key
 
 _current_node = torch._C._current_autograd_node
 _TensorBase = torch._C.TensorBase
@@ -43,7 +43,7 @@ class SavedChecks:
             # no user frame there; the user's line is the backward() call
             p.file = self._current_backward["file"]
             p.line = self._current_backward["line"]
-        key = t.untyped_storage()._cdata
+        key = storage_key(t)
         p.storage_key = key
         p.orig = weakref.ref(t)
         if p.seq_nr is not None and p.line is not None:
@@ -104,7 +104,7 @@ class SavedChecks:
     def _note_numpy(self, op, t, frame):
         """A NumPy array and a tensor now share memory: NumPy's writes bump no version counter."""
         try:
-            key = t.untyped_storage()._cdata
+            key = storage_key(t)
             names = self.names_in(frame, [t]).get(id(t), []) if op == "numpy" else []
             seg = call_segment(frame)
             log = self.numpy_shared
@@ -133,7 +133,7 @@ class SavedChecks:
         swap = None
         if not p.is_output and p.storage_key is not None:
             try:
-                if p.tensor.untyped_storage()._cdata != p.storage_key:
+                if storage_key(p.tensor) != p.storage_key:
                     swap = self.swaps.get(p.tid) or {}
             except Exception:
                 pass

@@ -103,8 +103,10 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         # the program left on) must not see tensorscope reading .shape, .grad, .untyped_storage()...
         with torch._C.DisableTorchFunction():
             resolve_silent(tracker)
+            tracker.describe_storage = True  # the storage map's sizes: see describe()
             return _snapshot.take(tracker, main_globals, exc)
     finally:
+        tracker.describe_storage = False
         tracker.active = active_before
 
 

@@ -22,7 +22,7 @@ from collections import deque
 import torch
 
 from tensorscope.instrument import saved, state
-from tensorscope.instrument.recorder import node_name
+from tensorscope.instrument.recorder import node_name, storage_key
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
 MAX_WALK = 5000  # nodes read on the failure path
@@ -186,6 +186,6 @@ def tensor_facts(value):
             start = value.storage_offset() * item
             extent = 0 if value.numel() == 0 else (
                 sum((s - 1) * st for s, st in zip(value.shape, value.stride())) + 1) * item
-            return value.untyped_storage()._cdata, [start, start + extent], value._version
+            return storage_key(value), [start, start + extent], value._version
     except Exception:
         return None

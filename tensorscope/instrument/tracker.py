@@ -16,7 +16,7 @@ from tensorscope.instrument import saved as saved_mod
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
 from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
-from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap
+from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
 from tensorscope.instrument.saved_checks import SavedChecks
 
 _Tensor = torch.Tensor
@@ -55,7 +55,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         except Exception:
             return None
         try:
-            key = target.untyped_storage()._cdata
+            key = storage_key(target)
         except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
             key = None
         aseq = _get_sequence_nr()
@@ -220,7 +220,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
             outs = out if isinstance(out, (list, tuple)) else (out,)
             if isinstance(base, _Tensor) and outs and isinstance(outs[0], _Tensor):
                 try:
-                    copied = outs[0].untyped_storage()._cdata != base.untyped_storage()._cdata
+                    copied = storage_key(outs[0]) != storage_key(base)
                 except Exception:
                     copied = False
                 if copied:  # reshape/flatten of a non-contiguous tensor: a copy, not an alias
