@@ -37,14 +37,23 @@ def without_comment(text: str) -> str:
     return text
 
 
+_DISPLAY: dict = {}  # (file, working directory) -> shown path: a report names few files, many times
+
+
 def display_path(file: str | None) -> str | None:
     if not file:
         return file
-    try:
-        rel = os.path.relpath(file)
-    except ValueError:
-        return file
-    return file if rel.startswith("..") else rel
+    key = (file, os.getcwd())
+    shown = _DISPLAY.get(key)
+    if shown is None:
+        try:
+            rel = os.path.relpath(file, key[1])
+        except ValueError:
+            rel = ".."
+        if len(_DISPLAY) > 4096:  # a long-lived process (the API, the pytest plugin)
+            _DISPLAY.clear()
+        shown = _DISPLAY[key] = file if rel.startswith("..") else rel
+    return shown
 
 
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str) -> dict:

@@ -6,6 +6,8 @@ Moved whole out of tracker.py (a mixin of Tracker); every method must never rais
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from tensorscope.instrument import links, stale
@@ -15,6 +17,16 @@ from tensorscope.instrument.recorder import inspectable, node_name
 
 _Tensor = torch.Tensor
 _MAX_BACKWARDS = 256
+# NOTE [Walking a large graph once per line]
+# A backward event lists the leaves it reached (``leaves_with_grad``), found by walking the graph
+# from its roots through ``next_functions``. That walk makes a Python object for every node it
+# passes, and torch keeps each one alive as long as its node: 10,000 objects per backward of a
+# 2,000-layer model, promoted into the program's oldest GC generation, where they set off extra
+# full collections of its whole heap (the walk doubled the run's collector time). So a graph of
+# more than _REWALK_NODES nodes is walked once per backward line: the later backward calls of a
+# training loop from that line list the leaves of its first walk that have a ``.grad``
+# (``leaves_walked: false`` in the event; weak references, no tensor kept alive).
+_REWALK_NODES = 2_000
 
 
 class BackwardCalls:
@@ -69,10 +81,20 @@ class BackwardCalls:
                     self._add_names(f["tensor"], f["names"])
             leaves = []
             if detailed:
-                leaves = self._leaves(roots)
+                site = (loc["file"], loc["line"])
+                known = self.site_leaves.get(site)
+                walked = known is None
+                if walked:
+                    leaves, visited = self._leaves(roots)
+                    if visited > _REWALK_NODES:
+                        self.site_leaves[site] = _weak(leaves)
+                else:
+                    leaves = [v for v in (r() for r in known) if v is not None]
                 ctx["event"] = self.emit("backward", uf, op=op, roots=[f["tensor"] for f in root_facts],
                                          retain_graph=bool(retain), create_graph=bool(create),
                                          leaves_with_grad=[], ok=None)
+                if not walked:
+                    ctx["event"]["leaves_walked"] = False
             ctx["leaves"] = leaves
             # kept only while this backward runs: the failure path may need the graph (see _freed_facts)
             ctx["_roots"] = roots
@@ -84,7 +106,8 @@ class BackwardCalls:
             return None
 
     def _leaves(self, roots):
-        """Ids of the leaf tensors a backward from `roots` accumulates into (AccumulateGrad nodes)."""
+        """The leaf tensors a backward from `roots` accumulates into (AccumulateGrad nodes), and the
+        number of nodes walked."""
         out = []
         seen = set()
         stack = [r.grad_fn for r in roots if r.grad_fn is not None]
@@ -110,7 +133,7 @@ class BackwardCalls:
                         stack.append(nxt)
             except Exception:
                 continue
-        return out
+        return out, len(visited)
 
     def after_backward(self, ctx, error):
         if ctx is None:
@@ -165,3 +188,13 @@ class BackwardCalls:
                     failure["autograd_graph"] = graph
         except Exception:
             pass
+
+
+def _weak(tensors) -> list:
+    out = []
+    for t in tensors:
+        try:
+            out.append(weakref.ref(t))
+        except TypeError:
+            pass
+    return out

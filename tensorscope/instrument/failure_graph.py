@@ -43,8 +43,8 @@ class FailureGraph:
         return facts, self._graph(nodes, pick, truncated, roots, facts)
 
     def _known_tid(self, t):
-        entry = self._ids.get(id(t))
-        return entry[1] if entry is not None and entry[0]() is t else None
+        ref = self._ids.get(id(t))
+        return ref.tid if ref is not None and ref() is t else None
 
     def _saved_tid(self, t, tf, seq, own=True):
         """The program's own tensor behind a saved variable: the saved input itself, or the tensor

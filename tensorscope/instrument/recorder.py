@@ -162,24 +162,25 @@ def ranges_overlap(a, b) -> bool:
 
 
 class _KeyedRef(weakref.ref):
-    """A weak reference that knows the ``id()`` it is filed under: one object per tensor seen,
-    where a callback closure per tensor cost two more (and 170 bytes)."""
+    """A weak reference that knows the ``id()`` it is filed under and the tensor's id (``t3``): one
+    object per tensor seen, where a callback closure and an (ref, tid) pair cost three more. Objects
+    made while the program runs stay in its heap, which its garbage collector walks."""
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "tid")
 
-    def __new__(cls, obj, callback, key):
+    def __new__(cls, obj, callback, key, tid):
         return super().__new__(cls, obj, callback)
 
-    def __init__(self, obj, callback, key):
+    def __init__(self, obj, callback, key, tid):
         super().__init__(obj, callback)
         self.key = key
+        self.tid = tid
 
 
 def _forgetter(ids: dict):
     def forget(ref):
         """A tensor died: its id() may be reused by the next object, so its entry goes."""
-        entry = ids.get(ref.key)
-        if entry is not None and entry[0] is ref:
+        if ids.get(ref.key) is ref:
             del ids[ref.key]
 
     return forget
@@ -200,7 +201,7 @@ class Recorder:
         self.aggregated = 0
         self.lock = threading.Lock()
         # tensors
-        self._ids: dict[int, tuple] = {}
+        self._ids: dict[int, _KeyedRef] = {}
         self._forget = _forgetter(self._ids)  # one callback for every tensor's weak reference
         self._n_tensors = 0
         self.tensor_facts: dict[str, dict] = {}  # tid -> last description (plain data)
@@ -230,25 +231,24 @@ class Recorder:
     def tid(self, t) -> str:
         """The stable id (``t3``) of a live tensor, assigned in first-seen order."""
         k = id(t)
-        entry = self._ids.get(k)
-        if entry is not None and entry[0]() is t:
-            return entry[1]
+        ref = self._ids.get(k)
+        if ref is not None and ref() is t:
+            return ref.tid
         self._n_tensors += 1
         tid = f"t{self._n_tensors}"
         try:
-            ref = _KeyedRef(t, self._forget, k)
-        except TypeError:
-            ref = lambda: None  # noqa: E731  (not weak-referenceable: never matched again)
-        self._ids[k] = (ref, tid)
+            self._ids[k] = _KeyedRef(t, self._forget, k, tid)
+        except TypeError:  # not weak-referenceable: never matched again
+            pass
         return tid
 
     def live_tensors(self) -> dict:
         """tid -> tensor for every tensor seen and still alive."""
         out = {}
-        for ref, tid in list(self._ids.values()):
+        for ref in list(self._ids.values()):
             t = ref()
             if t is not None:
-                out[tid] = t
+                out[ref.tid] = t
         return out
 
     def note_tensor(self, t, facts: dict | None = None) -> str:

@@ -15,7 +15,7 @@ import torch
 from tensorscope.instrument import saved as saved_mod
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
-from tensorscope.instrument.frames import call_segment, library_name, receiver, user_frame
+from tensorscope.instrument.frames import COMPILER, call_segment, library_name, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
 from tensorscope.instrument.saved_checks import SavedChecks
 
@@ -23,6 +23,7 @@ _Tensor = torch.Tensor
 _MAX_LOGGED_STORAGES = 4096  # with 16 writes each: a few MB at most
 _MAX_WRITES_PER_STORAGE = 16
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
+_is_grad_enabled = torch.is_grad_enabled
 _current_thread = threading.current_thread
 _MAIN = threading.main_thread()
 
@@ -42,6 +43,9 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         self.numpy_shared: dict[int, dict] = {}  # storage key -> the `.numpy()`/`from_numpy` sharing it
         self.unchecked: list = []  # CUDA: (device flag, hazard facts) read once the program has ended
         self.backwards: list[dict] = []  # earlier backward calls (bounded), for backward-twice
+        # (file, line) of a backward call -> weak references to the leaves of its first walk, for graphs
+        # too large to walk at every call (see NOTE [Walking a large graph once per line])
+        self.site_leaves: dict[tuple, list] = {}
         self.swaps: dict[str, dict] = {}  # tid -> the `x.data = y` that moved it to another storage
         self.write_log: OrderedDict[int, list] = OrderedDict()  # storage key -> compact in-place writes (bounded)
 
@@ -49,7 +53,11 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
 
     def pre_write(self, target, frame):
         """Before an in-place write: versions of the target, of the tensors saved on its storage,
-        and (for a write recorded in detail) of its known storage-mates."""
+        and (for a write recorded in detail) of its known storage-mates.
+
+        The hot path of a training loop (every optimizer update is an in-place write): the user frame
+        walk (frames.user_frame) and the per-site count (Recorder.allow) are inlined here.
+        """
         try:
             v0 = target._version
         except Exception:
@@ -59,20 +67,45 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
             key = None
         aseq = _get_sequence_nr()
-        uf = user_frame(frame, self.user)
-        detailed = uf is not None and self.allow("write", uf)
-        snap = mates = None
-        if detailed and key is not None:
-            entry = self._storages.get(key)
-            if entry is not None:
-                mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
-        refs = self.pending.get(key) if self.pending and key is not None else None
-        if refs:
-            snap = []
-            for ref in refs:
-                p = ref()
-                if p is not None:
-                    snap.append((p, p.tensor._version))
+        # --- user_frame(frame, self.user), inlined
+        user = self.user
+        verdict = user._verdict
+        uf = frame
+        while uf is not None:
+            fn = uf.f_code.co_filename
+            v = verdict.get(fn)
+            if v is None:
+                fn in user
+                v = verdict[fn]
+            if v is True:
+                break
+            if v is COMPILER:
+                uf = None
+                break
+            uf = uf.f_back
+        detailed = False
+        mates = None
+        if uf is not None:
+            # --- self.allow("write", uf), inlined
+            site = ("write", uf.f_code.co_filename, uf.f_lineno)
+            counts = self.site_counts
+            n = counts.get(site, 0) + 1
+            counts[site] = n
+            if n > self.per_site or len(self.events) >= self.max_events:
+                self.aggregated += 1
+            else:
+                detailed = True
+                if key is not None and self._storages.get(key) is not None:
+                    mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
+        snap = None
+        if self.pending and key is not None:
+            refs = self.pending.get(key)
+            if refs:
+                snap = []
+                for ref in refs:
+                    p = ref()
+                    if p is not None:
+                        snap.append((p, p.tensor._version))
         return (v0, snap, mates, uf, detailed, key, aseq)
 
     def post_write(self, pre, target, op, frame, source=None):
@@ -93,7 +126,32 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         v0, snap, mates, uf, detailed, key, aseq = pre
         v1 = target._version
         if key is not None:
-            self._log_write(key, target, op, frame, uf, v0, v1, aseq, detailed)
+            # The write log: every in-place write, compactly: what the hook-free failure path matches a
+            # stale saved tensor against (see NOTE [Stale saved variable without hooks] in stale.py).
+            # Plain values and code objects only; the source text is worked out on the failure path.
+            # No byte range: views of one base share one version counter, so a write into other bytes
+            # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one.
+            log = self.write_log
+            recs = log.get(key)
+            if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
+                if len(log) >= _MAX_LOGGED_STORAGES:
+                    log.popitem(last=False)
+                recs = log[key] = []
+            else:
+                log.move_to_end(key)
+                if len(recs) >= _MAX_WRITES_PER_STORAGE:
+                    del recs[0]
+            if uf is not None:
+                recs.append((aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, uf.f_lineno,
+                             frame.f_code if frame is not None and frame is not uf else None,
+                             self.tid(target) if detailed else None))
+                if detailed and _current_thread() is _MAIN:
+                    self.mark(aseq, uf)
+            else:
+                recs.append((aseq, v0, v1, op, _is_grad_enabled(), None, None, None,
+                             frame.f_code if frame is not None else None, None))
+        if not snap and not detailed:
+            return
         hits = []
         if snap:
             rng = _byte_range(target)
@@ -136,30 +194,6 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
                       version_after=v1, also_changed=also, also_bumped=bumped, library=loc["library"],
                       grad_enabled=info["grad_enabled"], saved_hits=[
                           {"saved": p.tid, "bumped": b} for p, b in hits])
-
-    def _log_write(self, key, target, op, frame, uf, v0, v1, aseq, detailed):
-        """Every in-place write, compactly: what the hook-free failure path matches a stale saved
-        tensor against (see NOTE [Stale saved variable without hooks] in stale.py). Plain values
-        and code objects only; the source text is worked out on the failure path."""
-        log = self.write_log
-        recs = log.get(key)
-        if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
-            if len(log) >= _MAX_LOGGED_STORAGES:
-                log.popitem(last=False)
-            recs = log[key] = []
-        else:
-            log.move_to_end(key)
-            if len(recs) >= _MAX_WRITES_PER_STORAGE:
-                del recs[0]
-        # no byte range: views of one base share one version counter, so a write into other bytes
-        # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one
-        recs.append((aseq, v0, v1, op, torch.is_grad_enabled(),
-                     uf.f_code if uf is not None else None, uf.f_lasti if uf is not None else None,
-                     uf.f_lineno if uf is not None else None,
-                     frame.f_code if frame is not None and frame is not uf else None,
-                     self.tid(target) if detailed else None))
-        if detailed and _current_thread() is _MAIN:
-            self.mark(aseq, uf)
 
     def node_line(self, seq):
         """(file, line) of the forward line that built node ``seq``: exact where a pack hook saw it

@@ -31,8 +31,27 @@ import io
 import json
 
 _KEY = json.JSONEncoder(default=str).encode  # a key of the top-level dict, as json.dumps writes it
-# separators as ``indent=None`` writes them; indent=None is what selects the C encoder
-_record = json.JSONEncoder(default=str, separators=(", ", ": ")).encode
+
+
+def _record_encoder():
+    """One value on one line, as ``json.dumps(value, default=str)`` writes it.
+
+    The standard library's C encoder, made once: ``JSONEncoder.encode`` makes a new one at every
+    call, which cost more than the encoding itself for records this small. No circular check
+    (``markers=None``): a report is a tree.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # a Python without the C accelerator
+        return json.JSONEncoder(default=str).encode
+    encode = make(None, str, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+    def record(value) -> str:
+        return "".join(encode(value, 0))
+
+    return record
+
+
+_record = _record_encoder()
 _CHUNK = 2048  # records gathered before a write (a few hundred KB)
 
 

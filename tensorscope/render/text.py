@@ -231,6 +231,8 @@ def _describe_event(e, names) -> str:
     if k == "backward":
         got = ", ".join(lab(t) for t in dict.fromkeys(e.get("leaves_with_grad") or [])) or "none"
         status = "ok" if e.get("ok") else "FAILED" if e.get("ok") is False else ""
+        if e.get("leaves_walked") is False:  # see NOTE [Walking a large graph once per line]
+            got += " (the leaves this line's first backward reached)"
         return f"{e['op']}() from {', '.join(lab(t) for t in e.get('roots', []))} {status}; leaves with .grad: {got}"
     return k
 
