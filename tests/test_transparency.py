@@ -65,6 +65,7 @@ CASES = [
     ("warnings_per_line.py", [], b""),
     ("hostile_names.py", [], b""),
     ("proxies_in_globals.py", [], b""),
+    ("heap_census.py", [], b""),
 ]
 
 # The ONLY normalisation: default object reprs (`<function f at 0x7f...>`, `<... object at 0x...>`)
