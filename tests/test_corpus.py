@@ -16,6 +16,11 @@ torch version; a program whose hash does not match is run under plain python on 
   process costs ~2 s of CPU (mostly importing torch) on this 2-core machine; a second process per
   program would not fit the 90 s budget.
 
+- tests/test_fixes.py's sample: each fix parses and its rewrite of the culprit line removes the error
+  (on the explain run above, and the golden plain-python line as the error's text).
+
+Only the programs of the selected tests are run (all of them in a full run; `-k NAME` runs one).
+
 `python tests/corpus/score.py [--behaviour]` prints the per-kind accuracy table for the same checks.
 """
 
@@ -28,6 +33,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import test_fixes
 
 _SCORE = Path(__file__).resolve().parent / "corpus" / "score.py"
 _spec = importlib.util.spec_from_file_location("tensorscope_corpus_score", _SCORE)
@@ -72,8 +79,22 @@ def _skip_reason(prog):
     return None
 
 
+def selected(request, programs, here):
+    """The programs of PROGRAMS that the session's selected tests of file HERE ask for (every one in a
+    full run; with -k only those, so a partial run starts only their processes)."""
+    names = set()
+    for item in request.session.items:
+        if Path(str(item.fspath)).resolve() != Path(here).resolve() or "results" not in item.fixturenames:
+            continue
+        prog = getattr(getattr(item, "callspec", None), "params", {}).get("prog")
+        if prog is None:
+            return list(programs)  # a test over the whole corpus
+        names.add(prog.name)
+    return [p for p in programs if p.name in names]
+
+
 @pytest.fixture(scope="module")
-def results():
+def results(request):
     """{name: {"explain": Explained, "plain": {...}, "run": {...} or None}}, computed once in 2 workers."""
     golden = score.load_golden()
     sampled = {p.name for p in BEHAVIOUR}
@@ -85,7 +106,7 @@ def results():
             "run": score.tensorscope_behaviour(prog.path) if prog.name in sampled else None,
         }
 
-    todo = [p for p in PROGRAMS if _skip_reason(p) is None]
+    todo = [p for p in selected(request, PROGRAMS, __file__) if _skip_reason(p) is None]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(one, todo))
 
@@ -135,3 +156,14 @@ def test_explain_keeps_the_programs_exception(prog, results):
 def test_run_does_not_change_behaviour(prog, results):
     r = _get(results, prog)
     assert r["run"] == r["plain"]
+
+
+# tests/test_fixes.py's sample of programs whose fixes are checked: on the explain run made above.
+FIXES = [p for p in PROGRAMS if p.path in set(test_fixes.default_sample())]
+
+
+@pytest.mark.parametrize("prog", FIXES, ids=[p.path.stem for p in FIXES])
+def test_fix_is_valid_code_and_its_rewrite_removes_the_error(prog, results, tmp_path):
+    r = _get(results, prog)
+    assert r["explain"].doc is not None, f"{prog.name}: {r['explain'].error}"
+    test_fixes.check_fix(prog.path, r["explain"].doc, r["plain"]["last_stderr_line"].rstrip(), tmp_path)

@@ -296,13 +296,18 @@ def test_no_event_is_recorded_twice_under_the_mode(tmp_path):
 # --------------------------------------------------------------------------- no synchronisation
 
 
+_NO_SYNC_PLAIN: dict = {}  # device -> `python no_sync.py DEVICE` (both modes compare with the CPU run without a GPU)
+
+
 @pytest.mark.parametrize("mode", ("auto", "cpu"))
 def test_tensorscope_reads_no_tensor_values(tmp_path, mode):
     """Value reads (item, tolist, cpu, bool, ..., aten._local_scalar_dense, torch.cuda.synchronize),
     counted inside the program, are the same under tensorscope as under plain python."""
     prog = PROGRAMS / "no_sync.py"
     device = "cuda" if HAS_CUDA and mode == "auto" else "cpu"  # --device cpu is compared with the CPU run
-    rc_py, out_py, err_py = run_python(prog, device)
+    if device not in _NO_SYNC_PLAIN:
+        _NO_SYNC_PLAIN[device] = run_python(prog, device)
+    rc_py, out_py, err_py = _NO_SYNC_PLAIN[device]
     assert rc_py == 0, err_py
     args = ["run", "-o", str(tmp_path / "r.json"), str(prog)]
     if mode == "cpu":

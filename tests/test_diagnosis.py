@@ -185,7 +185,9 @@ def reports(tmp_path_factory):
         p = folder / f"{name}.py"
         p.write_text(textwrap.dedent(src).lstrip("\n"))
         paths[name] = p
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    # 2 at a time (with the other xdist worker's runs, about one per core): 8 torch processes at once
+    # on 2 cores only thrash caches and memory
+    with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(run_cli, "explain", "--json", str(p), cwd=folder) for name, p in paths.items()}
         return {name: (paths[name].read_text(), f.result()) for name, f in futures.items()}
 

@@ -250,9 +250,6 @@ def test_gradients_and_memory_are_identical(tmp_path, name):
     rc, out, err = _compare(tmp_path, name, GRADIENTS[name])
     assert rc == 0, err
     assert out
-
-
-def test_no_leak_figures(tmp_path):
-    _, out, _ = _compare(tmp_path, "leak", GRADIENTS["no_leak_of_saved_outputs"])
-    assert "20 of 20 freed" in out
-    assert "graph-only output freed: True" in out
+    if name == "no_leak_of_saved_outputs":  # the figures themselves, on the same two runs
+        assert "20 of 20 freed" in out
+        assert "graph-only output freed: True" in out

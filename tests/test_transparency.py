@@ -89,13 +89,27 @@ def _run(cmd, stdin: bytes, cwd: Path, env: dict) -> subprocess.CompletedProcess
     return subprocess.run(cmd, input=stdin, capture_output=True, cwd=cwd, env=env, timeout=TIMEOUT)
 
 
+# Plain python's result per (argv, program bytes, stdin, cwd, environment): test_json_mode compares
+# with the same plain runs as test_program_is_transparent (one torch start-up each saved). The
+# programs are deterministic (the tests compare two separate processes byte for byte anyway).
+_PLAIN: dict = {}
+
+
+def _plain_key(cmd, stdin: bytes, cwd: Path, env: dict):
+    prog = Path(cwd, cmd[1])
+    return (tuple(cmd), prog.read_bytes() if prog.is_file() else None, stdin, str(cwd), tuple(sorted(env.items())))
+
+
 def run_pair(py_cmd, ts_cmd, stdin: bytes, cwd: Path = REPO, env: dict | None = None):
     """Run plain python and tensorscope concurrently (2 cores: halves the wall time)."""
     env = env or base_env()
+    key = _plain_key(py_cmd, stdin, cwd, env)
     with ThreadPoolExecutor(2) as pool:
-        f_py = pool.submit(_run, py_cmd, stdin, cwd, env)
+        f_py = None if key in _PLAIN else pool.submit(_run, py_cmd, stdin, cwd, env)
         f_ts = pool.submit(_run, ts_cmd, stdin, cwd, env)
-        return f_py.result(), f_ts.result()
+        if f_py is not None:
+            _PLAIN[key] = f_py.result()
+        return _PLAIN[key], f_ts.result()
 
 
 def short_diff(name: str, a: bytes, b: bytes, context: int = 3, max_lines: int = 40) -> str:

@@ -1,0 +1,27 @@
+"""Session set-up shared by every test file.
+
+Almost every test spawns `python -m tensorscope ...` (hundreds per run). With PYTHONDONTWRITEBYTECODE
+set (as in some CI and dev environments) no child ever writes tensorscope's bytecode, so each one
+recompiles the modules it imports (~0.06-0.09 s of CPU per process, measured with -X importtime).
+Compiling the package once here lets every child load the cached bytecode. The .pyc files go to
+tensorscope's own __pycache__/ folders, which .gitignore excludes; Python checks each one against its
+source's mtime and size, so an edited module is recompiled as usual and a run never sees stale code.
+"""
+
+from __future__ import annotations
+
+import compileall
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tensorscope"
+
+
+def pytest_configure(config):
+    # Only once per session: in the xdist controller (or the single process without xdist), before the
+    # workers spawn anything. A read-only checkout just keeps compiling in each child, as before.
+    if hasattr(config, "workerinput"):
+        return
+    try:
+        compileall.compile_dir(str(PACKAGE), quiet=2)
+    except OSError:
+        pass
