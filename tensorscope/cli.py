@@ -250,15 +250,14 @@ def _request(command: str, program: str, args, **options) -> Request:
 
 
 def _main(req: Request) -> None:
-    from tensorscope.session import Session
-
     source = None
     if not req.module:
         try:
             source = _read_program(req.program)
-        except UsageError as e:
+        except UsageError as e:  # before importing torch (2 s): a wrong path is refused at once
             _err(str(e))
             raise typer.Exit(ExitCode.USAGE)
+    from tensorscope.session import Session
     # --- device check (tensorscope/instrument/device.py): --device cuda needs a usable GPU
     if req.device == "cuda":
         from tensorscope.instrument.device import cuda_unavailable_reason
