@@ -102,6 +102,32 @@ class UserCode:
         return not path.startswith(self._library_dirs)
 
 
+# NOTE [Line numbers of running frames]
+# ``frame.f_lineno`` decodes the code object's line table from its start up to the current
+# instruction at every read: 0.1 us at the top of a function, 5.7 us 300 lines into one (measured on
+# Python 3.11). A training loop at the top level of a long script (nanoGPT's train.py) is exactly
+# that, and every in-place write of its optimizer reads the line of that frame twice. The line is a
+# function of (code object, instruction offset), so it is cached by that pair: keyed by the code
+# object's id (hashing a code object hashes its whole bytecode and constants, and equal code objects
+# of two runs of one script compare member by member), the entry holding the code object itself so
+# that the id cannot be reused meanwhile.
+_LINES: dict = {}
+
+
+def line_of(frame) -> int:
+    """``frame.f_lineno``, cached by (code, instruction offset) (see NOTE [Line numbers of running frames])."""
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
+    entry = _LINES.get(key)
+    if entry is not None and entry[0] is code:
+        return entry[1]
+    if len(_LINES) >= 65_536:  # code made at run time (exec, lambdas in a loop) stays bounded
+        _LINES.clear()
+    line = frame.f_lineno
+    _LINES[key] = (code, line)
+    return line
+
+
 def user_frame(frame, user: UserCode):
     """The innermost frame at or above `frame` that runs the program's own code, or None.
 

@@ -20,7 +20,7 @@ from collections import OrderedDict
 
 import torch
 
-from tensorscope.instrument.frames import UserCode
+from tensorscope.instrument.frames import UserCode, line_of
 
 _Tensor = torch.Tensor
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
@@ -317,7 +317,7 @@ class Recorder:
 
     def allow(self, kind: str, frame) -> bool:
         """Count an event at this site; True while it may be recorded in full detail."""
-        site = (kind, frame.f_code.co_filename, frame.f_lineno)
+        site = (kind, frame.f_code.co_filename, line_of(frame))
         n = self.site_counts.get(site, 0) + 1
         self.site_counts[site] = n
         if n > self.per_site or len(self.events) >= self.max_events:
@@ -328,7 +328,7 @@ class Recorder:
     def emit(self, kind: str, frame, **data) -> dict:
         self.seq += 1
         event = {"seq": self.seq, "kind": kind, "file": frame.f_code.co_filename if frame else None,
-                 "line": frame.f_lineno if frame else None}
+                 "line": line_of(frame) if frame else None}
         event.update(data)
         self.events.append(event)
         if frame is not None and threading.current_thread() is _MAIN:
@@ -344,7 +344,7 @@ class Recorder:
             return
         if len(marks) >= _MAX_MARKS:
             del marks[:_MAX_MARKS // 2]
-        marks.append((aseq, frame.f_code.co_filename, frame.f_lineno, id(frame), frame.f_lasti))
+        marks.append((aseq, frame.f_code.co_filename, line_of(frame), id(frame), frame.f_lasti))
 
     def names_in(self, frame, tensors) -> dict[int, list[str]]:
         """Names bound to each of `tensors` in a module-level frame (by identity).

@@ -12,7 +12,7 @@ import weakref
 import torch
 
 from tensorscope.instrument import saved as saved_mod, watch
-from tensorscope.instrument.frames import call_segment, user_frame
+from tensorscope.instrument.frames import call_segment, line_of, user_frame
 from tensorscope.instrument.recorder import node_name, storage_key
 
 _current_node = torch._C._current_autograd_node
@@ -37,7 +37,7 @@ class SavedChecks:
         uf = user_frame(frame, self.user)
         if uf is not None:
             p.file = uf.f_code.co_filename
-            p.line = uf.f_lineno
+            p.line = line_of(uf)
         elif self._current_backward is not None:
             # saved during backward (create_graph), maybe on an autograd worker thread (CUDA):
             # no user frame there; the user's line is the backward() call
@@ -110,7 +110,7 @@ class SavedChecks:
             log = self.numpy_shared
             if key not in log and len(log) >= _MAX_LOGGED_STORAGES:
                 del log[next(iter(log))]
-            log[key] = {"op": op, "file": frame.f_code.co_filename, "line": frame.f_lineno, "segment": seg,
+            log[key] = {"op": op, "file": frame.f_code.co_filename, "line": line_of(frame), "segment": seg,
                         "alias": seg, "library": None, "bumped": False, "tensor": self.note_tensor(t),
                         "names": names}
             watch.on_shared(self.pending.get(key))

@@ -15,7 +15,7 @@ import torch
 from tensorscope.instrument import saved as saved_mod
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
-from tensorscope.instrument.frames import COMPILER, call_segment, library_name, receiver, user_frame
+from tensorscope.instrument.frames import COMPILER, call_segment, library_name, line_of, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
 from tensorscope.instrument.saved_checks import SavedChecks
 
@@ -87,7 +87,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         mates = None
         if uf is not None:
             # --- self.allow("write", uf), inlined
-            site = ("write", uf.f_code.co_filename, uf.f_lineno)
+            site = ("write", uf.f_code.co_filename, line_of(uf))
             counts = self.site_counts
             n = counts.get(site, 0) + 1
             counts[site] = n
@@ -142,7 +142,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
                 if len(recs) >= _MAX_WRITES_PER_STORAGE:
                     del recs[0]
             if uf is not None:
-                recs.append((aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, uf.f_lineno,
+                recs.append((aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, line_of(uf),
                              frame.f_code if frame is not None and frame is not uf else None,
                              self.tid(target) if detailed else None))
                 if detailed and _current_thread() is _MAIN:
