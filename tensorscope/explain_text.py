@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import sys
 
 from tensorscope import __version__
@@ -80,7 +79,7 @@ def explain_text(text: str, json_: bool, output) -> int:
         sys.stderr.write("tensorscope: not a failure tensorscope knows (no PyTorch autograd/aliasing error "
                          "found in the text)\n")
         if json_:
-            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+            sys.stdout.write(_json(doc))
         return ExitCode.UNRECOGNISED
     if output is not None:  # the form -o's extension names, as for a program's report
         from tensorscope.render import form_for_path, render
@@ -88,7 +87,7 @@ def explain_text(text: str, json_: bool, output) -> int:
         form = form_for_path(output)
         out = render_text(doc) if form == "text" else render(doc, form)
     else:
-        out = json.dumps(doc, indent=2) + "\n" if json_ else render_text(doc)
+        out = _json(doc) if json_ else render_text(doc)
     if output is not None:
         with open(output, "w", encoding="utf-8") as f:
             f.write(out)
@@ -118,3 +117,10 @@ def render_text(doc: dict) -> str:
     parts.append(Text.assemble(("to pinpoint the line and the alias: ", "bold"), m["pinpoint"]))
     console.print(Panel(Group(*parts), title=Text(f"explain: {d['kind']}")))
     return buf.getvalue()
+
+
+def _json(doc: dict) -> str:
+    """The document in the layout of every report (NOTE [JSON layout: one record per line])."""
+    from tensorscope.render import json as json_form
+
+    return json_form.render(doc)
