@@ -136,3 +136,17 @@ def line_of(path: str | os.PathLike, code: str) -> int:
     if len(hits) != 1:
         raise AssertionError(f"{code!r} found on lines {hits} of {path}, expected exactly one")
     return hits[0]
+
+
+def selected_programs(request, programs, here):
+    """The programs of PROGRAMS that the session's selected tests of file HERE ask for (every one in a
+    full run; with -k only those, so a partial run starts only their processes)."""
+    names = set()
+    for item in request.session.items:
+        if Path(str(item.fspath)).resolve() != Path(here).resolve() or "results" not in item.fixturenames:
+            continue
+        prog = getattr(getattr(item, "callspec", None), "params", {}).get("prog")
+        if prog is None:
+            return list(programs)  # a test over the whole corpus
+        names.add(prog.name)
+    return [p for p in programs if p.name in names]

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 import test_fixes
+from tests._cli import selected_programs
 
 _SCORE = Path(__file__).resolve().parent / "corpus" / "score.py"
 _spec = importlib.util.spec_from_file_location("tensorscope_corpus_score", _SCORE)
@@ -79,20 +80,6 @@ def _skip_reason(prog):
     return None
 
 
-def selected(request, programs, here):
-    """The programs of PROGRAMS that the session's selected tests of file HERE ask for (every one in a
-    full run; with -k only those, so a partial run starts only their processes)."""
-    names = set()
-    for item in request.session.items:
-        if Path(str(item.fspath)).resolve() != Path(here).resolve() or "results" not in item.fixturenames:
-            continue
-        prog = getattr(getattr(item, "callspec", None), "params", {}).get("prog")
-        if prog is None:
-            return list(programs)  # a test over the whole corpus
-        names.add(prog.name)
-    return [p for p in programs if p.name in names]
-
-
 @pytest.fixture(scope="module")
 def results(request):
     """{name: {"explain": Explained, "plain": {...}, "run": {...} or None}}, computed once in 2 workers."""
@@ -106,7 +93,7 @@ def results(request):
             "run": score.tensorscope_behaviour(prog.path) if prog.name in sampled else None,
         }
 
-    todo = [p for p in selected(request, PROGRAMS, __file__) if _skip_reason(p) is None]
+    todo = [p for p in selected_programs(request, PROGRAMS, __file__) if _skip_reason(p) is None]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(one, todo))
 

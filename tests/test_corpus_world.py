@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli import selected_programs
+
 _SCORE = Path(__file__).resolve().parent / "corpus" / "score.py"
 _spec = importlib.util.spec_from_file_location("tensorscope_corpus_score", _SCORE)
 if _spec.name in sys.modules:
@@ -70,20 +72,6 @@ PROGRAMS = _ci_sample(ALL)
 IDS = [p.stem for p in PROGRAMS]
 
 
-def _selected(request):
-    """The programs the session's selected tests of this file ask for (all of PROGRAMS in a full run;
-    with -k only those, so a partial run starts only their processes)."""
-    names = set()
-    for item in request.session.items:
-        if Path(str(item.fspath)).resolve() != Path(__file__).resolve() or "results" not in item.fixturenames:
-            continue
-        prog = getattr(getattr(item, "callspec", None), "params", {}).get("prog")
-        if prog is None:
-            return list(PROGRAMS)  # a test over the whole sample
-        names.add(prog.name)
-    return [p for p in PROGRAMS if p.name in names]
-
-
 @pytest.fixture(scope="module")
 def results(request):
     """{name: (Explained, plain behaviour, verdicts)}, computed once in 2 workers."""
@@ -94,7 +82,7 @@ def results(request):
         return prog.name, (res, score.plain_behaviour_cached(prog.path, golden), score.check(prog, res))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(one, _selected(request)))
+        return dict(pool.map(one, selected_programs(request, PROGRAMS, __file__)))
 
 
 def test_world_corpus_is_well_formed():

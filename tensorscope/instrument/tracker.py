@@ -15,7 +15,7 @@ import torch
 from tensorscope.instrument import saved as saved_mod
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
-from tensorscope.instrument.frames import COMPILER, call_segment, library_name, line_of, receiver, user_frame
+from tensorscope.instrument.frames import call_segment, library_name, line_of, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
 from tensorscope.instrument.saved_checks import SavedChecks
 
@@ -55,8 +55,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         """Before an in-place write: versions of the target, of the tensors saved on its storage,
         and (for a write recorded in detail) of its known storage-mates.
 
-        The hot path of a training loop (every optimizer update is an in-place write): the user frame
-        walk (frames.user_frame) and the per-site count (Recorder.allow) are inlined here.
+        The hot path of a training loop: every optimizer update is an in-place write.
         """
         try:
             v0 = target._version
@@ -67,36 +66,11 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
             key = None
         aseq = _get_sequence_nr()
-        # --- user_frame(frame, self.user), inlined
-        user = self.user
-        verdict = user._verdict
-        uf = frame
-        while uf is not None:
-            fn = uf.f_code.co_filename
-            v = verdict.get(fn)
-            if v is None:
-                fn in user
-                v = verdict[fn]
-            if v is True:
-                break
-            if v is COMPILER:
-                uf = None
-                break
-            uf = uf.f_back
-        detailed = False
+        uf = user_frame(frame, self.user)
+        detailed = uf is not None and self.allow("write", uf)
         mates = None
-        if uf is not None:
-            # --- self.allow("write", uf), inlined
-            site = ("write", uf.f_code.co_filename, line_of(uf))
-            counts = self.site_counts
-            n = counts.get(site, 0) + 1
-            counts[site] = n
-            if n > self.per_site or len(self.events) >= self.max_events:
-                self.aggregated += 1
-            else:
-                detailed = True
-                if key is not None and self._storages.get(key) is not None:
-                    mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
+        if detailed and key is not None and self._storages.get(key) is not None:
+            mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
         snap = None
         if self.pending and key is not None:
             refs = self.pending.get(key)
