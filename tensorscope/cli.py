@@ -271,16 +271,20 @@ def _main(req: Request) -> None:
                       json_mode=req.json, device=req.device, timeout=req.timeout, ops=req.ops,
                       module=req.module, check_values=req.check_values)
     try:
-        result = session.execute()
+        result = session.execute(hold_collector=True)
         _emit(result.doc, req)
+        verdict = _verdict(result.doc, req)
+        result.doc = None  # freed before the collector is on again (see Session.resume_collector)
     except Exception:
         if req.traceback:
             raise
         _err("internal error (run again with --traceback and report it)")
         raise typer.Exit(ExitCode.INTERNAL)
+    finally:
+        session.resume_collector()
     if result.timed_out:
         _err(f"the program did not finish within {req.timeout:g} s and was stopped; the report is partial")
-    _exit(result, req)
+    _exit(result, req, verdict)
 
 
 def _reexplain(req: Request) -> None:
@@ -325,7 +329,8 @@ def _reexplain(req: Request) -> None:
         _err("internal error (run again with --traceback and report it)")
         raise typer.Exit(ExitCode.INTERNAL)
     # session.Result's fields (session imports torch, which nothing here needs)
-    _exit(SimpleNamespace(doc=doc, exit_status=0, interrupted=False, timed_out=False, os_exit=False), req)
+    _exit(SimpleNamespace(exit_status=0, interrupted=False, timed_out=False, os_exit=False), req,
+          _verdict(doc, req))
 
 
 # --- torchrun: one report per rank ------------------------------------------------------------
@@ -396,7 +401,14 @@ def _found(doc: dict, fail_on: Optional[str]) -> bool:
     return hazards or doc.get("diagnosis") is not None
 
 
-def _exit(result, req: Request) -> None:
+def _verdict(doc: dict, req: Request) -> tuple[bool, bool]:
+    """(whether --fail-on found something, whether explain found a diagnosis or a hazard)."""
+    return (_found(doc, req.fail_on),
+            req.command == "explain" and (doc.get("diagnosis") is not None or bool(doc.get("hazards"))))
+
+
+def _exit(result, req: Request, verdict: tuple[bool, bool]) -> None:
+    fail_on_found, found = verdict
     if result.interrupted:
         # Die by SIGINT like python does, so shells see 130 and callers see -2.
         import signal
@@ -408,14 +420,13 @@ def _exit(result, req: Request) -> None:
         raise typer.Exit(ExitCode.INTERRUPTED)
     if result.timed_out:
         raise typer.Exit(ExitCode.TIMEOUT)
-    if _found(result.doc, req.fail_on):
+    if fail_on_found:
         sys.stdout.flush()
         sys.stderr.flush()
         if result.os_exit:
             os._exit(ExitCode.FAIL_ON)
         raise typer.Exit(ExitCode.FAIL_ON)
     if req.command == "explain":
-        found = result.doc.get("diagnosis") is not None or bool(result.doc.get("hazards"))
         raise typer.Exit(ExitCode.FOUND if found else ExitCode.OK)
     if result.os_exit:
         sys.stdout.flush()

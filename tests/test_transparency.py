@@ -66,6 +66,8 @@ CASES = [
     ("hostile_names.py", [], b""),
     ("proxies_in_globals.py", [], b""),
     ("heap_census.py", [], b""),
+    ("gc_state.py", [], b""),
+    ("gc_state.py", ["off"], b""),
 ]
 
 # The ONLY normalisation: default object reprs (`<function f at 0x7f...>`, `<... object at 0x...>`)
