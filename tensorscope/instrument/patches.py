@@ -389,7 +389,7 @@ class Patcher:
         setattr(owner, name, value)
         self._undo.append((owner, name, had, old))
         if callable(value) and not isinstance(owner, type):
-            self._keep_jit_builtin(value, type(value)._orig if isinstance(value, Transparent) else None)
+            self._keep_jit_builtin(value, value._orig if isinstance(value, Transparent) else None)
 
     def _keep_jit_builtin(self, wrapper, orig) -> None:
         """TorchScript resolves ``torch.zeros_like`` & co. by identity: register the wrapper as the same op."""
@@ -486,7 +486,7 @@ class Patcher:
             if not (name.endswith("_") and not name.startswith("_") and name not in _NOT_WRITES):
                 return value
             w = wrappers.get(name)
-            if w is None or type(w)._orig is not value:
+            if w is None or w._orig is not value:
                 w = wrappers[name] = make_write(name, value)
             return w
 

@@ -9,6 +9,7 @@ on lines that start with "known-difference" (README, Known limits), so nothing i
 """
 import copy
 import hashlib
+import weakref
 import inspect
 import pydoc
 import re
@@ -58,6 +59,7 @@ def facets(obj) -> list:
         ("copy", outcome(lambda: (copy.copy(obj) is obj, copy.deepcopy(obj) is obj))),
         ("set attribute", outcome(lambda: setattr(obj, "_probe_attr", 1))),
         ("del attribute", outcome(lambda: delattr(obj, "_probe_attr"))),
+        ("weakref", outcome(lambda: weakref.ref(obj)() is obj)),
     ]
 
 
