@@ -4,7 +4,9 @@
   explained, and the program behaving as under plain torchrun;
 - the hook-free `run` diagnosis and `explain` of a version error on tensors that live on the GPU
   (backward runs on the device's autograd worker thread);
-- `run --check-values` on the GPU: saved tensors fingerprinted without a host synchronisation.
+- `run --check-values` on the GPU: saved tensors fingerprinted without a host synchronisation;
+- SyncBatchNorm's synchronising path (two ranks on one GPU, gloo): the running statistics it writes
+  without a version bump, found by `explain` on every rank.
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def _torchrun(*args: str, cwd: Path, nproc: int = 1) -> subprocess.CompletedProcess:
     env = _env()
     env.update(MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", "--master_addr=127.0.0.1",
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--master_addr=127.0.0.1",
            f"--master_port={_free_port()}", *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
@@ -115,3 +117,33 @@ def test_check_values_finds_a_silent_write_on_the_gpu(tmp_path):
     [hazard] = doc["hazards"]
     assert hazard["kind"] == "silent-saved-tensor-write"
     assert hazard["culprit"]["line"] == 4
+
+
+def test_syncbatchnorm_sync_path_on_two_ranks_writes_saved_statistics(tmp_path):
+    """Two ranks share the GPU (gloo carries SyncBatchNorm's all_gather), so the module takes its sync path
+    (torch.batch_norm_gather_stats_with_counts), which updates running_mean/var in place without a version
+    bump: an eval-mode output's backward after a training-mode forward silently uses the new statistics."""
+    prog = str(PROGRAMS / "syncbn_two_ranks.py")
+    plain = _torchrun(prog, cwd=REPO, nproc=2)
+    explain = _torchrun("-m", "tensorscope", "explain", "-o", str(tmp_path / "E.json"), prog, cwd=REPO, nproc=2)
+    run = _torchrun("-m", "tensorscope", "run", "-o", str(tmp_path / "R.json"), prog, cwd=REPO, nproc=2)
+    assert plain.returncode == 0 and run.returncode == 0, plain.stderr[-3000:] + run.stderr[-3000:]
+    lines = sorted(plain.stdout.splitlines())
+    # both ranks print the same synchronised statistics: the sync path ran (unsynchronised, they differ)
+    assert len(lines) == 2 and lines[0][len("rank 0"):] == lines[1][len("rank 1"):]
+    assert sorted(run.stdout.splitlines()) == lines and sorted(explain.stdout.splitlines()) == lines
+    assert explain.returncode != 0  # explain exits 1 on a hazard (README, exit codes); torchrun passes it on
+    saved = line_of(prog, "scored = model(torch.randn(8, 4, device=device)).pow(2).mean()")
+    backward = line_of(prog, "scored.backward()")
+    for rank in (0, 1):
+        doc = json.loads((tmp_path / f"E.rank{rank}.json").read_text())
+        validate_against_schema(doc)
+        assert doc["distributed"]["world_size"] == 2 and doc["diagnosis"] is None
+        assert sorted(h["tensor"]["names"][0] for h in doc["hazards"]) == ["net.1.running_mean", "net.1.running_var"]
+        for h in doc["hazards"]:
+            assert h["kind"] == "silent-saved-tensor-write"
+            assert "model.module.1." + h["tensor"]["names"][0].split(".")[-1] in h["tensor"]["names"]
+            assert (h["saved_by"]["line"], h["backward"]["line"]) == (saved, backward)
+            assert "BatchNorm's kernel" in h["explanation"]
+        # run without --check-values registers no hooks and reports no silent write (README)
+        assert json.loads((tmp_path / f"R.rank{rank}.json").read_text())["hazards"] == []
