@@ -113,12 +113,10 @@ def describe(t, storage: bool = False) -> dict:
         itemsize = t.element_size()
         offset = t.storage_offset()
         numel = t.numel()
-        extent = 0 if numel == 0 else (sum((s - 1) * st for s, st in zip(shape if shape is not None else t.shape,
-                                                                          stride)) + 1) * itemsize
         d["stride"] = stride
         d["storage_offset"] = offset
         d["nbytes"] = numel * itemsize
-        d["byte_range"] = [offset * itemsize, offset * itemsize + extent]
+        d["byte_range"] = _span(shape if shape is not None else t.shape, stride, offset, numel, itemsize)
         d["data_ptr"] = t.data_ptr()
     except Exception:
         d.setdefault("stride", None)
@@ -147,14 +145,17 @@ def _on_storage(t, key) -> bool:
 def byte_range(t):
     """[start, end) in bytes of the memory a tensor spans in its storage, or None."""
     try:
-        itemsize = t.element_size()
-        start = t.storage_offset() * itemsize
-        if t.numel() == 0:
-            return [start, start]
-        extent = (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * itemsize
-        return [start, start + extent]
+        return _span(t.shape, t.stride(), t.storage_offset(), t.numel(), t.element_size())
     except Exception:
         return None
+
+
+def _span(shape, stride, offset, numel, itemsize) -> list:
+    """[start, end) in bytes from a tensor's geometry: an empty tensor spans nothing at its offset."""
+    start = offset * itemsize
+    if numel == 0:
+        return [start, start]
+    return [start, start + (sum((s - 1) * st for s, st in zip(shape, stride)) + 1) * itemsize]
 
 
 def ranges_overlap(a, b) -> bool:
