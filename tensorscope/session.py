@@ -92,13 +92,12 @@ class Session:
             # NOTE [No collector passes while the report is built]
             # The program has ended; building the report allocates one container per fact, and the
             # cyclic collector would walk the program's whole heap again and again meanwhile (a
-            # second on a 4,000-parameter model). Writing the report allocates as much again. So the
-            # collector stays off until the caller has written the report and dropped it
-            # (``resume_collector``): freeing those containers takes back the allocations they
-            # counted, and the collector does not pass over the program's heap for tensorscope's
-            # objects (on a small program the one full pass it cost was 0.06 to 0.1 s, a third of
-            # the start-up). It is on again, as the program left it, before the program's atexit
-            # handlers run.
+            # second on a 4,000-parameter model). Writing the report allocates as much again, and
+            # after a program the heap is often ripe for a full pass, so the next automatic pass
+            # would walk the program's whole heap for tensorscope's objects (0.06 to 0.16 s on the
+            # smallest program). So the collector stays off until the caller has written the report
+            # and dropped it; ``resume_collector`` then makes a young pass over what is left and turns
+            # it on again, as the program left it, before the program's atexit handlers run.
             self._gc_was_enabled = gc.isenabled()
             gc.disable()
             try:
@@ -122,11 +121,11 @@ class Session:
         while the report is built]). Idempotent; call it once the report is written and dropped."""
         if self._gc_was_enabled:
             self._gc_was_enabled = False
-            # What stays of tensorscope's allocations after the program ended (the report's modules)
-            # would set off the next pass within a few hundred allocations, and with the program's
-            # heap ripe for a full pass that pass is a full one (it walks the whole heap, 0.06 s on
-            # the smallest program, more on a model); interpreter shutdown makes its own full pass
-            # anyway. A young pass over those few objects (microseconds) starts the count afresh.
+            # What stays of tensorscope's allocations after the program ended (the report's modules:
+            # freeing the report itself takes back only what it counted) would set off the next
+            # pass within a few hundred allocations, a full one where the heap is ripe for it;
+            # interpreter shutdown makes its own full pass anyway. A young pass over those few
+            # objects (microseconds) starts the count afresh.
             gc.collect(0)
             gc.enable()
 
