@@ -403,8 +403,7 @@ def _found(doc: dict, fail_on: Optional[str]) -> bool:
 
 def _verdict(doc: dict, req: Request) -> tuple[bool, bool]:
     """(whether --fail-on found something, whether explain found a diagnosis or a hazard)."""
-    return (_found(doc, req.fail_on),
-            req.command == "explain" and (doc.get("diagnosis") is not None or bool(doc.get("hazards"))))
+    return _found(doc, req.fail_on), req.command == "explain" and _found(doc, "diagnosis")
 
 
 def _exit(result, req: Request, verdict: tuple[bool, bool]) -> None:

@@ -116,7 +116,7 @@ def describe(t, storage: bool = False) -> dict:
         d["stride"] = stride
         d["storage_offset"] = offset
         d["nbytes"] = numel * itemsize
-        d["byte_range"] = _span(shape if shape is not None else t.shape, stride, offset, numel, itemsize)
+        d["byte_range"] = byte_span(shape if shape is not None else t.shape, stride, offset, numel, itemsize)
         d["data_ptr"] = t.data_ptr()
     except Exception:
         d.setdefault("stride", None)
@@ -145,12 +145,12 @@ def _on_storage(t, key) -> bool:
 def byte_range(t):
     """[start, end) in bytes of the memory a tensor spans in its storage, or None."""
     try:
-        return _span(t.shape, t.stride(), t.storage_offset(), t.numel(), t.element_size())
+        return byte_span(t.shape, t.stride(), t.storage_offset(), t.numel(), t.element_size())
     except Exception:
         return None
 
 
-def _span(shape, stride, offset, numel, itemsize) -> list:
+def byte_span(shape, stride, offset, numel, itemsize) -> list:
     """[start, end) in bytes from a tensor's geometry: an empty tensor spans nothing at its offset."""
     start = offset * itemsize
     if numel == 0:
@@ -306,12 +306,8 @@ class Recorder:
             t = r()
             if t is None:
                 continue
-            try:  # `x.data = y` / set_ move a tensor to another storage
-                if storage_key(t) != key:
-                    continue
-            except Exception:
-                continue
-            out.append(t)
+            if _on_storage(t, key):  # `x.data = y` / set_ move a tensor to another storage
+                out.append(t)
         return out
 
     # --- events ---------------------------------------------------------------

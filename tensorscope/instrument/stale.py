@@ -22,7 +22,7 @@ from collections import deque
 import torch
 
 from tensorscope.instrument import saved, state
-from tensorscope.instrument.recorder import node_name, storage_key
+from tensorscope.instrument.recorder import byte_span, node_name, storage_key
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
 MAX_WALK = 5000  # nodes read on the failure path
@@ -182,10 +182,8 @@ def tensor_facts(value):
         with saved._quiet():
             if saved.unusual(value) is not None:
                 return None
-            item = value.element_size()
-            start = value.storage_offset() * item
-            extent = 0 if value.numel() == 0 else (
-                sum((s - 1) * st for s, st in zip(value.shape, value.stride())) + 1) * item
-            return storage_key(value), [start, start + extent], value._version
+            span = byte_span(value.shape, value.stride(), value.storage_offset(), value.numel(),
+                             value.element_size())
+            return storage_key(value), span, value._version
     except Exception:
         return None

@@ -193,7 +193,7 @@ def named(wrapper, orig):
     key = (base, type(orig))
     cls = _CLASSES.get(key)
     if cls is None:
-        ns = {"__slots__": ("__weakref__",) if type(orig).__weakrefoffset__ else ()}
+        ns = {}
         if base is _TransparentMethod:
             ns["_bound_cls"] = _BOUND_CLASSES[type(orig)]
         cls = _CLASSES[key] = _dressed_class(base, orig, ns)
@@ -209,9 +209,10 @@ _SET_ORIG = Transparent._orig.__set__
 
 
 def _dressed_class(base, orig, ns):
-    """A new subclass of ``base`` named as ``orig``'s type."""
+    """A new subclass of ``base`` named as ``orig``'s type, weakly referable where that type is."""
     name = type(orig).__name__
-    ns.update({"__qualname__": name, "__doc__": _DOC, "__module__": _MODULE, "__class__": _CLASS})
+    ns.update({"__slots__": ("__weakref__",) if type(orig).__weakrefoffset__ else (), "__qualname__": name,
+               "__doc__": _DOC, "__module__": _MODULE, "__class__": _CLASS})
     return type(name, (base,), ns)
 
 
@@ -225,8 +226,7 @@ def transparent_property(orig, get, set_):
     def __delete__(self, obj):
         orig.__delete__(obj)
 
-    slots = ("__weakref__",) if type(orig).__weakrefoffset__ else ()
-    out = object.__new__(_dressed_class(Transparent, orig, {"__slots__": slots, "__get__": get, "__set__": set_,
+    out = object.__new__(_dressed_class(Transparent, orig, {"__get__": get, "__set__": set_,
                                                             "__delete__": __delete__}))
     _SET_ORIG(out, orig)
     return out
