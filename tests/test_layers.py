@@ -85,3 +85,50 @@ def test_no_module_imports_another_modules_private_names():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorscope"):
                 private = [a.name for a in node.names if a.name.startswith("_") and not a.name.endswith("__")]
                 assert not private, f"{path.name} imports {private} from {node.module}"
+
+
+def _calls(path: Path):
+    """Every call in a module, as (dotted name of what is called, the call node)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            parts, f = [], node.func
+            while isinstance(f, ast.Attribute):
+                parts.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name):
+                parts.append(f.id)
+            yield ".".join(reversed(parts)), node
+
+
+def _real_stream(node: ast.expr | None) -> bool:
+    """Whether a `file=` argument is the process's own stdout/stderr (`sys.stdout`, `sys.__stderr__`)."""
+    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sys"
+            and node.attr.strip("_") in ("stdout", "stderr"))
+
+
+def test_only_the_cli_owns_consoles_and_exit_codes():
+    """A renderer draws into the console or file it is given; only cli.py makes a Console on the real
+    stdout/stderr, ends the process or picks an exit code (ExitCode, sys.exit, typer.Exit)."""
+    for path in PKG.rglob("*.py"):
+        if path.name == "cli.py":
+            continue
+        where = path.relative_to(PKG)
+        for name, call in _calls(path):
+            if name.split(".")[-1] == "Console":
+                kw = {k.arg: k.value for k in call.keywords}
+                assert "file" in kw and not _real_stream(kw["file"]), f"{where}:{call.lineno}: a Console on the terminal"
+                assert not isinstance(kw.get("stderr"), ast.Constant) or not kw["stderr"].value, f"{where}:{call.lineno}"
+            assert name not in ("sys.exit", "exit", "quit", "typer.Exit"), f"{where}:{call.lineno} calls {name}"
+        if path.name != "exitcodes.py":
+            assert "tensorscope.exitcodes" not in imports(path), f"{where} chooses exit codes: only cli.py does"
+
+
+def test_the_layer_checks_see_what_they_look_for():
+    """The checks above find a Console on the terminal, a sys.exit and an exit code where they are."""
+    cli = PKG / "cli.py"
+    names = {name for name, _ in _calls(cli)}
+    assert {"Console", "sys.exit", "typer.Exit"} <= names
+    assert "tensorscope.exitcodes" in imports(cli)
+    tree = ast.parse("Console(file=sys.stdout)\nConsole(file=buf)\n")
+    files = [c.keywords[0].value for c in ast.walk(tree) if isinstance(c, ast.Call)]
+    assert [_real_stream(f) for f in files] == [True, False]
