@@ -313,7 +313,7 @@ def _reexplain(req: Request) -> None:
         _err(f"'{req.program}' is not a JSON file (a saved report is written by `explain -o report.json PROG`)")
         raise typer.Exit(ExitCode.USAGE)
     try:
-        from tensorscope.analysis import diagnose
+        from tensorscope import diagnose
 
         try:
             diagnose.reexplain(doc)

@@ -20,7 +20,7 @@ def document(text: str) -> dict:
     the tensor facts are empty, and ``message`` holds what was decoded from the text.
     ``diagnosis`` is null when the text is not a failure tensorscope knows.
     """
-    from tensorscope.explain.messages import describe, parse
+    from tensorscope.messages import describe, parse
 
     parsed = parse(text[-_MAX_TEXT:])
     doc = {

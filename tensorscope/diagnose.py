@@ -1,34 +1,35 @@
-"""Choosing the explanation for a run: the first failure, and every silent hazard, from its recorded facts."""
+"""Choosing the explanation for a run: the first failure, and every hazard, from its recorded facts.
+
+The driver over the kinds registry (tensorscope/kinds/__init__.py): it decodes the message, asks the
+kind's explainer (a failure kind's ``explain(ev)``, a hazard kind's ``explain(ev, hazard)``) and falls
+back on the kind's own words. It knows no kind by its logic: a new kind plugs in through the registry.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import linecache
+import os
+import sysconfig
 from contextlib import contextmanager
 from dataclasses import replace
 
-from tensorscope.analysis.common import Evidence, diagnosis, where
+from tensorscope import kinds, source
+from tensorscope.kinds._base import Evidence, diagnosis, where
+from tensorscope.messages import parse
 from tensorscope.recording import Facts, Recording, Source, thaw
 from tensorscope.report import SCHEMA_VERSION
+from tensorscope.source import display_path
 
-# The kinds (28 modules) and their explainers are imported only when there is something to
-# explain: a clean run's report does without them (start-up, see README Performance).
-
-
-def __getattr__(name):
-    if name == "EXPLAINERS":  # kind code -> explain(ev) returning a diagnosis dict, or None for the generic one
-        from tensorscope import kinds
-
-        return kinds.EXPLAINERS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: A failure that carries a saved-tensor record (the tracker caught a version mismatch) is this kind,
+#: whatever its message says.
+SAVED_TENSOR_KIND = "inplace-modified-saved-tensor"
 
 
 def _parse(text: str):
     try:
-        from tensorscope.explain.messages import parse
-    except ImportError:  # pragma: no cover
-        return None
-    try:
         return parse(text)
-    except Exception:
+    except Exception:  # a surprising message loses its kind, never the report
         return None
 
 
@@ -95,11 +96,12 @@ def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
     with recorded_source(facts.sources if recorded else ()):
         ev = evidence(doc, facts)
         doc["diagnosis"] = diagnose(ev)
-        doc["hazards"] = []
-        if ev.hazards:  # the explainers are imported only when there is something to explain
-            from tensorscope.analysis import silent
+        doc["hazards"] = [explain_hazard(ev, h) for h in ev.hazards]
 
-            doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+
+def explain_hazard(ev: Evidence, hazard: dict) -> dict:
+    """The diagnosis of one recorded hazard, by the explainer of the hazard kind it names."""
+    return kinds.HAZARD_EXPLAINERS[hazard.get("kind") or kinds.SILENT_WRITE](ev, hazard)
 
 
 def _may_read_source(facts: Facts, doc: dict) -> bool:
@@ -109,10 +111,6 @@ def _may_read_source(facts: Facts, doc: dict) -> bool:
 
 def _sources(facts: Facts, doc: dict) -> tuple:
     """The program's files the diagnosis may read, as linecache holds them now (NOTE [Recorded source])."""
-    import linecache
-    import os
-    import sysconfig
-
     files: dict[str, None] = {}
     _files_in(facts.to_json(), files)
     exc = doc["program"].get("exception") or {}
@@ -162,13 +160,6 @@ def recorded_source(sources):
     and taken out again afterwards. A file recorded by hash only is read from disk when its content
     still has that hash, and is otherwise empty: no line of another version of it is ever quoted.
     """
-    import hashlib
-    import linecache
-    import os
-
-    from tensorscope.analysis import source as source_mod
-    from tensorscope.report import display_path
-
     saved = {}
     try:
         for s in sources:
@@ -186,7 +177,7 @@ def recorded_source(sources):
                     saved[key] = linecache.cache.get(key)
                 # mtime None: linecache.checkcache leaves the entry alone
                 linecache.cache[key] = (sum(map(len, lines)), None, list(lines), key)
-                source_mod.forget(key)
+                source.forget(key)
         yield
     finally:
         for key, entry in saved.items():
@@ -194,7 +185,7 @@ def recorded_source(sources):
                 linecache.cache.pop(key, None)
             else:
                 linecache.cache[key] = entry
-            source_mod.forget(key)
+            source.forget(key)
 
 
 def diagnose(ev: Evidence) -> dict | None:
@@ -208,14 +199,11 @@ def diagnose(ev: Evidence) -> dict | None:
         text = f"{exc.get('type')}: {exc.get('message')}"
     else:
         return None
-    from tensorscope import kinds
-    from tensorscope.analysis import inplace
-
     parsed = _parse(text)
     ev.parsed = parsed
     code = parsed.kind if parsed is not None else "other"
     if failure is not None and failure.get("saved"):
-        code = inplace.CODE
+        code = SAVED_TENSOR_KIND
     if code == "other":  # kinds seen in the evidence rather than in the message (a None `.grad` used ...)
         code = next((c for c, seen in kinds.RECOGNISERS.items() if _safely(seen, ev)), code)
     explain = kinds.EXPLAINERS.get(code)
@@ -253,9 +241,7 @@ def ended_the_program(failure: dict, exc: dict | None) -> bool:
 
 def generic(ev: Evidence, code: str, text: str) -> dict:
     """A diagnosis from the kind's knowledge and the line that raised."""
-    from tensorscope.kinds import get
-
-    kind = get(code)
+    kind = kinds.get(code)
     failure = ev.failure or {}
     exc = ev.exception or {}
     file, line = failure.get("file"), failure.get("line")
@@ -267,5 +253,5 @@ def generic(ev: Evidence, code: str, text: str) -> dict:
     explanation = kind.explanation
     if code == "other":
         explanation = f"The program raised {text.split(':', 1)[0]}: {message}"
-    return diagnosis(code, explanation=explanation, fix=kind.fixes[0] if kind.fixes else "", culprit=culprit,
+    return diagnosis(kind, explanation=explanation, fix=kind.fixes[0] if kind.fixes else "", culprit=culprit,
                      backward=backward, evidence=[f"exception: {text[:300]}"])
