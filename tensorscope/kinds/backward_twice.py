@@ -118,7 +118,40 @@ def _carried_link(f: dict, first: dict | None) -> dict | None:
     return next((k for k in f.get("links") or [] if k.get("line")), None)
 
 
+def _meeting(how: str | None, name: str | None, op: str, first: dict | None, f: dict, link_line) -> tuple:
+    """(the sentence saying where the two backward calls meet, or None; the fix), by ``how`` (see _carried)."""
+    bline, said = f.get("line"), None
+    label = f"`{name}`" if name else None
+    if how == "same":
+        said = f"Both calls go through the graph of {label}."
+        retain = "torch.autograd.grad(..., retain_graph=True)" if op != "backward()" else f"{name}.backward(retain_graph=True)"
+        fix = (f"If both passes are intended, pass retain_graph=True to the first one at line {first['line'] if first else '?'} "
+               f"(`{retain}`); otherwise run a fresh forward pass before the backward at line {bline}, "
+               "or compute both results in one call.")
+    elif how == "carried":
+        said = (f"{label} is carried from one iteration to the next (line {link_line}: "
+                f"`{source.code(f.get('file'), link_line)}`) without being detached, so each new graph "
+                "still leads into the previous iteration's freed one.")
+        if name in [n for r in f.get("roots") or [] for n in r.get("names") or []]:
+            fix = (f"Accumulate a detached value (`{name} = {name} + loss.item()` or `loss.detach()`) and call "
+                   f"backward() on each iteration's own loss; or detach it each iteration: `{name} = {name}.detach()`.")
+        else:
+            fix = (f"Detach the carried state at the start of each iteration: `{name} = {name}.detach()` "
+                   "(truncated backpropagation through time); use retain_graph=True only if the backward really "
+                   "must reach into earlier iterations.")
+    elif how == "shared":
+        said = f"{label} is shared by the graph of this backward and the one already freed."
+        fix = ("Sum the losses and call backward() once (e.g. `(loss_a + loss_b).backward()`), or pass "
+               f"retain_graph=True to the first backward at line {first['line'] if first else '?'}; "
+               f"otherwise recompute {label} with a fresh forward pass.")
+    else:
+        fix = ("Run a fresh forward pass for each backward(), detach state carried between iterations "
+               "(`h = h.detach()`), or pass retain_graph=True to the first backward if both are intended.")
+    return said, fix
+
+
 def explain(ev: Evidence) -> dict | None:
+    """The diagnosis from the backward calls before the failing one and the freed nodes it reached."""
     f = ev.failure or {}
     if f.get("where") != "backward":
         return None
@@ -139,32 +172,9 @@ def explain(ev: Evidence) -> dict | None:
         parts.append(f"The backward at line {bline} reached {top['node']}"
                      + (f", built by line {node_line} (`{source.code(node_file, node_line)}`)," if node_line else "")
                      + " whose saved tensors were already gone.")
-    label = f"`{name}`" if name else None
-    if how == "same":
-        parts.append(f"Both calls go through the graph of {label}.")
-        retain = "torch.autograd.grad(..., retain_graph=True)" if op != "backward()" else f"{name}.backward(retain_graph=True)"
-        fix = (f"If both passes are intended, pass retain_graph=True to the first one at line {first['line'] if first else '?'} "
-               f"(`{retain}`); otherwise run a fresh forward pass before the backward at line {bline}, "
-               "or compute both results in one call.")
-    elif how == "carried":
-        parts.append(f"{label} is carried from one iteration to the next (line {link_line}: "
-                     f"`{source.code(f.get('file'), link_line)}`) without being detached, so each new graph "
-                     "still leads into the previous iteration's freed one.")
-        if name in [n for r in f.get("roots") or [] for n in r.get("names") or []]:
-            fix = (f"Accumulate a detached value (`{name} = {name} + loss.item()` or `loss.detach()`) and call "
-                   f"backward() on each iteration's own loss; or detach it each iteration: `{name} = {name}.detach()`.")
-        else:
-            fix = (f"Detach the carried state at the start of each iteration: `{name} = {name}.detach()` "
-                   "(truncated backpropagation through time); use retain_graph=True only if the backward really "
-                   "must reach into earlier iterations.")
-    elif how == "shared":
-        parts.append(f"{label} is shared by the graph of this backward and the one already freed.")
-        fix = ("Sum the losses and call backward() once (e.g. `(loss_a + loss_b).backward()`), or pass "
-               f"retain_graph=True to the first backward at line {first['line'] if first else '?'}; "
-               f"otherwise recompute {label} with a fresh forward pass.")
-    else:
-        fix = ("Run a fresh forward pass for each backward(), detach state carried between iterations "
-               "(`h = h.detach()`), or pass retain_graph=True to the first backward if both are intended.")
+    said, fix = _meeting(how, name, op, first, f, link_line)
+    if said:
+        parts.append(said)
     tensor = None
     if name:
         tid = next((loc["tensor"] for loc in graph.get("locals") or [] if loc["name"] == name), None)

@@ -241,7 +241,29 @@ def graph_for_report(graph: dict | None) -> dict | None:
     return {"nodes": nodes, "root": graph.get("root"), "truncated": bool(graph.get("truncated"))}
 
 
+def _what_wrote(culprit_write: dict | None, others: list) -> list[str]:
+    """The sentences saying which write bumped the saved tensor's version (and how many more did)."""
+    out = []
+    if culprit_write:
+        via = culprit_write.get("alias")
+        text = f"Line {culprit_write['line']} (`{code_at(culprit_write.get('file'), culprit_write.get('line'))}`) then wrote into it"
+        if via:
+            text += f" through `{via}`"
+        if culprit_write.get("library"):
+            text += f" (inside {culprit_write['library']})"
+        text += (f", bumping its version {culprit_write.get('version_before')} -> "
+                 f"{culprit_write.get('version_after')}.")
+        out.append(_ddp.write_sentence(culprit_write) if _ddp.is_ddp_write(culprit_write) else text)
+        if others:
+            out.append(f"{len(others)} more write(s) bumped it afterwards (listed below).")
+    else:
+        out.append("It was then modified in place (the write was not seen: it ran in code tensorscope does "
+                   "not instrument, e.g. a `out=` argument or a C++ extension).")
+    return out
+
+
 def explain(ev: Evidence) -> dict | None:
+    """The diagnosis from the saved-tensor record: who saved the tensor, which write bumped it, the alias chain."""
     f = ev.failure or {}
     sf = f.get("saved") or ev.saved_failure
     if sf is None:
@@ -262,21 +284,7 @@ def explain(ev: Evidence) -> dict | None:
     if not sf.get("saved_line") and sf.get("from") == "graph":
         parts.append("The forward line that built it is not known under `tensorscope run` (it registers no "
                      "saved-tensor hooks); `tensorscope explain` names it.")
-    if culprit_write:
-        via = culprit_write.get("alias")
-        text = f"Line {culprit_write['line']} (`{code_at(culprit_write.get('file'), culprit_write.get('line'))}`) then wrote into it"
-        if via:
-            text += f" through `{via}`"
-        if culprit_write.get("library"):
-            text += f" (inside {culprit_write['library']})"
-        text += (f", bumping its version {culprit_write.get('version_before')} -> "
-                 f"{culprit_write.get('version_after')}.")
-        parts.append(_ddp.write_sentence(culprit_write) if _ddp.is_ddp_write(culprit_write) else text)
-        if others:
-            parts.append(f"{len(others)} more write(s) bumped it afterwards (listed below).")
-    else:
-        parts.append("It was then modified in place (the write was not seen: it ran in code tensorscope does "
-                     "not instrument, e.g. a `out=` argument or a C++ extension).")
+    parts += _what_wrote(culprit_write, others)
     parts.append(f"It is now at version {sf.get('version_now')}; backward needs the saved values, so autograd "
                  "refuses to compute a wrong gradient.")
     chain = alias_chain(ev, culprit_write, saved_tid) if culprit_write else []

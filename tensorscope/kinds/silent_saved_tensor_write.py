@@ -52,17 +52,11 @@ def _out_of_place_return(code: str) -> str:
     return "grad * scale"
 
 
-def explain(ev: Evidence, hazard: dict) -> dict:
-    """The diagnosis of one recorded hazard (a hazard kind's explainer takes the hazard too)."""
-    writes = hazard.get("writes") or []
-    first = writes[0] if writes else {}
-    label = ev.label(hazard.get("tensor"))
-    saved_code = code_at(hazard.get("saved_file"), hazard.get("saved_line"))
+def _written(first: dict) -> tuple[str, str, str]:
+    """(how, fix, evidence) for a hazard whose writer was recorded: ``first`` is its first write."""
+    op, line = first.get("op", ""), first.get("line")
     via = first.get("alias") or "an alias"
-    op = first.get("op", "")
-    line = first.get("line")
     wcode = code_at(first.get("file"), line)
-    backward = hazard.get("backward") or {}
     evidence = "write into the saved tensor's bytes that did not bump its version counter"
     if op == "data_set":
         how = (f"line {line} (`{wcode}`) swapped its data with `.data = ...`: it now reads another "
@@ -97,33 +91,46 @@ def explain(ev: Evidence, hazard: dict) -> dict:
                f"`return {_out_of_place_return(wcode)}`): a hook's return value replaces the gradient of its "
                "tensor only.")
         evidence = "gradient written in place inside a tensor hook while another branch still held it"
-    elif not writes and any(n.split(".")[-1] in ("running_mean", "running_var") for n in ev.tensor_names(hazard.get("tensor"))):
-        line = None
-        frm, to = hazard.get("saved_line"), backward.get("line")
-        how = ("its bytes changed while its version did not move: BatchNorm's kernel updates its running "
-               "statistics in place without bumping their version, so a training-mode call of the module"
-               + (f" between line {frm} (saved, in eval mode) and line {to} (backward)" if frm and to else "")
-               + " changed what this eval-mode output's backward reads")
-        fix = ("Run backward before calling the module in training mode again, or compute the eval-mode output "
-               "from a copy of the module (`copy.deepcopy(bn).eval()`).")
-        evidence = "saved bytes changed at an unchanged version (checksum at save and at backward); a BatchNorm buffer"
-    elif not writes:
-        line = None
-        frm, to = hazard.get("saved_line"), backward.get("line")
-        how = ("its bytes changed while its version did not move: something wrote into its memory without "
-               "autograd seeing it (a kernel or extension writing through a pointer, NumPy, a BatchNorm "
-               "running statistic updated by a training-mode call, `.data`)"
-               + (f", between line {frm} (saved) and line {to} (backward)" if frm and to else ""))
-        fix = ("Find the write in that window and make it out of place (or through the tensor itself, so its "
-               "version moves); for a BatchNorm module, do not call it in training mode while a graph through "
-               "its eval-mode output waits for backward.")
-        evidence = "saved bytes changed at an unchanged version (checksum at save and at backward)"
     else:
         how = (f"line {line} (`{wcode}`) wrote into its memory through `{via}`, which shares the storage but "
                "not the version counter, so the version did not move")
         fix = (f"Replace `.data` with `.detach()` at line {line} (then autograd raises instead of computing a "
                f"wrong gradient), or write into a clone: `{via.replace('.data', '.detach().clone()')}`; if the "
                "write is meant to change the forward value, redo the forward pass after it.")
+    return how, fix, evidence
+
+
+def _unseen(ev: Evidence, hazard: dict) -> tuple[str, str, str]:
+    """(how, fix, evidence) for a hazard no write was recorded for: the checksum saw the bytes change."""
+    frm, to = hazard.get("saved_line"), (hazard.get("backward") or {}).get("line")
+    if any(n.split(".")[-1] in ("running_mean", "running_var") for n in ev.tensor_names(hazard.get("tensor"))):
+        how = ("its bytes changed while its version did not move: BatchNorm's kernel updates its running "
+               "statistics in place without bumping their version, so a training-mode call of the module"
+               + (f" between line {frm} (saved, in eval mode) and line {to} (backward)" if frm and to else "")
+               + " changed what this eval-mode output's backward reads")
+        fix = ("Run backward before calling the module in training mode again, or compute the eval-mode output "
+               "from a copy of the module (`copy.deepcopy(bn).eval()`).")
+        return how, fix, ("saved bytes changed at an unchanged version (checksum at save and at backward); "
+                          "a BatchNorm buffer")
+    how = ("its bytes changed while its version did not move: something wrote into its memory without "
+           "autograd seeing it (a kernel or extension writing through a pointer, NumPy, a BatchNorm "
+           "running statistic updated by a training-mode call, `.data`)"
+           + (f", between line {frm} (saved) and line {to} (backward)" if frm and to else ""))
+    fix = ("Find the write in that window and make it out of place (or through the tensor itself, so its "
+           "version moves); for a BatchNorm module, do not call it in training mode while a graph through "
+           "its eval-mode output waits for backward.")
+    return how, fix, "saved bytes changed at an unchanged version (checksum at save and at backward)"
+
+
+def explain(ev: Evidence, hazard: dict) -> dict:
+    """The diagnosis of one recorded hazard (a hazard kind's explainer takes the hazard too)."""
+    writes = hazard.get("writes") or []
+    first = writes[0] if writes else {}
+    label = ev.label(hazard.get("tensor"))
+    saved_code = code_at(hazard.get("saved_file"), hazard.get("saved_line"))
+    op, line = first.get("op", ""), first.get("line")
+    backward = hazard.get("backward") or {}
+    how, fix, evidence = _written(first) if writes else _unseen(ev, hazard)
     culprit = where(first.get("file"), line, alias=first.get("alias"))
     changed = hazard.get("changed_at")
     if changed and changed[1] and (not writes or first.get("op") in _UNSEEN):
