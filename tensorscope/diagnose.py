@@ -1,8 +1,11 @@
-"""Choosing the explanation for a run: the first failure, and every hazard, from its recorded facts.
+"""A report's ``diagnosis``, ``hazards`` and ``recording``: filled from what the run recorded, or again from a
+saved report, with the program's source as it was recorded (tensorscope/verdict.py chooses the explanations).
 
-The driver over the kinds registry (tensorscope/kinds/__init__.py): it decodes the message, asks the
-kind's explainer (a failure kind's ``explain(ev)``, a hazard kind's ``explain(ev, hazard)``) and falls
-back on the kind's own words. It knows no kind by its logic: a new kind plugs in through the registry.
+NOTE [A clean run loads no kind]
+The kinds registry (33 modules) and the message patterns cost about 35 ms of CPU to import (measured on a
+loaded 2-core machine), against a start-up overhead measured in hundredths of a second (README, Performance). A run with no failure, no
+exception and no hazard has nothing to explain, so this module imports tensorscope.verdict only when
+there is something to explain: the one deferred import of a light module that tests/test_layers.py allows.
 """
 
 from __future__ import annotations
@@ -14,34 +17,10 @@ import sysconfig
 from contextlib import contextmanager
 from dataclasses import replace
 
-from tensorscope import kinds, source
-from tensorscope.kinds._base import Evidence, diagnosis, where
-from tensorscope.messages import parse
-from tensorscope.recording import Facts, Recording, Source, thaw
+from tensorscope import source
+from tensorscope.recording import Facts, Recording, Source
 from tensorscope.report import SCHEMA_VERSION
 from tensorscope.source import display_path
-
-#: A failure that carries a saved-tensor record (the tracker caught a version mismatch) is this kind,
-#: whatever its message says.
-SAVED_TENSOR_KIND = "inplace-modified-saved-tensor"
-
-
-def _parse(text: str):
-    try:
-        return parse(text)
-    except Exception:  # a surprising message loses its kind, never the report
-        return None
-
-
-def evidence(doc: dict, facts: Facts) -> Evidence:
-    """The explanations' view of a report and its recorded facts (mutable copies: nothing they do
-    changes the recording)."""
-    return Evidence(
-        doc=doc, failure=thaw(facts.failure), saved_failure=thaw(facts.saved_failure), hazards=thaw(facts.hazards),
-        backwards=thaw(facts.backwards), node_lines=facts.node_line_map(),
-        created=thaw(facts.created), names=thaw(facts.names), exception=doc["program"]["exception"],
-        by_id={t["id"]: t for t in doc["tensors"]}, ddp_models=thaw(facts.ddp_models),
-    )
 
 
 def attach(doc: dict, recording: Recording) -> Facts:
@@ -93,19 +72,17 @@ def facts_of(doc) -> Facts:
 def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
     """``diagnosis`` and ``hazards`` of ``doc`` from ``facts``, reading the program's source as recorded
     (``recorded``) or as the files hold it now."""
+    doc["diagnosis"], doc["hazards"] = None, []
+    if not _may_read_source(facts, doc):
+        return  # nothing failed and nothing is hazardous (NOTE [A clean run loads no kind])
+    from tensorscope import verdict  # See NOTE [A clean run loads no kind]
+
     with recorded_source(facts.sources if recorded else ()):
-        ev = evidence(doc, facts)
-        doc["diagnosis"] = diagnose(ev)
-        doc["hazards"] = [explain_hazard(ev, h) for h in ev.hazards]
-
-
-def explain_hazard(ev: Evidence, hazard: dict) -> dict:
-    """The diagnosis of one recorded hazard, by the explainer of the hazard kind it names."""
-    return kinds.HAZARD_EXPLAINERS[hazard.get("kind") or kinds.SILENT_WRITE](ev, hazard)
+        verdict.explain(doc, facts)
 
 
 def _may_read_source(facts: Facts, doc: dict) -> bool:
-    """Whether a diagnosis could quote the program: there is a failure, an exception or a hazard."""
+    """Whether there is anything to explain (and so to quote): a failure, an exception or a hazard."""
     return bool(facts.failure or facts.hazards or doc["program"].get("exception"))
 
 
@@ -186,72 +163,3 @@ def recorded_source(sources):
             else:
                 linecache.cache[key] = entry
             source.forget(key)
-
-
-def diagnose(ev: Evidence) -> dict | None:
-    failure = ev.failure
-    exc = ev.exception
-    if failure is not None and not ended_the_program(failure, exc):
-        failure = ev.failure = None  # the program caught that one; explain what ended it, if anything
-    if failure is not None:
-        text = f"{failure.get('exception_type')}: {failure.get('message')}"
-    elif exc is not None and exc.get("type") not in ("KeyboardInterrupt", "SystemExit"):
-        text = f"{exc.get('type')}: {exc.get('message')}"
-    else:
-        return None
-    parsed = _parse(text)
-    ev.parsed = parsed
-    code = parsed.kind if parsed is not None else "other"
-    if failure is not None and failure.get("saved"):
-        code = SAVED_TENSOR_KIND
-    if code == "other":  # kinds seen in the evidence rather than in the message (a None `.grad` used ...)
-        code = next((c for c, seen in kinds.RECOGNISERS.items() if _safely(seen, ev)), code)
-    explain = kinds.EXPLAINERS.get(code)
-    if explain is not None:
-        try:
-            d = explain(ev)
-        except Exception:  # a surprising program loses detail, never the report
-            d = None
-        if d is not None:
-            return d
-    return generic(ev, code, text)
-
-
-def _safely(recognise, ev) -> bool:
-    try:
-        return bool(recognise(ev))
-    except Exception:  # a surprising program loses the kind, never the report
-        return False
-
-
-def ended_the_program(failure: dict, exc: dict | None) -> bool:
-    """Whether the recorded failure is the exception that ended the program.
-
-    The tracker records the first failure a wrapped call raised; a program may catch it
-    (``try: loss.backward() except RuntimeError: ...``) and then exit 0, exit through
-    ``sys.exit``, or die of another exception. Only the same type with the same text is
-    the same failure: a caught one is never the diagnosis.
-    """
-    if exc is None:
-        return False
-    limit = 2000  # the tracker keeps the first 2,000 characters of the message
-    return (failure.get("exception_type") == exc.get("type")
-            and (failure.get("message") or "")[:limit] == (exc.get("message") or "")[:limit])
-
-
-def generic(ev: Evidence, code: str, text: str) -> dict:
-    """A diagnosis from the kind's knowledge and the line that raised."""
-    kind = kinds.get(code)
-    failure = ev.failure or {}
-    exc = ev.exception or {}
-    file, line = failure.get("file"), failure.get("line")
-    if not line:
-        file, line = exc.get("file"), exc.get("line")
-    culprit = where(file, line, alias=failure.get("alias"))
-    backward = where(file, line) if failure.get("where") == "backward" else None
-    message = text.split(": ", 1)[-1]
-    explanation = kind.explanation
-    if code == "other":
-        explanation = f"The program raised {text.split(':', 1)[0]}: {message}"
-    return diagnosis(kind, explanation=explanation, fix=kind.fixes[0] if kind.fixes else "", culprit=culprit,
-                     backward=backward, evidence=[f"exception: {text[:300]}"])

@@ -24,7 +24,7 @@ def modules(sub: str):
 
 
 def test_kinds_diagnosis_render_and_report_are_torch_free():
-    for sub in ("kinds", "diagnose.py", "messages.py", "source.py", "render", "report.py"):
+    for sub in ("kinds", "diagnose.py", "verdict.py", "messages.py", "source.py", "render", "report.py"):
         for path in modules(sub):
             bad = {m for m in imports(path) if m == "torch" or m.startswith("torch.")}
             assert not bad, f"{path.name} imports {bad}: only tensorscope.instrument may touch torch"
@@ -39,11 +39,13 @@ def test_only_the_cli_parses_arguments():
 
 
 def test_lower_layers_do_not_import_upper_ones():
-    upper = ("tensorscope.cli", "tensorscope.session", "tensorscope.render", "tensorscope.diagnose", "tensorscope.kinds")
+    upper = ("tensorscope.cli", "tensorscope.session", "tensorscope.render", "tensorscope.diagnose", "tensorscope.verdict",
+             "tensorscope.kinds")
     for path in (PKG / "instrument").glob("*.py"):
         bad = {m for m in imports(path) if m.startswith(upper)}
         assert not bad, f"instrument/{path.name} imports {bad}"
-    for path in [PKG / "diagnose.py", PKG / "messages.py", PKG / "source.py"] + list((PKG / "kinds").glob("*.py")):
+    for path in [PKG / "diagnose.py", PKG / "verdict.py", PKG / "messages.py", PKG / "source.py"] + list(
+            (PKG / "kinds").glob("*.py")):
         bad = {m for m in imports(path) if m.startswith(("tensorscope.cli", "tensorscope.render", "tensorscope.session"))}
         assert not bad, f"{path.name} imports {bad}"
 
@@ -62,9 +64,9 @@ def _params_and_names(path: Path) -> set[str]:
 
 
 def test_nothing_after_instrument_sees_the_tracker():
-    """report.py, diagnose.py, kinds/ and render/ work on the frozen Recording (tensorscope/recording.py):
+    """report.py, diagnose.py, verdict.py, kinds/ and render/ work on the frozen Recording (tensorscope/recording.py):
     they never import instrument/ nor take, read or name the live tracker."""
-    for sub in ("diagnose.py", "kinds", "render", "report.py", "recording.py", "source.py", "messages.py"):
+    for sub in ("diagnose.py", "verdict.py", "kinds", "render", "report.py", "recording.py", "source.py", "messages.py"):
         for path in modules(sub):
             bad = {m for m in imports(path) if m.startswith("tensorscope.instrument")}
             assert not bad, f"{path.name} imports {bad}: the live tracker stays inside instrument/"
@@ -215,6 +217,8 @@ ALLOWED = {
     ("tensorscope.explain_text", "tensorscope.messages"), ("tensorscope.explain_text", "tensorscope.render"),
     ("tensorscope.explain_text", "tensorscope.render.json"),
     ("tensorscope.session", "tensorscope.diagnose"), ("tensorscope.session", "tensorscope"),
+    # a clean run has nothing to explain and loads no kind: see NOTE [A clean run loads no kind]
+    ("tensorscope.diagnose", "tensorscope.verdict"),
     # the form dispatcher loads only the form asked for
     ("tensorscope.render", "tensorscope.render.json"), ("tensorscope.render", "tensorscope.render.sarif"),
 }

@@ -18,7 +18,7 @@ Adding a kind is one file and two lines:
 A hazard (wrong results, no error) is added the same way, with ``Kind(..., hazard=True)`` and
 ``explain(ev, hazard)`` over one recorded hazard fact, which names its kind under ``"kind"``
 (the recorder's silent-write facts, which predate hazard kinds, name none: ``SILENT_WRITE``).
-tensorscope/diagnose.py finds both through ``EXPLAINERS`` and ``HAZARD_EXPLAINERS``, never by name.
+tensorscope/verdict.py finds both through ``EXPLAINERS`` and ``HAZARD_EXPLAINERS``, never by name.
 
 What several kinds share lives beside them in small named modules: ``_base`` (what a kind
 module holds, ``Evidence``, ``site``, ``where``, ``diagnosis``), ``_fixes`` (out-of-place

@@ -44,7 +44,7 @@ class Pattern:
 @dataclass
 class Evidence:
     """Everything an explanation may look at: the report and its recorded facts (``tensorscope.recording.Facts``,
-    as mutable copies; tensorscope/diagnose.py builds it, never from the live tracker)."""
+    as mutable copies; tensorscope/verdict.py builds it, never from the live tracker)."""
 
     doc: dict
     failure: dict | None
