@@ -388,7 +388,7 @@ def _build(block: _Block, exc, scope) -> dict:
     import torch
 
     from tensorscope import report
-    from tensorscope.analysis import diagnose
+    from tensorscope import diagnose
     from tensorscope.instrument import session as instrument
     from tensorscope.session import exception_info
 

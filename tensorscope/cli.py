@@ -302,7 +302,7 @@ def _reexplain(req: Request) -> int:
         raise UsageError(f"can't open file '{req.program}': {e.strerror}")
     except (ValueError, RecursionError):  # JSONDecodeError and undecodable bytes
         raise UsageError(f"'{req.program}' is not a JSON file (a saved report is written by `explain -o report.json PROG`)")
-    from tensorscope.analysis import diagnose
+    from tensorscope import diagnose
 
     try:
         diagnose.reexplain(doc)

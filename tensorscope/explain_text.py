@@ -7,7 +7,7 @@ writing the report and choosing the exit code are cli.py's, drawing it is render
 from __future__ import annotations
 
 from tensorscope import report
-from tensorscope.explain.messages import describe, parse
+from tensorscope.messages import describe, parse
 
 MAX_TEXT = 4 * 1024 * 1024  # only the end of a longer text is read (the error is at the end)
 UNRECOGNISED = "not a failure tensorscope knows (no PyTorch autograd/aliasing error found in the text)"

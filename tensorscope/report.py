@@ -7,53 +7,11 @@ this document and that recording only.
 
 from __future__ import annotations
 
-import io
-import linecache
-import os
-import tokenize
-
 from tensorscope import __version__
 from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, plain
+from tensorscope.source import code_at, display_path  # noqa: F401  (report.code_at, report.display_path: the callers' names)
 
 SCHEMA_VERSION = 2  # 2: the `recording` object (see docs/CONTRACT.md)
-
-
-def code_at(file: str | None, line: int | None) -> str:
-    """The source of a line as the report quotes it: stripped, without a trailing comment."""
-    if not file or not line:
-        return ""
-    return without_comment(linecache.getline(file, line).strip())
-
-
-def without_comment(text: str) -> str:
-    if "#" not in text:
-        return text
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                return text[:tok.start[1]].rstrip() or text
-    except (tokenize.TokenError, SyntaxError):  # a line of a longer statement
-        pass
-    return text
-
-
-_DISPLAY: dict = {}  # (file, working directory) -> shown path: a report names few files, many times
-
-
-def display_path(file: str | None) -> str | None:
-    if not file:
-        return file
-    key = (file, os.getcwd())
-    shown = _DISPLAY.get(key)
-    if shown is None:
-        try:
-            rel = os.path.relpath(file, key[1])
-        except ValueError:
-            rel = ".."
-        if len(_DISPLAY) > 4096:  # a long-lived process (the API, the pytest plugin)
-            _DISPLAY.clear()
-        shown = _DISPLAY[key] = file if rel.startswith("..") else rel
-    return shown
 
 
 def skeleton(*, command: str, program: dict | None, torch_version: str | None, device_mode: str | None,
@@ -79,7 +37,7 @@ def skeleton(*, command: str, program: dict | None, torch_version: str | None, d
         "version_counters": [],
         "events": [],
         "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
-        "diagnosis": None,  # these three are filled by analysis.diagnose.attach when something ran
+        "diagnosis": None,  # these three are filled by diagnose.attach when something ran
         "hazards": [],
         "notes": list(notes),
         "optimizers": [],
@@ -93,7 +51,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
           distributed: dict | None = None) -> dict:
     """Assemble the report document of a run (schema_version 2, see NOTE [One document skeleton]).
 
-    ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by analysis.diagnose.attach.
+    ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by diagnose.attach.
     """
     snap = recording.snapshot
     named = snap.named

@@ -130,7 +130,7 @@ class Session:
             gc.enable()
 
     def _report(self, tracker, recording, outcome, torch_version, distributed) -> Result:
-        from tensorscope.analysis import diagnose
+        from tensorscope import diagnose
 
         path = self.program
         if self.module:  # the module's file once runpy found it, as python puts it in sys.argv[0]
