@@ -23,6 +23,21 @@ def is_tensorscope_file(filename: str) -> bool:
     return filename.startswith(_PACKAGE_DIR)
 
 
+def strip_traceback(e: BaseException) -> None:
+    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames] in patches.py)."""
+    tb = e.__traceback__
+    while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    head = tb
+    while tb is not None:
+        nxt = tb.tb_next
+        while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
+            nxt = nxt.tb_next
+        tb.tb_next = nxt
+        tb = nxt
+    e.__traceback__ = head
+
+
 #: verdict for torch.compile's own frames: what runs under them is tracing, not the program's eager code
 COMPILER = "compiler"
 _COMPILER_PARTS = tuple(os.sep + p + os.sep for p in (
