@@ -325,7 +325,11 @@ class Recorder:
 
     def allow(self, kind: str, frame) -> bool:
         """Count an event at this site; True while it may be recorded in full detail."""
-        site = (kind, frame.f_code.co_filename, line_of(frame))
+        return self.allow_at(kind, frame.f_code.co_filename, line_of(frame))
+
+    def allow_at(self, kind: str, file: str, line: int) -> bool:
+        """``allow`` for a frame whose line is known."""
+        site = (kind, file, line)
         n = self.site_counts.get(site, 0) + 1
         self.site_counts[site] = n
         if n > self.per_site or len(self.events) >= self.max_events:
@@ -376,7 +380,7 @@ class Recorder:
         loc = {"file": None, "line": None, "segment": None, "library": None}
         if uf is not None:
             loc["file"] = uf.f_code.co_filename
-            loc["line"] = uf.f_lineno
+            loc["line"] = line_of(uf)
             loc["segment"] = call_segment(uf)
         if frame is not None and uf is not frame:
             loc["library"] = library_name(frame)

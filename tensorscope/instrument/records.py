@@ -30,6 +30,7 @@ class PreWrite(NamedTuple):
     detailed: bool  # recorded in full: an event, names, aliases (the per-line cap not reached)
     storage: int | None  # the storage key (None: a tensor without storage)
     sequence_nr: int  # autograd's next sequence number: nodes built before the write have lower ones
+    line: int | None  # the line of ``frame``
 
 
 class LoggedWrite(NamedTuple):

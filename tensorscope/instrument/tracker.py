@@ -63,7 +63,9 @@ class Tracker(Recorder):
         """Before an in-place write: versions of the target, of the tensors saved on its storage,
         and (for a write recorded in detail) of its known storage-mates.
 
-        The hot path of a training loop: every optimizer update is an in-place write.
+        The hot path of a training loop: every optimizer update is an in-place write. So the
+        program's frame is looked up once (the common case, a call from the program's own line,
+        without a call) and its line once, for the per-line count and the write log alike.
         """
         try:
             v0 = target._version
@@ -74,8 +76,13 @@ class Tracker(Recorder):
         except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
             key = None
         aseq = _get_sequence_nr()
-        uf = user_frame(frame, self.user)
-        detailed = uf is not None and self.allow("write", uf)
+        user = self.user
+        uf = frame if user._verdict.get(frame.f_code.co_filename) is True else user_frame(frame, user)
+        if uf is not None:
+            line = line_of(uf)
+            detailed = self.allow_at("write", uf.f_code.co_filename, line)
+        else:
+            line, detailed = None, False
         mates = None
         if detailed and key is not None and self._storages.get(key) is not None:
             mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
@@ -88,13 +95,44 @@ class Tracker(Recorder):
                     p = ref()
                     if p is not None:
                         snap.append((p, p.tensor._version))
-        return v0, snap, mates, uf, detailed, key, aseq  # a PreWrite (see NOTE [The shapes of a write])
+        return v0, snap, mates, uf, detailed, key, aseq, line  # a PreWrite (see NOTE [The shapes of a write])
 
     def post_write(self, pre, target, op, frame, source=None):
+        """After an in-place write: the write log, then (a write recorded in detail, or one into the
+        storage of a saved tensor) the event and the saved tensors it hit."""
         if pre is None:
             return
         try:
-            self._post_write(pre, target, op, frame, source=source)
+            v0, snap, mates, uf, detailed, key, aseq, line = pre  # PreWrite's fields, in order
+            v1 = target._version
+            if key is not None:
+                # The write log: every in-place write, compactly: what the hook-free failure path matches a
+                # stale saved tensor against (see NOTE [Stale saved variable without hooks] in stale.py).
+                # Plain values and code objects only; the source text is worked out on the failure path.
+                # No byte range: views of one base share one version counter, so a write into other bytes
+                # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one.
+                # Each entry is a LoggedWrite's fields, in order (see NOTE [The shapes of a write]).
+                log = self.write_log
+                recs = log.get(key)
+                if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
+                    if len(log) >= _MAX_LOGGED_STORAGES:
+                        log.popitem(last=False)
+                    recs = log[key] = []
+                else:
+                    log.move_to_end(key)
+                    if len(recs) >= _MAX_WRITES_PER_STORAGE:
+                        del recs[0]
+                if uf is not None:
+                    recs.append((aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, line,
+                                 frame.f_code if frame is not None and frame is not uf else None,
+                                 self.tid(target) if detailed else None))
+                    if detailed and _current_thread() is _MAIN:
+                        self.mark(aseq, uf)
+                else:
+                    recs.append((aseq, v0, v1, op, _is_grad_enabled(), None, None, None,
+                                 frame.f_code if frame is not None else None, None))
+            if snap or detailed:
+                self._record_write(v0, v1, snap, mates, uf, detailed, target, op, frame, source)
         except Exception:
             pass
 
@@ -104,44 +142,15 @@ class Tracker(Recorder):
         if pre is not None:
             self.post_write(tuple(PreWrite._make(pre)._replace(saved=None)), target, op, frame)
 
-    def _post_write(self, pre, target, op, frame, data_set_value=None, source=None):
-        v0, snap, mates, uf, detailed, key, aseq = pre  # PreWrite's fields, in order
-        v1 = target._version
-        if key is not None:
-            # The write log: every in-place write, compactly: what the hook-free failure path matches a
-            # stale saved tensor against (see NOTE [Stale saved variable without hooks] in stale.py).
-            # Plain values and code objects only; the source text is worked out on the failure path.
-            # No byte range: views of one base share one version counter, so a write into other bytes
-            # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one.
-            # Each entry is a LoggedWrite's fields, in order (see NOTE [The shapes of a write]).
-            log = self.write_log
-            recs = log.get(key)
-            if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
-                if len(log) >= _MAX_LOGGED_STORAGES:
-                    log.popitem(last=False)
-                recs = log[key] = []
-            else:
-                log.move_to_end(key)
-                if len(recs) >= _MAX_WRITES_PER_STORAGE:
-                    del recs[0]
-            if uf is not None:
-                recs.append((aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, line_of(uf),
-                             frame.f_code if frame is not None and frame is not uf else None,
-                             self.tid(target) if detailed else None))
-                if detailed and _current_thread() is _MAIN:
-                    self.mark(aseq, uf)
-            else:
-                recs.append((aseq, v0, v1, op, _is_grad_enabled(), None, None, None,
-                             frame.f_code if frame is not None else None, None))
-        if not snap and not detailed:
-            return
+    def _record_write(self, v0, v1, snap, mates, uf, detailed, target, op, frame, source):
+        """A write recorded in detail, or one into the storage of a saved tensor (explain)."""
         hits = []
         if snap:
             rng = _byte_range(target)
             for p, pv in snap:
                 if p.tensor._version != pv:
                     hits.append((p, True))
-                elif data_set_value is None and op not in saved_mod.NO_DATA_WRITES and ranges_overlap(rng, _byte_range(p.tensor)):
+                elif op not in saved_mod.NO_DATA_WRITES and ranges_overlap(rng, _byte_range(p.tensor)):
                     hits.append((p, False))
         if not hits and not detailed:
             return
@@ -229,7 +238,7 @@ class Tracker(Recorder):
                     src = self.note_tensor(base)
                     tid = self.note_tensor(outs[0])
                     self.tensor_created.setdefault(tid, {
-                        "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op, "source": src})
+                        "file": frame.f_code.co_filename, "line": line_of(frame), "how": op, "source": src})
                     self.emit("copy", frame, op=op, tensor=tid, source=src,
                               requires_grad=bool(outs[0].requires_grad), grad_enabled=torch.is_grad_enabled())
                     return
@@ -240,7 +249,7 @@ class Tracker(Recorder):
                     tid = self.note_tensor(o)
                     ids.append(tid)
                     self.tensor_created.setdefault(tid, {
-                        "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op,
+                        "file": frame.f_code.co_filename, "line": line_of(frame), "how": op,
                         "source": base_id, "shares_version_counter": shares_counter})
             if not ids:
                 return
@@ -265,7 +274,7 @@ class Tracker(Recorder):
             if isinstance(out, _Tensor):
                 tid = self.note_tensor(out)
                 self.tensor_created.setdefault(tid, {
-                    "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op, "source": src})
+                    "file": frame.f_code.co_filename, "line": line_of(frame), "how": op, "source": src})
                 data = {"op": op, "tensor": tid, "requires_grad": bool(out.requires_grad),
                         "grad_enabled": torch.is_grad_enabled()}
                 if src is not None:
@@ -337,7 +346,7 @@ class Tracker(Recorder):
             # the instance's own attributes only: reading a lazy property (`probs`) would compute it
             params = any(isinstance(v, _Tensor) and v.requires_grad for v in vars(dist).values())
             tid = self.note_tensor(out)
-            self.tensor_created.setdefault(tid, {"file": frame.f_code.co_filename, "line": frame.f_lineno,
+            self.tensor_created.setdefault(tid, {"file": frame.f_code.co_filename, "line": line_of(frame),
                                                  "how": op, "source": None})
             self.emit("sample", frame, op=op, tensor=tid, distribution=type(dist).__name__,
                       has_rsample=bool(getattr(dist, "has_rsample", False)), params_require_grad=params,
