@@ -111,7 +111,7 @@ def _version_line() -> str:
     """`tensorscope X (torch Y)`, read from the installed metadata: torch is not imported (start-up)."""
     from importlib import metadata
 
-    from tensorscope import __version__
+    from tensorscope.version import __version__
 
     try:
         torch_version = metadata.version("torch")
