@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from typing import List, Optional
@@ -229,6 +230,11 @@ def _request(command: str, program: str, args, **options) -> Request:
         args = args[1:]
     if json_ and output is not None:
         usage("--json and --output cannot be combined")
+    if output is not None:
+        try:
+            options["output"] = checked_output(output)
+        except UsageError as e:
+            usage(str(e))
     if device not in DEVICE_MODES:
         usage(f"--device must be one of {', '.join(DEVICE_MODES)}, not '{device}'")
     if fail_on is not None and fail_on not in FAIL_ON:
@@ -270,11 +276,13 @@ def _main(req: Request) -> None:
     session = Session(command=req.command, program=req.program, argv=list(req.args), source=source,
                       json_mode=req.json, device=req.device, timeout=req.timeout, ops=req.ops,
                       module=req.module, check_values=req.check_values)
+    written = verdict = None
     try:
-        result = session.execute(hold_collector=True)
-        _emit(result.doc, req)
-        verdict = _verdict(result.doc, req)
-        result.doc = None  # freed before the collector is on again (see Session.resume_collector)
+        result = session.execute(hold_collector=True, on_abrupt_end=lambda r: _abrupt_end(r, req))
+        if result.doc is not None:
+            written = _emit(result.doc, req)
+            verdict = _verdict(result.doc, req)
+            result.doc = None  # freed before the collector is on again (see Session.resume_collector)
     except Exception:
         if req.traceback:
             raise
@@ -282,9 +290,26 @@ def _main(req: Request) -> None:
         raise typer.Exit(ExitCode.INTERNAL)
     finally:
         session.resume_collector()
+        session.release_signals()  # dies by a signal that came while the report was written
+    if verdict is None:  # a forked child of the program returned: it exits as python's would, no report
+        raise typer.Exit(result.exit_status)
     if result.timed_out:
         _err(f"the program did not finish within {req.timeout:g} s and was stopped; the report is partial")
-    _exit(result, req, verdict)
+    _exit(result, req, verdict, written)
+
+
+def _abrupt_end(result, req: Request) -> Optional[int]:
+    """The program ended the process itself (``os._exit``, SIGTERM, SIGHUP): write the report now and
+    say which exit status replaces ``os._exit``'s, if any (see NOTE [Ending as python ends])."""
+    written = _emit(result.doc, req, raw=True)
+    fail_on_found, found = _verdict(result.doc, req)
+    if not written:
+        return ExitCode.NOT_WRITTEN
+    if fail_on_found:
+        return ExitCode.FAIL_ON
+    if req.command == "explain":
+        return ExitCode.FOUND if found else ExitCode.OK
+    return None
 
 
 def _reexplain(req: Request) -> None:
@@ -320,7 +345,7 @@ def _reexplain(req: Request) -> None:
         except ValueError as e:
             _err(f"'{req.program}': {e}")
             raise typer.Exit(ExitCode.USAGE)
-        _emit(doc, req)
+        written = _emit(doc, req)
     except typer.Exit:
         raise
     except Exception:
@@ -329,8 +354,7 @@ def _reexplain(req: Request) -> None:
         _err("internal error (run again with --traceback and report it)")
         raise typer.Exit(ExitCode.INTERNAL)
     # session.Result's fields (session imports torch, which nothing here needs)
-    _exit(SimpleNamespace(exit_status=0, interrupted=False, timed_out=False, os_exit=False), req,
-          _verdict(doc, req))
+    _exit(SimpleNamespace(exit_status=0, interrupted=False, timed_out=False), req, _verdict(doc, req), written)
 
 
 # --- torchrun: one report per rank ------------------------------------------------------------
@@ -344,11 +368,14 @@ def rank_path(path: str, rank: int) -> str:
     return os.path.join(head, name)
 
 
-def _emit(doc: dict, req: Request) -> None:
-    """Write the report where it was asked for: stdout (text or JSON) or a file.
+def _emit(doc: dict, req: Request, raw: bool = False) -> bool:
+    """Write the report where it was asked for: stdout (text or JSON) or a file; False when the file
+    could not be written (the message is said here).
 
     Under torchrun each rank writes its own file (`r.rank0.json`, ...); on the terminal only
-    rank 0 prints, headed "rank 0", unless --all-ranks.
+    rank 0 prints, headed "rank 0", unless --all-ranks. ``raw``: the program ended the process
+    itself, so the report goes to file descriptor 1 past ``sys.stdout``, whose buffer python
+    would have lost (see NOTE [Ending as python ends]).
     """
     from tensorscope.render import form_for_path, render
 
@@ -358,19 +385,21 @@ def _emit(doc: dict, req: Request) -> None:
         if rank is not None:
             output = rank_path(output, rank)
         form = form_for_path(output)
-        try:
-            with open(output, "w", encoding="utf-8") as f:
-                if form == "json":  # streamed: a large document is never held twice
-                    from tensorscope.render import json as json_form
 
-                    json_form.write(doc, f)
-                else:
-                    f.write(render(doc, form, width=100, color=False, **req.view()))
-        except OSError as e:
-            _err(f"can't write the report to '{output}': {e.strerror}")
-        return
+        def write(f):
+            if form == "json":  # streamed: a large document is never held twice
+                from tensorscope.render import json as json_form
+
+                json_form.write(doc, f)
+            else:
+                f.write(render(doc, form, width=100, color=False, **req.view()))
+
+        failure = write_report(output, write)
+        if failure is not None:
+            _err(f"can't write the report to '{output}': {failure}")
+        return failure is None
     if rank is not None and rank != 0 and not req.all_ranks:
-        return
+        return True
     if req.json:
         text = render(doc, "json")
     else:
@@ -387,8 +416,83 @@ def _emit(doc: dict, req: Request) -> None:
         if rank is not None:
             text = f"rank {rank}\n{text}"
     # one write: the ranks' reports share the terminal and must not interleave line by line
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    if raw:
+        _write_fd(1, text.encode(getattr(sys.stdout, "encoding", None) or "utf-8", "replace"))
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return True
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
+
+
+# --- -o FILE: checked before the program, written atomically ------------------------------------
+
+# NOTE [Atomic report]
+# `-o FILE` is checked before the program starts (its folder exists and is writable, FILE is not a
+# folder), so a wrong path costs nothing; a relative FILE is made absolute against the folder
+# tensorscope started in, wherever the program `os.chdir`s to. The report is written to a new
+# file beside FILE (`.FILE.<pid>.tmp`, the mode FILE has or the umask gives) and renamed over FILE
+# with os.replace only once complete: a full disk, a file size limit or a kill mid-write leaves the
+# previous FILE as it was (a kill may leave the `.tmp` file). Something that is not a regular file
+# (/dev/stdout, a FIFO, /dev/full) is written in place.
+
+
+def checked_output(output: str) -> str:
+    """``-o FILE`` made absolute, once its folder is known to exist and be writable (else UsageError)."""
+    path = os.path.abspath(output)
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise UsageError(f"can't write the report to '{output}': it is a directory")
+    if not os.path.isdir(folder):
+        raise UsageError(f"can't write the report to '{output}': no such directory '{folder}'")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"can't write the report to '{output}': permission denied")
+    if _is_regular_or_new(path) and not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"can't write the report to '{output}': the directory '{folder}' is not writable")
+    return path
+
+
+def _is_regular_or_new(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
+def write_report(path: str, write) -> Optional[str]:
+    """``write(f)`` into ``path`` atomically (see NOTE [Atomic report]); None, or why it failed."""
+    path = os.path.realpath(path)  # through a symlink, as open() writes
+    try:
+        if not _is_regular_or_new(path):
+            with open(path, "w", encoding="utf-8") as f:
+                write(f)
+            return None
+        folder, name = os.path.split(path)
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies, as for open()
+    except OSError as e:
+        return e.strerror or str(e)
+    try:
+        try:
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # an existing file keeps its mode
+        except FileNotFoundError:
+            pass
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            return f"{e.strerror or e}; the previous file is untouched"
+        raise
+    return None
 
 
 def _found(doc: dict, fail_on: Optional[str]) -> bool:
@@ -406,7 +510,7 @@ def _verdict(doc: dict, req: Request) -> tuple[bool, bool]:
     return _found(doc, req.fail_on), req.command == "explain" and _found(doc, "diagnosis")
 
 
-def _exit(result, req: Request, verdict: tuple[bool, bool]) -> None:
+def _exit(result, req: Request, verdict: tuple[bool, bool], written: bool = True) -> None:
     fail_on_found, found = verdict
     if result.interrupted:
         # Die by SIGINT like python does, so shells see 130 and callers see -2.
@@ -417,20 +521,14 @@ def _exit(result, req: Request, verdict: tuple[bool, bool]) -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
         raise typer.Exit(ExitCode.INTERRUPTED)
+    if not written:
+        raise typer.Exit(ExitCode.NOT_WRITTEN)
     if result.timed_out:
         raise typer.Exit(ExitCode.TIMEOUT)
     if fail_on_found:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if result.os_exit:
-            os._exit(ExitCode.FAIL_ON)
         raise typer.Exit(ExitCode.FAIL_ON)
     if req.command == "explain":
         raise typer.Exit(ExitCode.FOUND if found else ExitCode.OK)
-    if result.os_exit:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(result.exit_status)
     raise typer.Exit(result.exit_status)
 
 

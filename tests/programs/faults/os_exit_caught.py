@@ -1,0 +1,15 @@
+"""Row 2: os._exit cannot be caught; no except or finally block runs."""
+import os
+
+import torch
+
+x = torch.ones(2, requires_grad=True)
+(x * 3).sum().backward()
+print("before", x.grad.tolist(), flush=True)
+try:
+    os._exit(4)
+except BaseException:
+    print("caught", flush=True)
+finally:
+    print("finally", flush=True)
+print("carried on", flush=True)
