@@ -34,6 +34,8 @@ GRACE = 10.0
 
 FATAL = (signal.SIGTERM, signal.SIGHUP)  # their default action ends the process
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# the real functions: the program sees wrappers of them during the run (fatal_signals_report)
+_signal, _getsignal = signal.signal, signal.getsignal
 
 
 def die_by(signum: int, real_exit=os._exit) -> None:
@@ -41,7 +43,7 @@ def die_by(signum: int, real_exit=os._exit) -> None:
     with 128 + signum, the status a shell shows for it."""
     _flush()
     try:
-        signal.signal(signum, signal.SIG_DFL)
+        _signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
     except (ValueError, OSError):  # not the main thread: the disposition cannot be changed
         pass
@@ -130,12 +132,14 @@ def os_exit_reports(ending: Ending, real_exit):
 @contextlib.contextmanager
 def fatal_signals_report(ending: Ending):
     """SIGTERM and SIGHUP write the report, then the process dies by them (see NOTE [Ending as python ends])."""
-    real_signal, real_getsignal = signal.signal, signal.getsignal
+    real_signal, real_getsignal = _signal, _getsignal
 
     def handler(signum, frame):
-        if ending.in_child():
+        try:
+            if not ending.in_child():
+                ending.end(signum=signum)
+        finally:  # a forked child, or anything going wrong: the default action, as under python
             die_by(signum)
-        ending.end(signum=signum)
 
     ours = [s for s in FATAL if real_getsignal(s) == signal.SIG_DFL]
 
@@ -177,9 +181,9 @@ class HeldSignals:
         self._previous = {}
         for s in HELD:
             try:
-                if signal.getsignal(s) == signal.SIG_IGN:
+                if _getsignal(s) == signal.SIG_IGN:
                     continue
-                self._previous[s] = signal.signal(s, self._hold)
+                self._previous[s] = _signal(s, self._hold)
             except (ValueError, OSError):  # not the main thread
                 pass
 
@@ -193,7 +197,7 @@ class HeldSignals:
         previous, self._previous = self._previous, {}
         for s, h in previous.items():
             try:
-                signal.signal(s, h if h is not None else signal.SIG_DFL)
+                _signal(s, h if h is not None else signal.SIG_DFL)
             except (ValueError, OSError, TypeError):
                 pass
         if self.pending is not None:

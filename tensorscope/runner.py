@@ -21,7 +21,7 @@ import traceback
 import types
 from dataclasses import dataclass, field
 
-from tensorscope import exits
+from tensorscope import children, exits
 from tensorscope.instrument.frames import is_tensorscope_file
 from tensorscope.instrument.patches import strip_traceback
 
@@ -39,6 +39,7 @@ class Outcome:
     os_exit: bool = False  # the program called os._exit
     signal: int | None = None  # the signal that ended the program (SIGTERM, SIGHUP)
     forked_child: bool = False  # run returned in a process forked from the one that started it
+    children: list = field(default_factory=list)  # children.Child: the processes the program started
     main_globals: dict | None = field(default=None, repr=False)
 
 
@@ -153,7 +154,8 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         main = stack.enter_context(main_module(path, module))
         stack.enter_context(program_argv(path, argv, module))
         stack.enter_context(program_path0(path, module))
-        ending = exits.Ending(_abrupt_report(main, on_end, on_abrupt_end), real_os_exit)
+        watch = stack.enter_context(children.watched())
+        ending = exits.Ending(_abrupt_report(main, watch, on_end, on_abrupt_end), real_os_exit)
         stack.enter_context(exits.os_exit_reports(ending, real_os_exit))
         stack.enter_context(exits.fatal_signals_report(ending))
         stack.callback(_flush)
@@ -189,6 +191,7 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
             _print_exception(e)
         outcome.main_globals = main.__dict__
     outcome.forked_child = ending.in_child()
+    outcome.children = watch.children()
     return outcome
 
 
@@ -211,14 +214,15 @@ def _execute(code, main, module, limit) -> None:
         exec(code, main.__dict__)
 
 
-def _abrupt_report(main, on_end, on_abrupt_end):
+def _abrupt_report(main, watch, on_end, on_abrupt_end):
     """The report of a program that ends the process itself: ``report(status, signum)`` for exits.Ending."""
 
     def report(status, signum):
         if on_end is not None:
             on_end()
         outcome = Outcome(exit_status=status & 0xFF if signum is None else 128 + signum,
-                          os_exit=signum is None, signal=signum, main_globals=main.__dict__)
+                          os_exit=signum is None, signal=signum, main_globals=main.__dict__,
+                          children=watch.children())
         return None if on_abrupt_end is None else on_abrupt_end(outcome)
 
     return report

@@ -8,7 +8,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from tensorscope import exits, report, runner
+from tensorscope import children, exits, report, runner
 
 
 @dataclass
@@ -164,6 +164,7 @@ class Session:
             "argv": [path, *self.argv],
             "exit_status": outcome.exit_status,
             "exception": exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
+            "children": [child.to_json() for child in outcome.children],
         }
         doc = report.build(recording, command=self.command, program=program,
                            torch_version=torch_version, device_mode=self.device)
@@ -173,6 +174,8 @@ class Session:
             doc["notes"].append("interrupted (KeyboardInterrupt): the report is partial")
         if outcome.signal is not None:
             doc["notes"].append(f"ended by {signal.Signals(outcome.signal).name}: the report is partial")
+        if children.note(outcome.children):
+            doc["notes"].append(children.note(outcome.children))
         if outcome.os_exit:
             doc["notes"].append(f"the program called os._exit({outcome.exit_status}): the report is what it "
                                 "had done by then")
