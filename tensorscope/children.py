@@ -29,8 +29,17 @@ class Child:
     argv: list | None = None  # the command line of an exec'd child
     exit_status: int | None = None  # as subprocess's returncode: negative when a signal ended it
 
+    @property
+    def failed(self) -> bool:
+        """Ended badly: a forked or python child that exited non-zero or was killed. Other programs
+        (``grep``, ``git``) say things with their status that the program reads itself."""
+        if self.exit_status in (0, None):
+            return False
+        return self.start == "fork" or bool(self.argv) and os.path.basename(self.argv[0]).startswith("python")
+
     def to_json(self) -> dict:
-        return {"pid": self.pid, "start": self.start, "argv": self.argv, "exit_status": self.exit_status}
+        return {"pid": self.pid, "start": self.start, "argv": self.argv, "exit_status": self.exit_status,
+                "failed": self.failed}
 
 
 class Watch:
@@ -108,7 +117,7 @@ def note(children: list) -> str | None:
     """The report's note about the children, or None without any."""
     if not children:
         return None
-    failed = [c for c in children if c.exit_status not in (0, None)]
+    failed = [c for c in children if c.failed]
     running = [c for c in children if c.exit_status is None]
     text = (f"{len(children)} child process{'es' if len(children) != 1 else ''} ran outside the recording "
             "(their tensors and backward calls are not in this report: see program.children)")

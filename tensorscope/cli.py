@@ -508,7 +508,7 @@ def _found(doc: dict, fail_on: Optional[str]) -> bool:
 def _verdict(doc: dict, req: Request) -> tuple[bool, bool]:
     """(whether --fail-on found something, whether explain found a diagnosis, a hazard or a failed child
     process: see NOTE [Child processes])."""
-    failed_child = any(c.get("exit_status") not in (0, None) for c in (doc.get("program") or {}).get("children") or [])
+    failed_child = any(c.get("failed") for c in (doc.get("program") or {}).get("children") or [])
     return _found(doc, req.fail_on), req.command == "explain" and (_found(doc, "diagnosis") or failed_child)
 
 

@@ -103,8 +103,8 @@ def verdict(doc, counts=None) -> Text:
 
 
 def failed_children(doc) -> list:
-    """The program's child processes that exited non-zero or were killed."""
-    return [c for c in (doc.get("program") or {}).get("children") or [] if c.get("exit_status") not in (0, None)]
+    """The program's child processes that failed (see NOTE [Child processes])."""
+    return [c for c in (doc.get("program") or {}).get("children") or [] if c.get("failed")]
 
 
 def headline(doc, counts) -> Text:
