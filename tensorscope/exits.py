@@ -141,6 +141,8 @@ def fatal_signals_report(ending: Ending):
         finally:  # a forked child, or anything going wrong: the default action, as under python
             die_by(signum)
 
+    handler.tensorscope_default = True  # stands for SIG_DFL (see HeldSignals.release)
+
     ours = [s for s in FATAL if real_getsignal(s) == signal.SIG_DFL]
 
     def signal_(signalnum, handler_):
@@ -196,6 +198,8 @@ class HeldSignals:
         """Put the handlers back; die by the signal held meanwhile, if one came."""
         previous, self._previous = self._previous, {}
         for s, h in previous.items():
+            if getattr(h, "tensorscope_default", False):  # the run is over: its handler stood for SIG_DFL
+                h = signal.SIG_DFL
             try:
                 _signal(s, h if h is not None else signal.SIG_DFL)
             except (ValueError, OSError, TypeError):

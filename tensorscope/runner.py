@@ -40,6 +40,7 @@ class Outcome:
     signal: int | None = None  # the signal that ended the program (SIGTERM, SIGHUP)
     forked_child: bool = False  # run returned in a process forked from the one that started it
     children: list = field(default_factory=list)  # children.Child: the processes the program started
+    held: exits.HeldSignals | None = field(default=None, repr=False)  # released once the report is written
     main_globals: dict | None = field(default=None, repr=False)
 
 
@@ -189,6 +190,9 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
             outcome.exception = e
             outcome.exit_status = 1
             _print_exception(e)
+        # From here on what runs is tensorscope's (and the program's threads, joined below): signals
+        # wait for the report (see NOTE [Ending as python ends]).
+        outcome.held = exits.HeldSignals(real_os_exit)
         outcome.main_globals = main.__dict__
     outcome.forked_child = ending.in_child()
     outcome.children = watch.children()

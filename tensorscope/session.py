@@ -8,7 +8,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from tensorscope import children, exits, report, runner
+from tensorscope import children, report, runner
 
 
 @dataclass
@@ -114,9 +114,9 @@ class Session:
             outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
                                  on_end=on_end, module=self.program if self.module else None,
                                  on_abrupt_end=abrupt_end)
+            self.held = outcome.held
             if outcome.forked_child:  # the program forked and the child returned: python's exit, no report
                 return Result(None, outcome.exit_status)
-            self.held = exits.HeldSignals()
             # NOTE [No collector passes while the report is built]
             # The program has ended; building the report allocates one container per fact, and the
             # cyclic collector would walk the program's whole heap again and again meanwhile (a

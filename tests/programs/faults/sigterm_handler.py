@@ -16,7 +16,8 @@ previous = signal.signal(signal.SIGTERM, on_term)
 print("previous", previous, flush=True)
 x = torch.zeros(4)
 w = torch.ones(4, requires_grad=True)
-print("ready", flush=True)
+sys.stdout.write("ready\n")  # one write: the handler cannot run between "ready" and its newline
+sys.stdout.flush()
 while True:
     x.add_(1)
     (x * w).sum().backward()
