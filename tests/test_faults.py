@@ -319,3 +319,12 @@ def test_subprocess_and_dataloader_workers_are_named(tmp_path):
     assert len(workers) == 2 and all(c["start"] == "fork" and c["exit_status"] == 0 for c in workers), children
     assert any("3 child processes ran outside the recording" in n for n in doc["notes"]), doc["notes"]
 
+
+
+def test_the_exit_code_table_lists_every_exit_code():
+    from tensorscope.exitcodes import ExitCode
+
+    text = (REPO / "docs" / "faults.md").read_text()
+    table = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
+    assert documented == {int(code) for code in ExitCode}
