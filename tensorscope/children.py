@@ -21,6 +21,8 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
+from tensorscope.instrument.transparent import named
+
 
 @dataclass
 class Child:
@@ -88,10 +90,8 @@ def watched():
             child.exit_status = os.waitstatus_to_exitcode(status)
         return pid, status
 
-    for wrapper, real in ((fork, real_fork), (fork_exec, real_fork_exec), (waitpid, real_waitpid)):
-        wrapper.__name__ = wrapper.__qualname__ = real.__name__
-        wrapper.__doc__, wrapper.__module__ = real.__doc__, real.__module__
-    os.fork, os.waitpid, _posixsubprocess.fork_exec = fork, waitpid, fork_exec
+    fork_exec = named(fork_exec, real_fork_exec)
+    os.fork, os.waitpid, _posixsubprocess.fork_exec = named(fork, real_fork), named(waitpid, real_waitpid), fork_exec
     if real_subprocess_fork_exec is not None:
         subprocess._fork_exec = fork_exec
     try:

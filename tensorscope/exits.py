@@ -29,6 +29,8 @@ import signal
 import sys
 import threading
 
+from tensorscope.instrument.transparent import named
+
 #: seconds the report may take once the program ended the process (os._exit, SIGTERM, SIGHUP)
 GRACE = 10.0
 
@@ -121,8 +123,7 @@ def os_exit_reports(ending: Ending, real_exit):
             real_exit(status)
         ending.end(status=status)
 
-    _exit.__doc__, _exit.__module__ = real_exit.__doc__, real_exit.__module__
-    os._exit = _exit
+    os._exit = named(_exit, real_exit)
     try:
         yield
     finally:
@@ -155,12 +156,9 @@ def fatal_signals_report(ending: Ending):
         current = real_getsignal(signalnum)
         return signal.SIG_DFL if current is handler else current
 
-    for wrapper, real in ((signal_, real_signal), (getsignal, real_getsignal)):
-        wrapper.__name__ = wrapper.__qualname__ = real.__name__
-        wrapper.__doc__, wrapper.__module__ = real.__doc__, real.__module__
     for s in ours:
         real_signal(s, handler)
-    signal.signal, signal.getsignal = signal_, getsignal
+    signal.signal, signal.getsignal = named(signal_, real_signal), named(getsignal, real_getsignal)
     try:
         yield
     finally:
