@@ -40,10 +40,12 @@ HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _signal, _getsignal = signal.signal, signal.getsignal
 
 
-def die_by(signum: int, real_exit=os._exit) -> None:
+def die_by(signum: int, real_exit=os._exit, flush: bool = False) -> None:
     """End the process by ``signum`` as its default action does (from the main thread), else
-    with 128 + signum, the status a shell shows for it."""
-    _flush()
+    with 128 + signum, the status a shell shows for it. ``flush``: write out what ``sys.stdout``
+    and ``sys.stderr`` hold first (the default action, like ``os._exit``, loses it)."""
+    if flush:
+        _flush()
     try:
         _signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
@@ -202,5 +204,5 @@ class HeldSignals:
                 _signal(s, h if h is not None else signal.SIG_DFL)
             except (ValueError, OSError, TypeError):
                 pass
-        if self.pending is not None:
-            die_by(self.pending, self._real_exit)
+        if self.pending is not None:  # the program is over: python would have flushed its output
+            die_by(self.pending, self._real_exit, flush=True)

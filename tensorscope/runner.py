@@ -222,6 +222,7 @@ def _abrupt_report(main, watch, on_end, on_abrupt_end):
     """The report of a program that ends the process itself: ``report(status, signum)`` for exits.Ending."""
 
     def report(status, signum):
+        signal.setitimer(signal.ITIMER_REAL, 0)  # --timeout must not stop the report
         if on_end is not None:
             on_end()
         outcome = Outcome(exit_status=status & 0xFF if signum is None else 128 + signum,

@@ -225,6 +225,32 @@ def test_fatal_signal_writes_the_report_then_dies_by_it(tmp_path, signum):
     assert f"ended by {signal.Signals(signum).name}: the report is partial" in doc["notes"]
 
 
+def test_sigterm_loses_buffered_output_as_python_does(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # stdout block-buffered in a pipe, as by default
+    report = tmp_path / "r.json"
+    path = str(FAULTS / "buffered_then_term.py")
+
+    def killed(cmd):
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            err = _wait_for(proc, b"ready\n", proc.stderr)
+            proc.send_signal(signal.SIGTERM)
+            out, rest = proc.communicate(timeout=DEFAULT_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return proc.returncode, out, err + rest
+
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(killed, [PY, path])
+        ts = pool.submit(killed, [PY, "-m", "tensorscope", "run", "-o", str(report), path])
+        py, ts = py.result(), ts.result()
+    assert py == (-signal.SIGTERM, b"", b"ready\n")
+    assert ts == py
+    assert read_report(report)["program"]["exit_status"] == 128 + signal.SIGTERM
+
+
 def test_the_programs_own_sigterm_handler_keeps_working(tmp_path):
     report = tmp_path / "r.json"
     path = str(FAULTS / "sigterm_handler.py")
