@@ -301,8 +301,14 @@ def _main(req: Request) -> None:
 def _abrupt_end(result, req: Request) -> Optional[int]:
     """The program ended the process itself (``os._exit``, SIGTERM, SIGHUP): write the report now and
     say which exit status replaces ``os._exit``'s, if any (see NOTE [Ending as python ends])."""
-    written = _emit(result.doc, req, raw=True)
-    fail_on_found, found = _verdict(result.doc, req)
+    try:
+        if result is None:
+            raise RuntimeError("the report could not be built")
+        written = _emit(result.doc, req, raw=True)
+        fail_on_found, found = _verdict(result.doc, req)
+    except Exception:
+        _err("internal error: the report was not written (report it; --traceback cannot show it here)")
+        return ExitCode.INTERNAL
     if not written:
         return ExitCode.NOT_WRITTEN
     if fail_on_found:

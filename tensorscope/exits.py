@@ -102,7 +102,7 @@ class Ending:
         replaced = None
         try:
             replaced = self._report(status, signum)
-        except BaseException:  # the report is lost (cli says why); the process still ends as python's would
+        except BaseException:  # the report is lost (a Ctrl-C meanwhile); the process ends as python's would
             pass
         if signum is not None:
             die_by(signum, self._real_exit)

@@ -48,7 +48,7 @@ class Session:
 
         ``on_abrupt_end(result)`` writes the report of a program that ends the process itself
         (``os._exit``, SIGTERM, SIGHUP: see NOTE [Ending as python ends]) and returns the exit status
-        to end with, or None. When ``execute`` returns, SIGINT, SIGTERM and SIGHUP are held until
+        to end with, or None; ``result`` is None when building the report failed. When ``execute`` returns, SIGINT, SIGTERM and SIGHUP are held until
         ``release_signals``.
         """
         if not hold_collector:
@@ -107,7 +107,10 @@ class Session:
 
             def abrupt_end(outcome):  # in whichever thread ended the process: see NOTE [Ending as python ends]
                 self._restore_stdout()
-                result = self._report(tracker, *_recorded(tracker, outcome), outcome, torch.__version__)
+                try:
+                    result = self._report(tracker, *_recorded(tracker, outcome), outcome, torch.__version__)
+                except Exception:  # the caller says so, and picks the exit status
+                    result = None
                 return None if on_abrupt_end is None else on_abrupt_end(result)
 
             progress.start()
