@@ -344,6 +344,11 @@ def test_subprocess_and_dataloader_workers_are_named(tmp_path):
     workers = children[1:]
     assert len(workers) == 2 and all(c["start"] == "fork" and c["exit_status"] == 0 for c in workers), children
     assert any("3 child processes ran outside the recording" in n for n in doc["notes"]), doc["notes"]
+    # the saved report explained again, as a page: a failed child is never "clean" there either
+    rc, out, err = _run([PY, "-m", "tensorscope", "explain", "-o", "r.html", str(report)], tmp_path)
+    assert rc == 1, err
+    page = (tmp_path / "r.html").read_text()
+    assert "1 child process failed" in page and "is clean" not in page
 
 
 
