@@ -179,6 +179,7 @@ class HeldSignals:
 
     def __init__(self, real_exit=os._exit):
         self.pending: int | None = None
+        self._interruptible = False
         self._real_exit = real_exit
         self._previous = {}
         for s in HELD:
@@ -190,9 +191,20 @@ class HeldSignals:
                 pass
 
     def _hold(self, signum, frame):
+        if signum == signal.SIGINT and self._interruptible and self.pending is None:
+            raise KeyboardInterrupt
         if self.pending is not None:
             die_by(signum, self._real_exit)
         self.pending = signum
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        """Ctrl-C raises KeyboardInterrupt meanwhile (while the program's threads are joined)."""
+        self._interruptible = True
+        try:
+            yield
+        finally:
+            self._interruptible = False
 
     def release(self) -> None:
         """Put the handlers back; die by the signal held meanwhile, if one came."""

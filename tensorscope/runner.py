@@ -160,7 +160,7 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         stack.enter_context(exits.os_exit_reports(ending, real_os_exit))
         stack.enter_context(exits.fatal_signals_report(ending))
         stack.callback(_flush)
-        stack.callback(_join_threads)  # as the interpreter does before exiting (os._exit still reports)
+        stack.callback(_join_threads, outcome)  # as the interpreter does before exiting (os._exit still reports)
         stack.enter_context(python_excepthook())
         limit = stack.enter_context(_RecursionLimit())
         stack.enter_context(program_stack())
@@ -171,6 +171,9 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
                         on_start()
                     _execute(code, main, module, limit)
             finally:
+                # From here on what runs is tensorscope's (and the program's threads, joined below):
+                # signals wait for the report (see NOTE [Ending as python ends]).
+                outcome.held = exits.HeldSignals(real_os_exit)
                 if on_end is not None:
                     on_end()
         except SystemExit as e:
@@ -190,9 +193,6 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
             outcome.exception = e
             outcome.exit_status = 1
             _print_exception(e)
-        # From here on what runs is tensorscope's (and the program's threads, joined below): signals
-        # wait for the report (see NOTE [Ending as python ends]).
-        outcome.held = exits.HeldSignals(real_os_exit)
         outcome.main_globals = main.__dict__
     outcome.forked_child = ending.in_child()
     outcome.children = watch.children()
@@ -385,7 +385,7 @@ def _print_exception(e: BaseException) -> None:
     _flush()
 
 
-def _join_threads() -> None:
+def _join_threads(outcome: Outcome) -> None:
     """Wait for non-daemon threads, as the interpreter does before exiting.
 
     Like ``threading._shutdown``, first run the callbacks registered with
@@ -407,11 +407,15 @@ def _join_threads() -> None:
                 callback()
             except Exception:
                 pass
-    for t in others:
-        try:
-            t.join()
-        except Exception:
-            pass
+    with outcome.held.interruptible() if outcome.held is not None else contextlib.nullcontext():
+        for t in others:
+            try:
+                t.join()
+            except KeyboardInterrupt:  # Ctrl-C while the program's threads finish: interrupted, as python's
+                outcome.interrupted, outcome.exit_status = True, 130
+                return
+            except Exception:
+                pass
 
 
 def _flush() -> None:
