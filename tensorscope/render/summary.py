@@ -135,9 +135,12 @@ def header(doc) -> list[Text]:
     out = [head]
     if doc.get("device_mode") and doc["device_mode"] != "auto":
         out.append(line(f"device mode: {doc['device_mode']}"))
-    for note in doc.get("notes") or []:
-        out.append(Text(f"note: {note}", style="yellow", end="\n"))
     return out
+
+
+def notes(doc) -> list[Text]:
+    """The report's notes, one line each: below the verdict, which stays the second line."""
+    return [Text(f"note: {note}", style="yellow", end="\n") for note in doc.get("notes") or []]
 
 
 # --- aliasing ------------------------------------------------------------------------------
@@ -301,6 +304,7 @@ def renderables(doc, panels) -> list:
     by_id = {t["id"]: t for t in doc["tensors"] if t["alive"]}
     out: list = header(doc)
     out.append(verdict(doc, counts))
+    out.extend(notes(doc))
     if doc["tensors"] or doc["events"]:  # a document stripped to its findings has no facts to count
         out.append(headline(doc, counts))
     if doc.get("diagnosis"):

@@ -56,7 +56,7 @@ def render(doc: dict, *, width: int | None = None, color: bool | None = None, **
 def full_dump(doc: dict) -> list:
     """Every tensor, storage and event: the complete report (``--full``)."""
     names = {t["id"]: t["names"] for t in doc["tensors"]}
-    out: list = [Group(*summary.header(doc), summary.verdict(doc))]
+    out: list = [Group(*summary.header(doc), summary.verdict(doc), *summary.notes(doc))]
     if doc.get("diagnosis"):
         out.append(diagnosis_panel(doc["diagnosis"], "Diagnosis"))
     for h in doc.get("hazards") or []:
