@@ -62,6 +62,7 @@ from contextlib import contextmanager
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument import state
 from tensorscope.instrument import watch as _watch
 from tensorscope.instrument.recorder import inspectable
@@ -137,10 +138,9 @@ _STYLE = {"names_node": False, "hint": None}
 def learn_message_style() -> None:
     if _STYLE["hint"] is not None:
         return
-    # Hooks of the program's on the stack (the API inside its own saved_tensors_hooks) would see
-    # the probe's save: then no probe, and 2.13's text.
-    if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
-        _probe()
+    # in a thread of its own, away from the program's saved-tensor hooks: see
+    # NOTE [The version check is learnt in a fresh thread] in compat.py
+    compat.in_fresh_thread(_probe)
     if _STYLE["hint"] is None:  # no probe, or no version error was raised (a future release?): 2.13's text
         _STYLE["hint"] = (" Hint: enable anomaly detection to find the operation that failed to compute its "
                           "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
@@ -423,16 +423,15 @@ def _detached_in_place(t) -> bool:
 
 
 def hooks_on_top() -> bool:
-    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
-    return top is not None and top[0] is pack
+    return compat.top_pack_hook() is pack  # see NOTE [Which saved-tensor hooks are on top]
 
 
 def push() -> None:
-    torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
+    compat.push_saved_tensors_hooks(pack, unpack)
 
 
 def pop() -> None:
-    torch._C._autograd._pop_saved_tensors_default_hooks()
+    compat.pop_saved_tensors_hooks()
 
 
 _original_disable = torch.autograd.graph.disable_saved_tensors_hooks
