@@ -16,6 +16,12 @@ backward never reads) ends the watch without a finding. Nothing is
 watched when the program has a trace function of its own (a debugger, coverage), on other
 threads, on tensors not on the CPU (a checksum there would synchronise), and after a bounded
 number of line events (the window between the save and backward is then named instead).
+
+On Python 3.12 and later the line events come from ``sys.monitoring`` instead of a trace function
+(see NOTE [sys.monitoring on Python 3.12 and later] in compat.py): a tool id of tensorscope's own,
+PY_START once per code object (a library's code is then DISABLEd for good: no further cost), and
+LINE/PY_RETURN events turned on for the program's code objects only. A program's own trace
+function or monitoring tool no longer stops the watch there, and is never displaced.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import weakref
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument import saved, state
 
 MAX_WATCHED = 64
@@ -38,6 +45,10 @@ _watched: list = []  # [weakref(Packed), fingerprint at the last check]
 _last = [None, None]  # (file, line) of the last line event of the program
 _events = [0]
 _installed = [False]
+_mon = compat.monitoring
+_tool = [None]  # the sys.monitoring tool id in use, or None (settrace, or nothing installed)
+_codes: set = set()  # code objects with LINE/PY_RETURN events on (cleared at uninstall)
+_disabled = weakref.WeakSet()  # code objects whose PY_START was DISABLEd (it stays so for the tool id)
 
 
 def exposed_input(p, t) -> bool:
@@ -57,7 +68,7 @@ def watch(p) -> None:
             return
         if any(ref() is p for ref, _ in _watched):
             return
-        if not _installed[0] and sys.gettrace() is not None:
+        if not _installed[0] and not _can_monitor() and sys.gettrace() is not None:
             return  # the program's own tracer (a debugger, coverage): never replaced
         _watched.append([weakref.ref(p), saved.checksum(p.tensor)])
         if not _installed[0]:
@@ -74,10 +85,26 @@ def on_shared(refs) -> None:
             watch(p)
 
 
+def _free_tool():
+    """A sys.monitoring tool id no one uses: not the debugger's, coverage's, profiler's or optimizer's."""
+    if _mon is None:
+        return None
+    for tool in (3, 4):
+        if _mon.get_tool(tool) is None:
+            return tool
+    return None
+
+
+def _can_monitor() -> bool:
+    return _tool[0] is not None or _free_tool() is not None
+
+
 def _install(frame) -> None:
     rec = state.recorder
     user = rec.user if rec is not None else ()
     _installed[0] = True
+    if _install_monitoring(frame, user):
+        return
     sys.settrace(_global)
     while frame is not None:  # frames already running get no 'call' event: trace the program's own
         if frame.f_code.co_filename in user:
@@ -89,8 +116,79 @@ def _install(frame) -> None:
 def _uninstall() -> None:
     if _installed[0]:
         _installed[0] = False
-        if sys.gettrace() is _global:
+        if _tool[0] is not None:
+            _uninstall_monitoring()
+        elif sys.gettrace() is _global:
             sys.settrace(None)
+
+
+def _install_monitoring(frame, user) -> bool:
+    tool = _free_tool()
+    if tool is None:
+        return False
+    try:
+        _mon.use_tool_id(tool, "tensorscope")
+    except ValueError:  # taken meanwhile
+        return False
+    _tool[0] = tool
+    events = _mon.events
+    _mon.register_callback(tool, events.PY_START, _on_start)
+    _mon.register_callback(tool, events.LINE, _on_line)
+    _mon.register_callback(tool, events.PY_RETURN, _on_return)
+    for code in list(_disabled):  # seen by an earlier install: PY_START no longer fires for them
+        if code.co_filename in user:
+            _follow(tool, code)
+    while frame is not None:  # frames already running: their code objects get line events now
+        if frame.f_code.co_filename in user:
+            _follow(tool, frame.f_code)
+        frame = frame.f_back
+    _mon.set_events(tool, events.PY_START)
+    return True
+
+
+def _follow(tool, code) -> None:
+    if code not in _codes:
+        _codes.add(code)
+        _mon.set_local_events(tool, code, _mon.events.LINE | _mon.events.PY_RETURN)
+
+
+def _uninstall_monitoring() -> None:
+    tool, _tool[0] = _tool[0], None
+    try:
+        _mon.set_events(tool, 0)
+        for code in _codes:
+            _mon.set_local_events(tool, code, 0)
+        for event in (_mon.events.PY_START, _mon.events.LINE, _mon.events.PY_RETURN):
+            _mon.register_callback(tool, event, None)
+        _mon.free_tool_id(tool)
+    except Exception:
+        pass
+    _codes.clear()
+
+
+def _on_start(code, offset):
+    rec = state.recorder
+    if rec is not None and code.co_filename in rec.user and _tool[0] is not None:
+        _follow(_tool[0], code)
+    _disabled.add(code)
+    return _mon.DISABLE
+
+
+def _on_line(code, line):
+    if threading.current_thread() is not _MAIN:
+        return None
+    if not _watched or not _installed[0]:
+        _uninstall()
+        return None
+    _check()
+    _last[0], _last[1] = code.co_filename, line
+    return None
+
+
+def _on_return(code, offset, retval):
+    if threading.current_thread() is _MAIN and _watched and _installed[0]:
+        _check()
+    return None
 
 
 def reset() -> None:
