@@ -16,7 +16,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SNIPPETS_DIR = REPO / "snippets"
 SCHEMA_PATH = REPO / "tensorscope" / "schema" / "report.schema.json"
-DEFAULT_TIMEOUT = 120
+# seconds per subprocess; a slower machine (the matrix's CUDA builds of torch import in several seconds
+# on a loaded CPU) raises it with TENSORSCOPE_TEST_TIMEOUT
+DEFAULT_TIMEOUT = float(os.environ.get("TENSORSCOPE_TEST_TIMEOUT", 120))
 
 
 def _env() -> dict[str, str]:
