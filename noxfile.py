@@ -23,14 +23,15 @@ import nox
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["matrix"]
 
-# (python, torch): the floor and the newest on every Python that has their wheels, a middle release,
-# then every minor release in between on 3.11. torch 2.2 has no wheel for 3.13 (2.5 is the first).
+# (python, torch): the floor and the newest on every Python that has their wheels, then every minor
+# release in between on 3.11. PyPI's wheels (2026-11-25): 3.10 from 2.2 to 2.14 (2.15 has none),
+# 3.11 and 3.12 from 2.2 to 2.15, 3.13 from 2.5 to 2.15.
 PAIRS = [
     ("3.10", "2.2.2"), ("3.11", "2.2.2"), ("3.12", "2.2.2"),
     ("3.11", "2.3.1"), ("3.11", "2.4.1"), ("3.11", "2.5.1"), ("3.11", "2.6.0"), ("3.11", "2.7.1"),
     ("3.11", "2.8.0"), ("3.12", "2.9.1"), ("3.11", "2.10.0"), ("3.11", "2.11.0"), ("3.11", "2.12.1"),
     ("3.11", "2.13.0"), ("3.11", "2.14.1"),
-    ("3.10", "2.15.0"), ("3.11", "2.15.0"), ("3.12", "2.15.0"), ("3.13", "2.15.0"),
+    ("3.10", "2.14.1"), ("3.13", "2.5.1"), ("3.11", "2.15.0"), ("3.12", "2.15.0"), ("3.13", "2.15.0"),
 ]
 OLDEST, NEWEST = "2.2.2", "2.15.0"
 

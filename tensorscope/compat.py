@@ -18,6 +18,14 @@ import torch
 
 _autograd = torch._C._autograd
 
+
+# NOTE [The oldest torch: 2.2]
+# pyproject.toml requires torch>=2.2, the oldest release the matrix passes (docs/compatibility.md).
+# torch 2.1 (2.1.2 measured) is not supported: its tensor base class is ``torch._C._TensorBase``,
+# renamed ``torch._C.TensorBase`` in 2.2, and the instrumentation reads the C methods off it in
+# seven modules at import; past that, 2.1 was not run. 2.2 wheels were built against NumPy 1.x:
+# with NumPy 2 torch warns at import and ``.numpy()`` fails, so 2.2 (and 2.3) want ``numpy<2``.
+
 # NOTE [Which saved-tensor hooks are on top]
 # tensorscope pushes its own default saved-tensor hooks (``explain``) and must know whether they
 # are still the innermost ones: to step aside for ``torch.func`` transforms and for the program's
