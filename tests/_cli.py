@@ -16,7 +16,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SNIPPETS_DIR = REPO / "snippets"
 SCHEMA_PATH = REPO / "tensorscope" / "schema" / "report.schema.json"
-DEFAULT_TIMEOUT = 900  # guards a hang, not speed: a niced run on a loaded 2-core machine takes minutes
+# seconds per subprocess: it guards a hang, not speed (a niced run on a loaded 2-core machine takes
+# minutes); TENSORSCOPE_TEST_TIMEOUT changes it
+DEFAULT_TIMEOUT = float(os.environ.get("TENSORSCOPE_TEST_TIMEOUT", 900))
 
 
 def _env() -> dict[str, str]:

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import tensorscope
+from tensorscope import compat
 from _cli import run_cli, validate_against_schema
 
 HERE = Path(__file__).resolve()
@@ -38,7 +39,7 @@ def formatted(exc: BaseException) -> list[str]:
 def nothing_installed() -> bool:
     """No wrapper left on torch.Tensor and no default saved-tensor hook after a block."""
     return (torch.Tensor.mul_ is torch._C.TensorBase.mul_ and not hasattr(torch.Tensor.add_, "__wrapped__")
-            and torch._C._autograd._top_saved_tensors_default_hooks(False) is None)
+            and compat.top_pack_hook() is None)
 
 
 # --- code run with and without inspect() ----------------------------------------------------

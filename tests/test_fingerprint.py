@@ -23,8 +23,10 @@ SILENT = """
     import ctypes
     import torch
 
+    from tensorscope import compat
+
     def hooks():
-        return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+        return compat.top_pack_hook() is not None
 
     print("hooks", hooks())
     w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from _cli import validate_against_schema
+from tensorscope import compat
 
 IPython = pytest.importorskip("IPython")
 
@@ -120,7 +121,7 @@ def test_a_clean_cell_and_its_last_expression(shell):
     texts = [o.data["text/plain"] for o in out.outputs]
     assert "tensor([[0., 1.]," in out.stdout  # the cell's last expression is displayed as usual
     assert len(texts) == 1 and "Diagnosis" not in texts[0] and "exit status 0" in texts[0]
-    assert torch._C._autograd._top_saved_tensors_default_hooks(False) is None  # nothing left installed
+    assert compat.top_pack_hook() is None  # nothing left installed
 
 
 def test_bad_options_are_one_line_usage_errors(shell):

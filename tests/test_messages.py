@@ -453,10 +453,24 @@ def _check(parsed: ParsedMessage | None, kind: str, expected: dict) -> None:
         assert parsed.fields.get(key, "<missing>") == value, key
 
 
+def _as_worded(expected: dict, text: str) -> dict:
+    """The expectations above are 2.13's; older releases' own wording carries other facts (measured,
+    tests/data/error_texts/*__torch2.*): 2.2 to 2.11 name the backward node ("output 0 of
+    SigmoidBackward0", nothing to guess), and before 2.13 "One of the differentiated Tensors" names no index."""
+    expected = dict(expected)
+    node = expected.get("node")
+    if expected.get("node_guessed") and node and re.search(rf"\bof {re.escape(node)}\b", text):
+        expected["node_guessed"] = False
+    if "index" in expected and "One of the differentiated Tensors" in text:
+        expected["index"] = None
+    return expected
+
+
 @needs_torch
 @pytest.mark.parametrize("name,fn,kind,expected", LIVE, ids=[c[0] for c in LIVE])
 def test_live_message(name, fn, kind, expected):
     exc, tb = _raised(fn)
+    expected = _as_worded(expected, str(exc))
     bare = parse(f"{type(exc).__name__}: {exc}")
     _check(bare, kind, expected)
     assert bare.exception_type == type(exc).__name__

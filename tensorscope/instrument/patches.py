@@ -46,6 +46,7 @@ from contextlib import contextmanager
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument import saved, state
 from tensorscope.instrument import gradhooks, provenance
 from tensorscope.instrument.frames import is_tensorscope_file, strip_traceback
@@ -453,6 +454,8 @@ class Patcher:
         self._set(torch, "compile", make_compile(torch.compile))
         self._set(warnings, "_showwarnmsg", named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
+        for owner, name, value in compat.saved_hooks_patches():  # see NOTE [Which saved-tensor hooks are on top]
+            self._set(owner, name, value)
 
     def _install_vf(self) -> None:
         """In-place functions reached through ``torch._VF`` (``nn.Dropout(inplace=True)`` calls

@@ -21,6 +21,7 @@ from collections import OrderedDict
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument.frames import UserCode, call_segment, library_name, line_of
 
 _Tensor = torch.Tensor
@@ -37,11 +38,8 @@ _CO_OPTIMIZED = 0x0001
 # in every full collection of its heap (8,000 on a 4,000-parameter model, each in-place write
 # keyed one). ``torch._C._storage_address`` reads the same address without one. Only the report's
 # storage sizes need the storage object, read once the program has ended (``describe(storage=True)``).
-try:
-    storage_key = torch._C._storage_address
-except AttributeError:  # a torch without it
-    def storage_key(t) -> int:
-        return t.untyped_storage()._cdata
+# (torch 2.2 has no ``_storage_address``: see NOTE [Storage keys on releases without _storage_address])
+storage_key = compat.storage_key
 
 _INSPECTABLE = {_Tensor: True, torch.nn.Parameter: True}
 _BASE_TF = _Tensor.__torch_function__.__func__

@@ -63,6 +63,7 @@ from typing import NamedTuple
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument import state
 from tensorscope.instrument.fingerprint import checksum
 from tensorscope.instrument.quiet import quiet as _quiet, quiet_tf as _quiet_tf
@@ -147,11 +148,11 @@ STYLE_2_13 = MessageStyle(False, " Hint: enable anomaly detection to find the op
 
 def learn_message_style() -> MessageStyle:
     """The running torch's style of the version error (one probe), or 2.13's where none can be made."""
-    # Hooks of the program's on the stack (the API inside its own saved_tensors_hooks) would see
-    # the probe's save: then no probe, and 2.13's text (as for a future release raising no error).
-    if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
-        return _probe() or STYLE_2_13
-    return STYLE_2_13
+    # in a thread of its own, away from the program's saved-tensor hooks: see
+    # NOTE [The version check is learnt in a fresh thread] in compat.py
+    found: list = []
+    compat.in_fresh_thread(lambda: found.append(_probe()))
+    return (found[0] if found else None) or STYLE_2_13
 
 
 def _probe() -> MessageStyle | None:
@@ -342,16 +343,15 @@ def _detached_in_place(t) -> bool:
 
 
 def hooks_on_top() -> bool:
-    top = torch._C._autograd._top_saved_tensors_default_hooks(False)
-    return top is not None and top[0] is pack
+    return compat.top_pack_hook() is pack  # see NOTE [Which saved-tensor hooks are on top]
 
 
 def push() -> None:
-    torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
+    compat.push_saved_tensors_hooks(pack, unpack)
 
 
 def pop() -> None:
-    torch._C._autograd._pop_saved_tensors_default_hooks()
+    compat.pop_saved_tensors_hooks()
 
 
 _original_disable = torch.autograd.graph.disable_saved_tensors_hooks

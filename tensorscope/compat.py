@@ -1,0 +1,129 @@
+"""Every difference between the torch and Python releases tensorscope runs on, in one place.
+
+Each difference is found by feature detection (``hasattr``, ``try``), never by comparing
+version numbers, and has a ``NOTE`` below: what each release does and how it is handled.
+The releases named in the notes are the ones measured (PyPI's builds, on the CPU; see
+docs/compatibility.md for the matrix); a release in between behaves like its neighbours.
+
+Where an old release cannot give a fact, the run goes on without it and the report says so
+in a note, never with an internal error.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import torch
+
+_autograd = torch._C._autograd
+
+
+# NOTE [The oldest torch: 2.2]
+# pyproject.toml requires torch>=2.2, the oldest release the matrix passes (docs/compatibility.md).
+# torch 2.1 (2.1.2 measured) is not supported: its tensor base class is ``torch._C._TensorBase``,
+# renamed ``torch._C.TensorBase`` in 2.2, and the instrumentation reads the C methods off it in
+# seven modules at import; past that, 2.1 was not run. 2.2 wheels were built against NumPy 1.x:
+# with NumPy 2 torch warns at import and ``.numpy()`` fails, so 2.2 (and 2.3) want ``numpy<2``.
+
+# NOTE [Which saved-tensor hooks are on top]
+# tensorscope pushes its own default saved-tensor hooks (``explain``) and must know whether they
+# are still the innermost ones: to step aside for ``torch.func`` transforms and for the program's
+# TorchDispatchMode, and to pop them at the end of the run. torch 2.9 and later (measured on
+# 2.9.1, 2.13.0, 2.15.0) read the stack's top with ``torch._C._autograd.
+# _top_saved_tensors_default_hooks``. torch 2.2 to 2.6 (measured on 2.2.2 and 2.6.0) have no such
+# reader, only ``_push_``/``_pop_saved_tensors_default_hooks``. There a shadow of the stack (one
+# per thread, as the stack itself) is kept: tensorscope's own pushes, and the program's pushes
+# seen through a wrapper of ``_push_``/``_pop_`` that the run installs (``saved_hooks_patches``;
+# ``torch.autograd.graph.saved_tensors_hooks`` and ``save_on_cpu`` call them by attribute).
+# Hooks pushed before the run began are below ours, so "are ours on top" is still answered
+# exactly; only "is any hook on the stack" is not, and nothing asks it any more (see
+# NOTE [The version check is learnt in a fresh thread]).
+_top = getattr(_autograd, "_top_saved_tensors_default_hooks", None)
+_push = _autograd._push_saved_tensors_default_hooks
+_pop = _autograd._pop_saved_tensors_default_hooks
+CAN_READ_SAVED_HOOKS = _top is not None
+
+
+class _Shadow(threading.local):
+    def __init__(self):
+        self.packs: list = []
+
+
+_shadow = _Shadow()
+
+
+def top_pack_hook():
+    """The pack hook of the innermost default saved-tensor hooks of this thread, or None."""
+    if _top is not None:
+        top = _top(False)
+        return None if top is None else top[0]
+    packs = _shadow.packs
+    return packs[-1] if packs else None
+
+
+def push_saved_tensors_hooks(pack, unpack) -> None:
+    _push(pack, unpack)
+    if _top is None:
+        _shadow.packs.append(pack)
+
+
+def pop_saved_tensors_hooks() -> None:
+    _pop()
+    if _top is None and _shadow.packs:
+        _shadow.packs.pop()
+
+
+def saved_hooks_patches() -> list:
+    """``(owner, name, replacement)`` for a run to install where the stack cannot be read."""
+    if _top is not None:
+        return []
+
+    def _push_saved_tensors_default_hooks(pack, unpack):
+        push_saved_tensors_hooks(pack, unpack)
+
+    def _pop_saved_tensors_default_hooks():
+        pop_saved_tensors_hooks()
+
+    return [(_autograd, "_push_saved_tensors_default_hooks", _push_saved_tensors_default_hooks),
+            (_autograd, "_pop_saved_tensors_default_hooks", _pop_saved_tensors_default_hooks)]
+
+
+# NOTE [The version check is learnt in a fresh thread]
+# The text of autograd's version error changed between releases: 2.2.2 to 2.11 name the backward
+# node ("output 0 of SigmoidBackward0"), 2.13 and 2.15 the forward op ("output 0 of Sigmoid"),
+# and the hint after "instead." moved too. tensorscope provokes one real error and keeps its
+# style (see NOTE [The version check's text comes from the running torch] in saved.py). The
+# provoking backward must not meet the program's saved-tensor hooks (they would see the save, and
+# any hook switches the version check off): the stack of hooks is thread-local and a new thread
+# starts with none, on every release, so the probe runs in a thread of its own and needs no
+# reader of the stack. A named thread takes no number from ``threading``'s counter: the
+# program's own threads keep the names they have under plain python.
+def in_fresh_thread(fn) -> None:
+    """Run ``fn()`` in a new thread, where no saved-tensor hooks or modes of the program apply."""
+    worker = threading.Thread(target=fn, name="tensorscope-probe", daemon=True)
+    worker.start()
+    worker.join()
+
+
+# NOTE [Storage keys on releases without _storage_address]
+# tensorscope keys a storage by its StorageImpl address (see NOTE [Storage keys without storage
+# objects] in recorder.py). ``torch._C._storage_address(t)`` reads it without making a Python
+# storage object; it exists from 2.3 on (measured on 2.6.0 to 2.15.0) and not on 2.2.2. There
+# ``t.untyped_storage()._cdata`` gives the same address, at the cost of one storage object per
+# storage that torch keeps alive with the storage (visible in the program's ``gc.get_objects()``).
+try:
+    storage_key = torch._C._storage_address
+except AttributeError:
+    def storage_key(t) -> int:
+        return t.untyped_storage()._cdata
+
+
+# NOTE [sys.monitoring on Python 3.12 and later]
+# Python 3.12 added ``sys.monitoring`` (PEP 669): events per tool id, enabled per code object, no
+# frame of the library's calls given a trace function. Where it exists, the watch of exposed
+# saved bytes (instrument/watch.py) takes a tool id of its own and turns LINE/PY_RETURN events on
+# for the program's code objects only; on 3.10 and 3.11 it falls back to ``sys.settrace``. A
+# program's own ``sys.settrace`` and ``sys.monitoring`` tools keep working beside it (monitoring
+# is per tool id; tensorscope never takes the debugger's or the profiler's id).
+monitoring = getattr(sys, "monitoring", None)

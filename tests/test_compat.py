@@ -1,0 +1,193 @@
+"""tensorscope/compat.py on the torch and Python installed: each branch taken here is checked against torch.
+
+The matrix (noxfile.py) runs this file on every (Python, torch) pair, so each branch of compat is
+exercised on the releases that take it: the saved-hooks reader or its shadow, ``_storage_address``
+or the storage object, ``sys.monitoring`` or ``sys.settrace``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+from _cli import run_cli, run_python
+from tensorscope import compat
+
+
+def _program(tmp_path, src: str):
+    path = tmp_path / "main.py"
+    path.write_text(textwrap.dedent(src).lstrip("\n"))
+    return path
+
+
+def _calls_pack(fn) -> int:
+    """How many times the pack hook on top of this thread's stack runs while ``fn`` saves a tensor."""
+    calls = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: calls.append(1) or t, lambda t: t):
+        fn()
+    return len(calls)
+
+
+def test_the_reader_of_the_hooks_stack_is_detected_not_assumed():
+    has_reader = hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks")
+    assert compat.CAN_READ_SAVED_HOOKS is has_reader
+    # the run wraps _push_/_pop_ exactly where there is no reader (see NOTE [Which saved-tensor hooks are on top])
+    assert bool(compat.saved_hooks_patches()) is not has_reader
+
+
+def test_push_and_pop_are_seen_by_torch_and_by_top_pack_hook():
+    seen = []
+
+    def pack(t):
+        seen.append(tuple(t.shape))
+        return t
+
+    assert compat.top_pack_hook() is None
+    compat.push_saved_tensors_hooks(pack, lambda t: t)
+    try:
+        assert compat.top_pack_hook() is pack
+        torch.ones(2, requires_grad=True).sigmoid()  # sigmoid saves its output: torch calls the top pack hook
+        assert seen == [(2,)]
+    finally:
+        compat.pop_saved_tensors_hooks()
+    assert compat.top_pack_hook() is None
+    torch.ones(3, requires_grad=True).sigmoid()
+    assert seen == [(2,)]  # popped: torch calls it no more
+
+
+def test_a_fresh_thread_meets_no_hook_of_this_one():
+    """The version-error probe's premise: no saved-tensor hook of the caller, and autograd's own check."""
+    errors = []
+
+    def stale_backward():
+        a = torch.ones(1, requires_grad=True)
+        out = a.sigmoid()
+        out.mul_(1)
+        try:
+            out.sum().backward()
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    names = [t.name for t in threading.enumerate()]
+    assert _calls_pack(lambda: compat.in_fresh_thread(stale_backward)) == 0
+    assert len(errors) == 1 and "modified by an inplace operation" in errors[0]
+    assert _calls_pack(stale_backward) == 1 and len(errors) == 1  # here the hook sees it, and no check is made
+    assert [t.name for t in threading.enumerate()] == names
+
+
+def test_storage_key_is_the_storage_address():
+    base = torch.arange(6.0)
+    view, copy = base.view(2, 3)[1], base.clone()
+    assert compat.storage_key(view) == compat.storage_key(base) == base.untyped_storage()._cdata
+    assert compat.storage_key(copy) == copy.untyped_storage()._cdata != base.untyped_storage()._cdata
+
+
+# A program that steps through its own saved_tensors_hooks: torch.func refuses inside them and runs
+# outside them; tensorscope's hooks must step aside exactly when they are the innermost.
+OWN_HOOKS = """
+    import torch
+
+    calls = []
+    f = lambda x: (x.sin() ** 2).sum()
+    x = torch.tensor([0.1, 0.2])
+    print("outside", torch.func.grad(f)(x).tolist())
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: calls.append(t.shape) or t, lambda t: t):
+        try:
+            torch.func.grad(f)(x)
+        except RuntimeError as e:
+            print("inside:", str(e).split(".")[0])
+        w = torch.ones(2, requires_grad=True)
+        w.exp().sum().backward()
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            w.exp().sum().backward()
+    print("program's hook saw", len(calls), "saves; grad", w.grad.tolist())
+    print("after", torch.func.grad(f)(x).tolist())
+    a = torch.ones(1, requires_grad=True)
+    out = a.sigmoid()
+    out.mul_(2)
+    out.sum().backward()
+"""
+
+
+def test_programs_own_hooks_under_explain(tmp_path):
+    path = _program(tmp_path, OWN_HOOKS)
+    plain = run_python(path, cwd=tmp_path)
+    code, out, err, _ = run_cli("explain", "-o", "r.json", str(path), cwd=tmp_path)
+    assert plain[0] == 1 and "inside: " in plain[1] and "saw 1 saves" in plain[1], plain
+    assert out == plain[1], err[-2000:]
+    assert err.strip().splitlines()[-1] == plain[2].strip().splitlines()[-1]  # the version error, byte for byte
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert code == 1 and doc["diagnosis"]["kind"] == "inplace-modified-saved-tensor", err[-2000:]
+
+
+# A NumPy write into a saved buffer, made inside a helper while the program traces itself.
+TRACED = """
+    import sys
+
+    import numpy as np
+    import torch
+
+    lines = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename == __file__:
+            lines.append(event)
+            return tracer
+        return None
+
+    def refill(view, step):
+        view[...] = step
+        return view
+
+    {start}
+    feats = torch.ones(2, 3)
+    view = feats.numpy()
+    w = torch.ones(3, 1, requires_grad=True)
+    out = feats @ w
+    refill(view, 7.0)
+    out.sum().backward()
+    {stop}
+    print(w.grad.flatten().tolist(), len(lines), lines.count("line"))
+"""
+SETTRACE = ("sys.settrace(tracer)", "sys.settrace(None)")
+MONITORING = ("""mon = sys.monitoring
+    mon.use_tool_id(mon.DEBUGGER_ID, "program")
+    mon.register_callback(mon.DEBUGGER_ID, mon.events.LINE,
+                         lambda code, line: lines.append("line") if code.co_filename == __file__ else mon.DISABLE)
+    mon.set_events(mon.DEBUGGER_ID, mon.events.LINE)""", "mon.set_events(mon.DEBUGGER_ID, 0)")
+
+
+def _traced(tmp_path, start_stop):
+    start, stop = start_stop
+    path = _program(tmp_path, TRACED.replace("{start}", start).replace("{stop}", stop))
+    plain = run_python(path, cwd=tmp_path)
+    code, out, err, _ = run_cli("explain", "-o", "r.json", str(path), cwd=tmp_path)
+    assert plain[0] == 0 and code == 1, (plain, err[-2000:])  # 1: the hazard (a changed fingerprint) is found
+    assert out == plain[1]  # the program's tracer saw the same events
+    hazards = json.loads((tmp_path / "r.json").read_text())["hazards"]
+    assert hazards and hazards[0]["kind"] == "silent-saved-tensor-write", hazards
+    lines = path.read_text().splitlines()
+    return hazards[0]["culprit"]["line"], lines.index("    view[...] = step") + 1, lines.index("view = feats.numpy()") + 1
+
+
+def test_the_programs_tracer_keeps_its_events(tmp_path):
+    culprit, helper, shared = _traced(tmp_path, SETTRACE)
+    if compat.monitoring is None:  # settrace only: the program's tracer wins, nothing is watched,
+        assert culprit == shared  # and the hazard names the line that shared the memory with NumPy
+    else:  # sys.monitoring watches beside it and names the helper's line that wrote
+        assert culprit == helper
+
+
+@pytest.mark.skipif(compat.monitoring is None, reason="sys.monitoring is Python 3.12 and later")
+def test_the_programs_monitoring_tool_keeps_its_events(tmp_path):
+    culprit, helper, _ = _traced(tmp_path, MONITORING)
+    assert culprit == helper
+
+
+def test_monitoring_is_detected_not_assumed():
+    assert (compat.monitoring is not None) is hasattr(sys, "monitoring")
