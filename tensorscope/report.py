@@ -162,5 +162,6 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
         "optimizers": [{"name": o["name"], "type": o["type"], "parameters": list(o["parameters"]),
                         "state_keys": list(o["state_keys"])} for o in snap.optimizers],
         "recording": None,
+        "memory": plain(snap.memory) if snap.memory is not None else None,
     }
     return doc

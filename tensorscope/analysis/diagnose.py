@@ -99,7 +99,20 @@ def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
         if ev.hazards:  # the explainers are imported only when there is something to explain
             from tensorscope.analysis import silent
 
-            doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+            doc["hazards"] = [h for h in (_hazard(ev, h, silent) for h in ev.hazards) if h is not None]
+
+
+def _hazard(ev, h, silent) -> dict | None:
+    """One hazard's explanation: by its kind's own explainer (retention findings), else a silent write."""
+    from tensorscope.kinds import HAZARD_EXPLAINERS
+
+    explain_hazard = HAZARD_EXPLAINERS.get(h.get("kind")) if h.get("retention") else None
+    if explain_hazard is None:
+        return silent.explain(ev, h)
+    try:
+        return explain_hazard(ev, h)
+    except Exception:  # a surprising program loses this hazard, never the report
+        return None
 
 
 def _may_read_source(facts: Facts, doc: dict) -> bool:

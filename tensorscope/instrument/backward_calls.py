@@ -6,6 +6,7 @@ Moved whole out of tracker.py (a mixin of Tracker); every method must never rais
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import torch
@@ -16,6 +17,7 @@ from tensorscope.instrument.frames import receiver, user_frame
 from tensorscope.instrument.recorder import inspectable, node_name
 
 _Tensor = torch.Tensor
+_MAIN = threading.main_thread()
 _MAX_BACKWARDS = 256
 # NOTE [Walking a large graph once per line]
 # A backward event lists the leaves it reached (``leaves_with_grad``), found by walking the graph
@@ -164,6 +166,8 @@ class BackwardCalls:
                 event["leaves_with_grad"] = got
             ctx["leaves"] = None
             roots, uf = ctx.pop("_roots", None), ctx.pop("_frame", None)
+            if error is None and threading.current_thread() is _MAIN:
+                self.growth.boundary(uf)  # see NOTE [Sampling growth]
             if error is not None and self.failure is None:
                 for r in roots or []:
                     self.note_tensor(r)

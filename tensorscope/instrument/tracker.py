@@ -13,6 +13,7 @@ from collections import OrderedDict
 import torch
 
 from tensorscope.instrument import saved as saved_mod
+from tensorscope.instrument.growth import Growth
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
 from tensorscope.instrument.frames import call_segment, library_name, line_of, receiver, user_frame
@@ -48,6 +49,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         self.site_leaves: dict[tuple, list] = {}
         self.swaps: dict[str, dict] = {}  # tid -> the `x.data = y` that moved it to another storage
         self.write_log: OrderedDict[int, list] = OrderedDict()  # storage key -> compact in-place writes (bounded)
+        self.growth = Growth(self)  # live bytes per name at sampled step boundaries (see NOTE [Sampling growth])
 
     # --- in-place writes ----------------------------------------------------------
 

@@ -28,6 +28,7 @@ MODULES = (
     "unused_input", "non_leaf_grad_none", "float_has_no_backward", "inplace_backward_unsupported",
     "saved_detached_inplace", "checkpoint_mismatch", "forward_ad", "invalid_gradient",
     "other", "silent_saved_tensor_write",
+    "graph_kept_alive", "view_pins_storage", "hook_holds_tensors", "container_grows",
 )
 
 _mods = [importlib.import_module(f"{__name__}.{name}") for name in MODULES]
@@ -42,6 +43,8 @@ PATTERNS: tuple = tuple((m.KIND.code, p) for m in _mods for p in getattr(m, "PAT
 ADVICE = {m.KIND.code: m.advise for m in _mods if hasattr(m, "advise")}
 #: code -> explain(evidence) -> diagnosis dict or None.
 EXPLAINERS = {m.KIND.code: m.explain for m in _mods if hasattr(m, "explain")}
+#: code -> explain_hazard(evidence, raw hazard facts) -> the hazard, for hazard kinds with their own explainer.
+HAZARD_EXPLAINERS = {m.KIND.code: m.explain_hazard for m in _mods if hasattr(m, "explain_hazard")}
 #: code -> recognise(evidence) -> bool, for kinds seen in the evidence when no message names them.
 RECOGNISERS = {m.KIND.code: m.recognise for m in _mods if hasattr(m, "recognise")}
 
