@@ -145,6 +145,20 @@ def explain(ev: Evidence) -> dict | None:
                    "before that line, once per iteration: truncated backpropagation through time), or build it "
                    "afresh each iteration; use retain_graph=True only if the backward really must reach into "
                    "earlier iterations.")
+    held = _held_into_freed(ev, f)
+    if held is not None:  # See NOTE [The retaining line]: the line that kept the freed graph reachable
+        stmt_file, stmt, holder, steps = held
+        from tensorscope.kinds._retention import path_text
+
+        line = stmt.lineno
+        code = source.code(stmt_file, line)
+        parts.append(f"`{holder}` still reaches the freed graph ({path_text(steps)}): line {line} (`{code}`) "
+                     "stored it where this iteration reads it, without detaching it.")
+        culprit = where(stmt_file, line, alias=holder)
+        chain = [c for c in [where(first["file"], first["line"], what=f"{op} without retain_graph=True freed the "
+                                   "graph built before it") if first else None,
+                             where(stmt_file, line, what="keeps a tensor of that graph for the next iteration")] if c]
+        fix = _detach_fix(code, holder)
     return diagnosis(
         CODE,
         explanation=" ".join(parts) or "An earlier backward freed the graph this backward needed.",
@@ -158,3 +172,31 @@ def explain(ev: Evidence) -> dict | None:
         evidence=["earlier backward calls and their autograd sequence numbers",
                   "freed graph nodes probed at the failure"],
     )
+
+
+def _held_into_freed(ev, f):
+    """(file, statement, holder, path) of the line that stored what carries the freed graph into this backward."""
+    from tensorscope.kinds import _retention
+
+    for h in f.get("holders") or ():
+        file, stmt, _ = _retention.retaining_line(ev, {"path": h.get("path"), "holder": h.get("holder")})
+        if stmt is not None:
+            return file, stmt, _retention.holder_name(h.get("path")) or h.get("holder"), h.get("path")
+    return None
+
+
+def _detach_fix(code: str, holder: str) -> str:
+    """Detach what the retaining line stores: ``self.h = h`` -> ``self.h = h.detach()``."""
+    import ast
+
+    try:
+        stmt = ast.parse(code.strip()).body[0]
+    except (SyntaxError, ValueError, IndexError):
+        stmt = None
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and isinstance(stmt.targets[0], ast.Attribute):
+        return (f"Detach what is kept for the next iteration: `{source.text(stmt.targets[0])} = {stmt.value.id}.detach()` "
+                "(truncated backpropagation through time); use retain_graph=True only if backward really must "
+                "reach into earlier iterations.")
+    return (f"Detach `{holder}` before the next iteration uses it, at this line or right before it "
+            f"(`{holder} = {holder}.detach()`, for a tuple `{holder} = tuple(h.detach() for h in {holder})`): "
+            "each iteration's graph then starts fresh.")

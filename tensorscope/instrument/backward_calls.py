@@ -11,7 +11,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument import links, stale
+from tensorscope.instrument import links, retention, stale
 from tensorscope.instrument.failure_graph import _MAX_WALK, _is_freed_error
 from tensorscope.instrument.frames import receiver, user_frame
 from tensorscope.instrument.recorder import inspectable, node_name
@@ -107,6 +107,16 @@ class BackwardCalls:
         except Exception:
             return None
 
+    def _carried_holders(self, roots, uf, failure) -> list:
+        """The retention paths from the program's names into the freed graph (see NOTE [Retention walks])."""
+        try:
+            freed = [n["seq"] for n in (failure.get("graph") or {}).get("freed") or ()]
+            if not freed or uf is None:
+                return []
+            return retention.carried_holders(uf, self.user, freed, exclude=roots)
+        except Exception:
+            return []
+
     def _leaves(self, roots):
         """The leaf tensors a backward from `roots` accumulates into (AccumulateGrad nodes), and the
         number of nodes walked."""
@@ -180,6 +190,7 @@ class BackwardCalls:
                 if _is_freed_error(failure["message"]):
                     failure["graph"] = self._freed_facts(roots or [], uf, failure["backwards_before"])
                     failure["links"] = links.find(roots or [], failure["backwards_before"], self.node_line)
+                    failure["holders"] = self._carried_holders(roots or [], uf, failure)
                     for n in (failure["graph"] or {}).get("freed", []):
                         if n["seq"] not in self.node_lines:
                             file, line = self.node_line(n["seq"])

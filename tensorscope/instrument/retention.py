@@ -71,8 +71,10 @@ class Walk:
     a root to an object still known to the walk. Call :meth:`release` before the program resumes.
     """
 
-    def __init__(self, user, budget: int = 50_000, storage_sizes: bool = False):
+    def __init__(self, user, budget: int = 50_000, storage_sizes: bool = False, watch: frozenset = frozenset()):
         self.user = user
+        self.watch = watch  # sequence nrs of graph nodes to find (a failing backward's freed nodes)
+        self.hits: list[int] = []  # ids of watched nodes reached, in breadth-first order
         self.budget = budget
         self.storage_sizes = storage_sizes  # the real storage size (makes Python storage objects: end of run)
         self.visited = 0
@@ -90,7 +92,17 @@ class Walk:
     # --- the walk ------------------------------------------------------------------------
 
     def run(self, roots) -> "Walk":
-        """``roots``: (name, object, where) triples in the order names are preferred."""
+        """``roots``: (name, object, where) triples in the order names are preferred.
+
+        Names bound to modules, containers and objects are walked first, then names bound to bare
+        tensors: a tensor kept in ``model.h`` (or ``history[-1]``) and also bound to ``out`` is found
+        through what keeps it across steps.
+        """
+        roots = list(roots)
+        self._run([r for r in roots if not isinstance(r[1], _Tensor)])
+        return self._run([r for r in roots if isinstance(r[1], _Tensor)])
+
+    def _run(self, roots) -> "Walk":
         queue: list = []
         for name, obj, where in roots:
             if isinstance(obj, _ATOMS) or id(obj) in self._objs:
@@ -188,7 +200,7 @@ class Walk:
         self._count(t, r)
         gf = t.grad_fn
         if gf is not None:
-            yield {"via": "grad_fn", "label": f".grad_fn {node_name(gf)}"}, gf
+            yield {"via": "grad_fn", "label": f".grad_fn {node_name(gf)}", "seq": gf._sequence_nr()}, gf
         base = t._base
         if base is not None:
             yield {"via": "base", "label": "._base"}, base
@@ -226,6 +238,8 @@ class Walk:
     def _node(self, node, r):
         self.nodes[r] = self.nodes.get(r, 0) + 1
         self.first_node.setdefault(r, id(node))
+        if self.watch and node._sequence_nr() in self.watch:
+            self.hits.append(id(node))
         for name in _saved_names(node):
             try:
                 raw = getattr(node, name)
@@ -515,6 +529,36 @@ def holders_of(target, frame, user, budget: int = END_BUDGET) -> list[list[dict]
             if key is not None and key in walk.storages and walk.storages[key][2] != id(target):
                 found.append(walk.path(walk.storages[key][2]))
             return found
+    finally:
+        walk.release()
+        empty(snaps)
+
+
+def carried_holders(frame, user, freed_seqs, exclude=()) -> list[dict]:
+    """Names from which a failing backward's freed nodes are reached: state carried across iterations
+    (``hidden``, ``model.h``, a list). ``exclude``: the failing call's own roots. Modules, containers and
+    objects are walked before bare tensors, so a tensor kept in ``model.h`` and also bound to ``out`` is
+    found through ``model.h``. Shortest paths first; plain data."""
+    roots, snaps = frame_roots(frame, user)
+    skip = {id(t) for t in exclude}
+    roots = [r for r in roots if id(r[1]) not in skip]
+    walk = Walk(user, budget=END_BUDGET, watch=frozenset(freed_seqs))
+    try:
+        with torch._C.DisableTorchFunction():
+            walk.run(roots)
+        roots = None
+        out, seen = [], set()
+        for hit in walk.hits:
+            steps = walk.path(hit)
+            r = walk._root.get(hit)
+            if r in seen:
+                continue
+            seen.add(r)
+            info = walk.roots[r]
+            out.append({"holder": info["name"], "where": info["where"], "path": steps})
+            if len(out) >= 8:
+                break
+        return out
     finally:
         walk.release()
         empty(snaps)

@@ -104,14 +104,37 @@ def stores(tree, kind: str, name: str | None) -> list[tuple[ast.stmt, ast.AST | 
         else:
             if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
                 out.append((node, node.value))
-            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                if name in source.reads(node.value):  # `total = total + loss`
+            elif isinstance(node, ast.Assign) and any(name in source.target_names(t) for t in node.targets):
+                if name in source.reads(node.value):  # `total = total + loss`, `out, hidden = model(x, hidden)`
                     out.append((node, node.value))
     return out
 
 
 def _in_loop(stmt) -> bool:
     return source.loop_of(stmt) is not None
+
+
+def _score(stmt, expr) -> tuple:
+    """Which store is the retaining one: in a loop, then outside ``__init__`` (an initial value is not
+    what carries a graph), then storing a computed value rather than a fresh factory call, then the later line."""
+    scope = source.scope_of(stmt)
+    init = isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and scope.name == "__init__"
+    factory = isinstance(expr, ast.Call) and not source.reads(expr)
+    return (_in_loop(stmt), not init, not factory, stmt.lineno)
+
+
+def holder_name(steps) -> str | None:
+    """The holder as code: ``model.h``, ``history``, ``cache['k']``: the leading name and attributes."""
+    out = ""
+    for s in steps or ():
+        via, label = s.get("via"), s.get("label", "")
+        if via == "name":
+            out = label
+        elif via == "attr" and label.startswith("."):
+            out += label
+        else:
+            break
+    return out or None
 
 
 def _files(ev, h) -> list[str]:
@@ -128,13 +151,16 @@ def retaining_line(ev, h) -> tuple[str | None, ast.stmt | None, ast.AST | None]:
     """(file, statement, stored expression) of the line that stored what the holder keeps."""
     kind, name = store_target(h.get("path"))
     best = None
-    for f in _files(ev, h):
-        full = os.path.abspath(f)
-        tree = source.tree(full) or source.tree(f)
-        for stmt, expr in stores(tree, kind, name):
-            score = (1 if _in_loop(stmt) else 0, -stmt.lineno)
-            if best is None or score > best[0]:
-                best = (score, full, stmt, expr)
+    for k, n in ((kind, name), ("name", name)) if kind == "item" else ((kind, name),):
+        for f in _files(ev, h):
+            full = os.path.abspath(f)
+            tree = source.tree(full) or source.tree(f)
+            for stmt, expr in stores(tree, k, n):
+                score = _score(stmt, expr)
+                if best is None or score > best[0]:
+                    best = (score, full, stmt, expr)
+        if best is not None:
+            break
     if best is None:
         return None, None, None
     return best[1], best[2], best[3]
