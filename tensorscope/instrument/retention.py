@@ -406,6 +406,7 @@ def empty(snapshots) -> None:
 
 
 MAX_HOLDERS = 10
+MAX_PATHS = 5_000
 END_BUDGET = 100_000
 
 
@@ -458,15 +459,20 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
             entry["tensors"] = counts.get(r, 0)
             big = walk.first_tensor.get(r)
             if big is not None:
-                entry["path"] = walk.path(big)
+                steps = walk.path(big)
+                entry["path"] = [s.get("label") for s in steps]
                 t = walk.obj(big)
                 entry["tensor"] = tracker.note_tensor(t) if isinstance(t, _Tensor) else None
-                entry["graph"] = any(s.get("via") in ("grad_fn", "saved", "next") for s in entry["path"])
+                entry["graph"] = any(s.get("via") in ("grad_fn", "saved", "next") for s in steps)
             out.append(entry)
         pinned = _pinned_views(tracker, walk)
+        paths = {}  # tid -> the path that holds it, for the tensors tracked in the run (`--tensor NAME`)
+        for tid, t in tracker.live_tensors().items():
+            if id(t) in walk._objs and len(paths) < MAX_PATHS:
+                paths[tid] = [s.get("label") for s in walk.path(id(t))]
         total = sum(nbytes for nbytes, _, _ in walk.storages.values())
         doc = {"device": "cpu", "total_bytes": total, "storages": len(walk.storages), "holders": out,
-               "pinned_views": pinned, "visited": walk.visited, "truncated": walk.truncated,
+               "pinned_views": pinned, "paths": paths, "visited": walk.visited, "truncated": walk.truncated,
                "cuda_allocated": _cuda_allocated()}
         if growth is not None:
             doc["sampled_steps"] = [s["step"] for s in growth.samples]
