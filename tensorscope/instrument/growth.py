@@ -76,6 +76,7 @@ class Growth:
             keys.setdefault(r, set()).add(key)
         rb = walk.root_bytes()
         prev = self.samples[-1]["roots"] if self.samples else {}
+        before = self.samples[-2]["roots"] if len(self.samples) > 1 else {}
         roots = {}
         for r, info in enumerate(walk.roots):
             name = info["name"]
@@ -87,7 +88,11 @@ class Growth:
             new = entry["keys"] - old["keys"] if old is not None else entry["keys"]
             grew = old is not None and (entry["bytes"] > old["bytes"] or entry["nodes"] > old["nodes"])
             if grew:
-                entry["witness"] = self._witness(walk, r, new)
+                # storages new at the previous sample and still held now: what is kept, not what is replaced
+                # each step (a `.grad`, this step's batch)
+                older = before.get(name)
+                kept = (old["keys"] - older["keys"]) & entry["keys"] if older is not None else frozenset()
+                entry["witness"] = self._witness(walk, r, kept or new)
             roots[name] = entry
         return {"step": self.boundaries, "truncated": walk.truncated, "roots": roots}
 

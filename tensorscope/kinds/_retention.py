@@ -48,7 +48,10 @@ def store_target(steps) -> tuple[str, str | None]:
     into = steps[t]
     prev = steps[t - 1]
     if into.get("via") == "item":
-        return "item", _container_name(prev)
+        k = t - 1
+        while k > 0 and steps[k].get("via") == "item":  # `acts[layer][3]`: the container is `acts`
+            k -= 1
+        return "item", _container_name(steps[k])
     if into.get("via") == "attr":
         return "attr", into["label"].lstrip(".")
     if into.get("via") == "closure":
@@ -68,6 +71,8 @@ def _container_name(step) -> str | None:
 
 
 def _last_name(expr) -> str | None:
+    while isinstance(expr, ast.Subscript):  # `self.acts[layer]` stores into `acts`
+        expr = expr.value
     if isinstance(expr, ast.Name):
         return expr.id
     if isinstance(expr, ast.Attribute):
@@ -92,7 +97,8 @@ def stores(tree, kind: str, name: str | None) -> list[tuple[ast.stmt, ast.AST | 
                 for tgt in node.targets:
                     if isinstance(tgt, ast.Subscript) and _last_name(tgt.value) == name:
                         out.append((node, node.value))
-            elif isinstance(node, ast.AugAssign) and _last_name(node.target) == name:
+            elif isinstance(node, ast.AugAssign) and (_last_name(node.target) == name or (
+                    isinstance(node.target, ast.Subscript) and _last_name(node.target.value) == name)):
                 out.append((node, node.value))
         elif kind == "attr":
             if isinstance(node, ast.Assign):
@@ -166,9 +172,29 @@ def retaining_line(ev, h) -> tuple[str | None, ast.stmt | None, ast.AST | None]:
     return best[1], best[2], best[3]
 
 
+def _replace(file, stmt, expr, new: str) -> str | None:
+    """The statement's line with ``expr`` replaced by ``new`` (by its columns), as the report quotes code."""
+    import linecache
+
+    from tensorscope.report import without_comment
+
+    if not (stmt.lineno == expr.lineno == expr.end_lineno):
+        return None
+    raw = linecache.getline(file, stmt.lineno)
+    if not raw:
+        return None
+    b = raw.encode("utf-8")  # ast columns are byte offsets
+    text = (b[:expr.col_offset] + new.encode("utf-8") + b[expr.end_col_offset:]).decode("utf-8", "replace")
+    return without_comment(text.strip())
+
+
 def _fix(fam: str, h: dict, stmt, expr, file) -> str:
     code = source.code(file, stmt.lineno) if stmt is not None else ""
     scalar = h.get("shape") == [] or h.get("shape") == ()
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple) and h.get("holder"):
+        name = h["holder"]
+        return (f"Detach `{name}` before line {stmt.lineno} reads it again (`{name} = {name}.detach()`; for a "
+                f"tuple, `{name} = tuple(t.detach() for t in {name})`): each step's graph is then freed with the step.")
     if stmt is not None and expr is not None:
         seg = source.text(expr)
         if fam == "graph-kept-alive":
@@ -179,8 +205,8 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
             new = None
         else:
             new = f"{source.atom(seg)}.detach().cpu()" if not scalar else f"{source.atom(seg)}.item()"
-        if new and seg and seg in code:
-            rewritten = code.replace(seg, new, 1)
+        rewritten = _replace(file, stmt, expr, new) if new else None
+        if rewritten:
             if fam == "graph-kept-alive":
                 return (f"Store a value without its graph: `{rewritten}` (or `.detach()` it): the graph of every "
                         "step is then freed with the step.")

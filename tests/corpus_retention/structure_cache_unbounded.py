@@ -1,0 +1,25 @@
+# source: https://github.com/gnina/libmolgrid/issues/45 (a structure cache with no ceiling: memory grows until OOM)
+# expect-kind: container-grows
+import os
+
+import torch
+
+torch.manual_seed(0)
+scorer = torch.nn.Linear(3 * 4096, 1)
+opt = torch.optim.SGD(scorer.parameters(), lr=1e-4)
+cache = {}
+
+
+def load_structure(key):
+    if key not in cache:
+        cache[key] = torch.randn(4096, 3)  # CULPRIT FIX: cache.clear(); cache[key] = torch.randn(4096, 3)
+    return cache[key]
+
+
+for step in range(int(os.environ.get("LEAK_STEPS", "12"))):
+    coords = load_structure(f"mol{step}")
+    loss = scorer(coords.reshape(1, -1)).pow(2).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(len(cache))
