@@ -15,6 +15,8 @@ dozen boundaries of a long run (see benchmarks/RESULTS.md).
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from tensorscope.instrument import retention
@@ -41,11 +43,13 @@ class Growth:
         self.boundaries = 0
         self.samples: list[dict] = []
         self.seconds = 0.0
+        # TENSORSCOPE_NO_RETENTION=1: no samples and no Memory held (benchmarks/run.py's comparison mode)
+        self.enabled = not os.environ.get("TENSORSCOPE_NO_RETENTION")
 
     def boundary(self, frame) -> None:
         """A backward call returned: sample at the boundaries ``due`` picks. Never raises."""
         self.boundaries += 1
-        if frame is None or not due(self.boundaries):
+        if frame is None or not self.enabled or not due(self.boundaries):
             return
         import time
 

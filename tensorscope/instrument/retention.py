@@ -94,12 +94,14 @@ class Walk:
     def run(self, roots) -> "Walk":
         """``roots``: (name, object, where) triples in the order names are preferred.
 
-        Names bound to modules, containers and objects are walked first, then names bound to bare
-        tensors: a tensor kept in ``model.h`` (or ``history[-1]``) and also bound to ``out`` is found
-        through what keeps it across steps.
+        Names bound to modules are walked first (a parameter belongs to its model, not to the
+        optimizer that also reaches it), then containers and other objects, then bare tensors: a
+        tensor kept in ``model.h`` (or ``history[-1]``) and also bound to ``out`` is found through what
+        keeps it across steps.
         """
         roots = list(roots)
-        self._run([r for r in roots if not isinstance(r[1], _Tensor)])
+        self._run([r for r in roots if isinstance(r[1], _Module)])
+        self._run([r for r in roots if not isinstance(r[1], (_Module, _Tensor))])
         return self._run([r for r in roots if isinstance(r[1], _Tensor)])
 
     def _run(self, roots) -> "Walk":

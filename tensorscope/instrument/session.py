@@ -114,6 +114,8 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
 
 def _memory(tracker, main_globals, exc) -> dict | None:
     """The report's ``memory`` object (see NOTE [Retention walks]); None if the walk failed."""
+    if not tracker.growth.enabled:
+        return None
     try:
         return retention.held(tracker, main_globals, exc, tracker.growth)
     except Exception:
