@@ -14,9 +14,9 @@ from __future__ import annotations
 import ast
 import os
 
-from tensorscope.analysis import source
-from tensorscope.analysis.common import diagnosis, where
-from tensorscope.report import display_path
+from tensorscope import source
+from tensorscope.kinds._base import diagnosis, where
+from tensorscope.source import display_path
 
 CODES = ("graph-kept-alive", "view-pins-storage", "hook-holds-tensors", "container-grows")
 _TENSOR_VIAS = ("grad_fn", "saved", "next", "base", "grad", "variable", "ctx")
@@ -176,7 +176,7 @@ def _replace(file, stmt, expr, new: str) -> str | None:
     """The statement's line with ``expr`` replaced by ``new`` (by its columns), as the report quotes code."""
     import linecache
 
-    from tensorscope.report import without_comment
+    from tensorscope.source import without_comment
 
     if not (stmt.lineno == expr.lineno == expr.end_lineno):
         return None
@@ -254,8 +254,10 @@ def explain(ev, h: dict) -> dict:
     allocation = ({"file": display_path(alloc.get("file")), "line": alloc.get("line"),
                    "code": source.code(alloc.get("file"), alloc.get("line")), "how": alloc.get("how")}
                   if alloc.get("line") else None)
+    from tensorscope import kinds
+
     d = diagnosis(
-        fam, explanation=" ".join(parts), fix=_fix(fam, h, stmt, expr, file), culprit=culprit,
+        kinds.get(fam), explanation=" ".join(parts), fix=_fix(fam, h, stmt, expr, file), culprit=culprit,
         saved_by=where(alloc.get("file"), alloc.get("line"), what="allocated the retained memory") if alloc.get("line") else None,
         tensor={"id": h.get("tensor"), "names": [holder] if holder else [], "version_at_save": None, "version_now": None},
         evidence=["retention walk from the program's names (no gc pass)",

@@ -22,7 +22,7 @@ KIND = Kind(
 )
 
 
-def explain_hazard(ev, hazard: dict) -> dict:
+def explain(ev, hazard: dict) -> dict:
     """The hazard from a retention finding (see NOTE [The retaining line] in kinds/_retention.py)."""
     from tensorscope.kinds import _retention
 
