@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 import torch
 
-from tensorscope.instrument import ddp, retention, saved, snapshot as _snapshot, state, watch
+from tensorscope.instrument import ddp, retention, saved, saving, snapshot as _snapshot, state, watch
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -56,6 +56,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
         saved.learn_message_style()
     patcher.install()
     ddp.install(tracker, patcher)
+    saving.install(tracker, patcher)  # torch.save of a view writes its whole storage (docs/retention.md)
     if hooks:
         tracker.check_values = True  # see NOTE [Fingerprints of saved tensors]
         saved.push()

@@ -210,6 +210,8 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
             if fam == "graph-kept-alive":
                 return (f"Store a value without its graph: `{rewritten}` (or `.detach()` it): the graph of every "
                         "step is then freed with the step.")
+            if fam == "view-pins-storage" and h.get("save"):
+                return f"Save a copy of just the slice: `{rewritten}` (the file then holds only its bytes)."
             if fam == "view-pins-storage":
                 return (f"Keep a copy of just the slice: `{rewritten}`: the slice then owns a storage of its "
                         "own size and the large one is freed.")
@@ -226,24 +228,39 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
     return "Clear the container each step or epoch, bound it, or store Python numbers (`.item()`) instead of tensors."
 
 
+def _saved_view(h: dict):
+    """(file, statement, expression) of the view passed to ``torch.save`` at the recorded call."""
+    at = h.get("save") or {}
+    stmt = source.statement_at(at.get("file"), at.get("line"))
+    for node in ast.walk(stmt) if stmt is not None else ():
+        if isinstance(node, ast.Call) and _last_name(node.func) == "save" and node.args:
+            return at.get("file"), stmt, node.args[0]
+    return at.get("file"), stmt, None
+
+
 def explain(ev, h: dict) -> dict:
     """The hazard (DIAGNOSIS shape, plus ``retention``) of one retention finding."""
     fam = h.get("kind")
-    file, stmt, expr = retaining_line(ev, h)
+    file, stmt, expr = _saved_view(h) if h.get("save") else retaining_line(ev, h)
     alloc = h.get("alloc") or {}
     holder = h.get("holder")
     per = h.get("bytes_per_step") or 0
     nodes = h.get("nodes_per_step") or 0
     shown = path_text(h.get("path"))
-    if h.get("at_end"):
+    if h.get("save"):
+        grow = (f"torch.save writes the whole storage of a view: {human(h.get('storage_nbytes'))} for the "
+                f"{human(h.get('nbytes'))} the view reaches")
+    elif h.get("at_end"):
         grow = (f"At the end of the run a view of {human(h.get('nbytes'))} keeps its whole storage of "
                 f"{human(h.get('storage_nbytes'))} alive")
     else:
         amount = " and ".join(x for x in (f"{human(per)}" if per else "", f"{nodes} graph nodes" if nodes else "") if x)
         amount += " per step"
         grow = f"`{holder}` grows by {amount} (sampled at backward calls {', '.join(map(str, h.get('steps') or []))})"
-    parts = [f"{grow}: {shown}."]
-    if stmt is not None:
+    parts = [f"{grow}: {shown}." if shown else f"{grow}."]
+    if stmt is not None and h.get("save"):
+        parts.append(f"Line {stmt.lineno} (`{source.code(file, stmt.lineno)}`) saves the view, not a copy.")
+    elif stmt is not None:
         parts.append(f"Line {stmt.lineno} (`{source.code(file, stmt.lineno)}`) stores it where the next step "
                      "still reaches it.")
     if alloc.get("line"):

@@ -10,7 +10,7 @@ opt = torch.optim.SGD([w], lr=0.1)
 kept = []
 for step in range(int(os.environ.get("LEAK_STEPS", "12"))):
     d = torch.rand(400_000)
-    parts = torch.chunk(d, 10)
+    parts = torch.chunk(d, 400)
     kept.append(parts[0])  # CULPRIT FIX: kept.append(parts[0].clone())
     loss = (w * parts[0][:10]).sum()
     opt.zero_grad()
