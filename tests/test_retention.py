@@ -77,6 +77,21 @@ def test_memory_held_section_and_tensor_holders(tmp_path):
     assert "held by: cache -> ['row']" in out, out
 
 
+def test_torch_save_of_a_pinning_view(tmp_path):
+    prog = tmp_path / "save_view.py"
+    prog.write_text("import os, sys\nimport torch\nx = torch.randn(1000, 1000)\n"
+                    "torch.save(x[:10], os.path.join(sys.argv[1], 'head.pt'))\n")
+    rc, plain, err = run_python(prog, str(tmp_path))
+    assert rc == 0, err
+    whole = (tmp_path / "head.pt").stat().st_size  # torch writes the whole 4 MB storage
+    assert whole > 4_000_000
+    rc, out, err, doc = run_cli("run", "--json", str(prog), str(tmp_path))
+    assert rc == 0, err
+    h = next(h for h in doc["hazards"] if h["kind"] == "view-pins-storage")
+    assert h["culprit"]["line"] == 4
+    assert "torch.save(x[:10].clone(), " in h["fix"]
+
+
 def test_api_holders(tmp_path):
     prog = tmp_path / "api_holders.py"
     prog.write_text(
