@@ -79,7 +79,7 @@ for path, steps in json.loads(sys.argv[1]):
         seen.add(id(n)); nodes += 1
         stack.extend(m for m, _ in n.next_functions if m is not None)
     del g, prof
-    print(json.dumps({"path": path, "steps": steps, "peak": peak, "nodes": nodes}), flush=True)
+    print("@@" + json.dumps({"path": path, "steps": steps, "peak": peak, "nodes": nodes}), flush=True)
 """
 
 
@@ -94,7 +94,7 @@ def growth_pair(text: str, n: int = 8) -> tuple[dict, dict]:
         runs = [[leak, n], [leak, 2 * n], [twin, n], [twin, 2 * n]]
         out = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(runs)], capture_output=True, text=True,
                              timeout=1800, stdin=subprocess.DEVNULL)
-        rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+        rows = [json.loads(line[2:]) for line in out.stdout.splitlines() if line.startswith("@@")]
     by = {(r["path"], r["steps"]): r for r in rows}
 
     def per_step(p):

@@ -82,6 +82,7 @@ class Walk:
         self._objs: dict[int, object] = {}  # id -> object, held only during the walk
         self._parent: dict[int, tuple] = {}  # id -> (parent id, step)
         self._root: dict[int, int] = {}  # id -> root index
+        self.named: set[int] = set()  # ids of the objects bound to the roots' names
         self.roots: list[dict] = []
         self.storages: dict[int, list] = {}
         self.nodes: dict[int, int] = {}  # root index -> graph nodes reached first from it
@@ -107,7 +108,10 @@ class Walk:
     def _run(self, roots) -> "Walk":
         queue: list = []
         for name, obj, where in roots:
-            if isinstance(obj, _ATOMS) or id(obj) in self._objs:
+            if isinstance(obj, _ATOMS):
+                continue
+            self.named.add(id(obj))
+            if id(obj) in self._objs:
                 continue
             i = len(self.roots)
             self.roots.append({"name": name, "type": type(obj).__name__, "where": where})
@@ -270,7 +274,7 @@ class Walk:
             yield {"via": "ctx", "label": f"ctx.{k}"}, v
         for i, (nxt, _) in enumerate(node.next_functions):
             if nxt is not None:
-                yield {"via": "next", "label": f"-> {node_name(nxt)}"}, nxt
+                yield {"via": "next", "label": node_name(nxt)}, nxt
 
     def _module(self, m):
         d = _instance_dict(m)
@@ -303,13 +307,13 @@ class Walk:
         """The steps from a root to an object the walk reached (plain data)."""
         steps = []
         k = obj_id
-        while k is not None:
+        while k is not None and len(steps) <= self.visited:
             parent, step = self._parent[k]
             steps.append(step)
             k = parent
-            if len(steps) > 64:
-                break
         steps.reverse()
+        if len(steps) > 24:  # a long chain of graph nodes: the name end and the tensor end are what matter
+            steps = steps[:12] + [{"via": "skip", "label": f"... {len(steps) - 20} more"}] + steps[-8:]
         return steps
 
     def obj(self, obj_id: int):
@@ -494,8 +498,11 @@ def _pinned_views(tracker, walk) -> list:
             continue
         t = walk.obj(tid_obj)
         try:
-            if t._base is None:
+            base = t._base
+            if base is None:
                 continue
+            if id(base) in walk.named or walk._parent.get(id(base), (id(t),))[0] != id(t):
+                continue  # the base is held by a name (or through another path): the view pins nothing more
             reach = t.numel() * t.element_size()
         except Exception:
             continue

@@ -130,10 +130,13 @@ def retention_findings(tracker, memory: dict | None) -> list:
         out = tracker.growth.findings()
     except Exception:
         pass
-    grown = {(f.get("alloc") or {}).get("line") for f in out if f["kind"] == "view-pins-storage"}
+    grown = {f["holder"] for f in out}  # a view already reported as growth under its holder
+    seen = set()
     for v in (memory or {}).get("pinned_views") or ():
-        if v.get("line") in grown and v.get("line") is not None:
-            continue
+        holder = v["path"][0]["label"] if v.get("path") else None
+        if holder in grown or (holder, v.get("line")) in seen:
+            continue  # one finding per holder and slicing line: a list of 12 pinning slices is one mistake
+        seen.add((holder, v.get("line")))
         out.append({"kind": "view-pins-storage", "retention": True, "holder": v["path"][0]["label"],
                     "where": None, "path": v["path"], "bytes_per_step": 0, "nodes_per_step": 0,
                     "bytes": v["storage_nbytes"], "nbytes": v["nbytes"], "storage_nbytes": v["storage_nbytes"],

@@ -153,11 +153,23 @@ def _files(ev, h) -> list[str]:
     return files
 
 
+def _targets(steps) -> list:
+    """Where the retained object may have been stored, innermost first: the step before the first tensor,
+    then each step towards the name (`best_models -> [3] -> .0 -> .weight`: `.weight`, then `best_models`)."""
+    steps = list(steps or ())
+    out = []
+    for j in range(len(steps), 0, -1):
+        kind, name = store_target(steps[:j])
+        for cand in ((kind, name), ("name", name)) if kind == "item" else ((kind, name),):
+            if cand not in out and cand[1]:
+                out.append(cand)
+    return out
+
+
 def retaining_line(ev, h) -> tuple[str | None, ast.stmt | None, ast.AST | None]:
     """(file, statement, stored expression) of the line that stored what the holder keeps."""
-    kind, name = store_target(h.get("path"))
     best = None
-    for k, n in ((kind, name), ("name", name)) if kind == "item" else ((kind, name),):
+    for k, n in _targets(h.get("path")):
         for f in _files(ev, h):
             full = os.path.abspath(f)
             tree = source.tree(full) or source.tree(f)

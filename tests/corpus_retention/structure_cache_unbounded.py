@@ -5,14 +5,14 @@ import os
 import torch
 
 torch.manual_seed(0)
-scorer = torch.nn.Linear(3 * 4096, 1)
+scorer = torch.nn.Linear(3 * 8192, 1)
 opt = torch.optim.SGD(scorer.parameters(), lr=1e-4)
 cache = {}
 
 
 def load_structure(key):
     if key not in cache:
-        cache[key] = torch.randn(4096, 3)  # CULPRIT FIX: cache.clear(); cache[key] = torch.randn(4096, 3)
+        cache[key] = torch.randn(8192, 3)  # CULPRIT FIX: cache.clear(); cache[key] = torch.randn(8192, 3)
     return cache[key]
 
 
