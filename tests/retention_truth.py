@@ -5,7 +5,7 @@ Each program marks its retaining line with ``# CULPRIT`` and the ablation that f
 replaced. For a program and its twin this script measures, with torch's profiler
 (``profile_memory=True``), the peak of live tensor bytes over the run at LEAK_STEPS=N and 2N: the
 growth per step is (peak(2N) - peak(N)) / N. It also counts the autograd nodes reachable from the
-program's globals at the end (a graph kept alive by a global). Run::
+program's globals at the end (a graph kept alive by a global, or by its lists, tuples and dicts). Run::
 
     python tests/retention_truth.py tests/corpus_retention/*.py
 
@@ -68,10 +68,16 @@ for path, steps in json.loads(sys.argv[1]):
         live += e.self_cpu_memory_usage
         peak = max(peak, live)
     nodes, seen, stack = 0, set(), []
-    for v in list(g.values()):
-        for t in (v if isinstance(v, (list, tuple)) else list(v.values()) if isinstance(v, dict) else [v]):
-            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
-                stack.append(t.grad_fn)
+    todo = [(v, 0) for v in g.values()]
+    while todo:  # tensors in the globals, and in their lists, tuples and dicts (three levels)
+        v, depth = todo.pop()
+        if isinstance(v, torch.Tensor):
+            if v.grad_fn is not None:
+                stack.append(v.grad_fn)
+        elif depth < 3 and isinstance(v, (list, tuple)):
+            todo.extend((x, depth + 1) for x in v)
+        elif depth < 3 and isinstance(v, dict):
+            todo.extend((x, depth + 1) for x in v.values())
     while stack:
         n = stack.pop()
         if id(n) in seen:
