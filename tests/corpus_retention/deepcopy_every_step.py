@@ -1,5 +1,6 @@
 # source: https://github.com/lisa-lab/pylearn2/issues/1567 (a deepcopy of the model kept for every improvement: resident size keeps growing)
 # expect-kind: container-grows
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +271,392 B/step peak tensor memory, +0 graph nodes/step held by globals; twin +0 B/step, +0 nodes/step
 import copy
 import os
 

@@ -1,5 +1,6 @@
 # source: https://github.com/facebookresearch/kill-the-bits/issues/35 (a forward hook storing each layer's input in a list per layer)
 # expect-kind: hook-holds-tensors
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +98,304 B/step peak tensor memory, +0 graph nodes/step held by globals; twin +0 B/step, +0 nodes/step
 import os
 
 import torch
