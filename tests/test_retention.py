@@ -61,7 +61,7 @@ def test_retention_path_and_growth_in_json(tmp_path):
     r = h["retention"]
     assert r["holder"] == "outputs" and r["path"][0] == "outputs"
     assert r["nodes_per_step"] > 0
-    assert "outputs.append({\"loss\": loss.detach()" in h["fix"]
+    assert "outputs.append({" in h["fix"] and "loss.detach()" in h["fix"] and "smooth.detach()" in h["fix"]
     mem = doc["memory"]
     assert mem["holders"] and mem["holders"][0]["bytes"] >= mem["holders"][-1]["bytes"]
 

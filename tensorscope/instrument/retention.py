@@ -534,17 +534,26 @@ def holders_of(target, frame, user, budget: int = END_BUDGET) -> list[list[dict]
         key = None
     roots, snaps = frame_roots(frame, user)
     walk = Walk(user, budget=budget)
+    named = [r for r in roots if r[1] is target]  # every name bound to it, besides the walk's one path
     try:
         with torch._C.DisableTorchFunction():
             walk.run(roots)
             roots = None
-            found = []
+            found = [[{"via": "name", "label": name, "type": type(obj).__name__}]
+                     for name, obj, _ in named if obj is target]
             if id(target) in walk._objs:
                 found.append(walk.path(id(target)))
             if key is not None and key in walk.storages and walk.storages[key][2] != id(target):
                 found.append(walk.path(walk.storages[key][2]))
-            return found
+            out, seen = [], set()
+            for p in found:
+                text = tuple(s.get("label") for s in p)
+                if text not in seen:
+                    seen.add(text)
+                    out.append(p)
+            return out
     finally:
+        named = None
         walk.release()
         empty(snaps)
 

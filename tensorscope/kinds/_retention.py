@@ -184,6 +184,18 @@ def retaining_line(ev, h) -> tuple[str | None, ast.stmt | None, ast.AST | None]:
     return best[1], best[2], best[3]
 
 
+def _detached_literal(expr) -> str:
+    """``{"loss": loss, "n": n}`` -> ``{"loss": loss.detach(), "n": n.detach()}`` (each value detached)."""
+    if isinstance(expr, ast.Dict):
+        items = ", ".join(f"{source.text(k)}: {source.atom(source.text(v))}.detach()" if k is not None
+                          else f"**{source.text(v)}" for k, v in zip(expr.keys, expr.values))
+        return "{" + items + "}"
+    items = ", ".join(f"{source.atom(source.text(v))}.detach()" for v in expr.elts)
+    if isinstance(expr, ast.List):
+        return f"[{items}]"
+    return f"({items},)" if len(expr.elts) == 1 else f"({items})"
+
+
 def _replace(file, stmt, expr, new: str) -> str | None:
     """The statement's line with ``expr`` replaced by ``new`` (by its columns), as the report quotes code."""
     import linecache
@@ -209,7 +221,9 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
                 f"tuple, `{name} = tuple(t.detach() for t in {name})`): each step's graph is then freed with the step.")
     if stmt is not None and expr is not None:
         seg = source.text(expr)
-        if fam == "graph-kept-alive":
+        if fam == "graph-kept-alive" and isinstance(expr, (ast.Dict, ast.List, ast.Tuple)):
+            new = _detached_literal(expr)
+        elif fam == "graph-kept-alive":
             new = f"{source.atom(seg)}.item()" if scalar or isinstance(stmt, ast.AugAssign) else f"{source.atom(seg)}.detach()"
         elif fam == "view-pins-storage":
             new = f"{source.atom(seg)}.clone()"
