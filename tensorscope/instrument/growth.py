@@ -16,10 +16,12 @@ dozen boundaries of a long run (see benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
 from tensorscope.instrument import retention
+from tensorscope.instrument.retention import PIN_MIN_BYTES, PIN_RATIO
 from tensorscope.instrument.recorder import node_name
 
 _EARLY = frozenset({2, 3, 4, 5, 6})
@@ -27,8 +29,6 @@ WALK_BUDGET = 20_000
 # a container of tensors without a graph is reported from this growth per step (a list of detached
 # scalars or of small predictions is not); a graph kept alive, a hook or a pinned view from any growth
 MIN_CONTAINER_BYTES_PER_STEP = 64 * 1024
-PIN_RATIO = 4
-PIN_MIN_BYTES = 1 << 20
 
 
 def due(n: int) -> bool:
@@ -51,8 +51,6 @@ class Growth:
         self.boundaries += 1
         if frame is None or not self.enabled or not due(self.boundaries):
             return
-        import time
-
         t0 = time.perf_counter()
         tracker = self.tracker
         active, tracker.active = tracker.active, False

@@ -412,6 +412,9 @@ def empty(snapshots) -> None:
 
 
 MAX_HOLDERS = 10
+# a view pins its storage when the storage is at least PIN_RATIO times the bytes it reaches and PIN_MIN_BYTES
+PIN_RATIO = 4
+PIN_MIN_BYTES = 1 << 20
 MAX_PATHS = 5_000
 END_BUDGET = 100_000
 
@@ -442,8 +445,6 @@ def exception_roots(main_globals, exc, user) -> list:
 def held(tracker, main_globals, exc, growth=None) -> dict:
     """The ``memory`` object of the report: the top holders of memory by bytes at the end of the run
     (or at the uncaught exception), each with its path; live views that pin a much larger storage."""
-    from tensorscope.instrument import growth as growth_mod
-
     walk = Walk(tracker.user, budget=END_BUDGET, storage_sizes=True)
     try:
         walk.run(exception_roots(main_globals, exc, tracker.user))
@@ -490,8 +491,6 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
 
 def _pinned_views(tracker, walk) -> list:
     """Live views whose storage is at least PIN_RATIO times the bytes they reach and PIN_MIN_BYTES."""
-    from tensorscope.instrument.growth import PIN_MIN_BYTES, PIN_RATIO
-
     out = []
     for key, (nbytes, r, tid_obj) in walk.storages.items():
         if nbytes < PIN_MIN_BYTES:

@@ -15,7 +15,7 @@ import sys
 import torch
 
 from tensorscope.instrument.frames import user_frame
-from tensorscope.instrument.growth import PIN_MIN_BYTES, PIN_RATIO
+from tensorscope.instrument.retention import PIN_MIN_BYTES, PIN_RATIO
 from tensorscope.instrument.recorder import storage_key
 
 _Tensor = torch.Tensor

@@ -12,11 +12,12 @@ preferring one inside a loop; the fix rewrites that statement (``.item()``, ``.d
 from __future__ import annotations
 
 import ast
+import linecache
 import os
 
 from tensorscope import source
 from tensorscope.kinds._base import diagnosis, where
-from tensorscope.source import display_path
+from tensorscope.source import display_path, without_comment
 
 CODES = ("graph-kept-alive", "view-pins-storage", "hook-holds-tensors", "container-grows")
 _TENSOR_VIAS = ("grad_fn", "saved", "next", "base", "grad", "variable", "ctx")
@@ -198,10 +199,6 @@ def _detached_literal(expr) -> str:
 
 def _replace(file, stmt, expr, new: str) -> str | None:
     """The statement's line with ``expr`` replaced by ``new`` (by its columns), as the report quotes code."""
-    import linecache
-
-    from tensorscope.source import without_comment
-
     if not (stmt.lineno == expr.lineno == expr.end_lineno):
         return None
     raw = linecache.getline(file, stmt.lineno)
@@ -264,7 +261,7 @@ def _saved_view(h: dict):
     return at.get("file"), stmt, None
 
 
-def explain(ev, h: dict) -> dict:
+def explain(ev, h: dict, kind) -> dict:
     """The hazard (DIAGNOSIS shape, plus ``retention``) of one retention finding."""
     fam = h.get("kind")
     file, stmt, expr = _saved_view(h) if h.get("save") else retaining_line(ev, h)
@@ -297,10 +294,8 @@ def explain(ev, h: dict) -> dict:
     allocation = ({"file": display_path(alloc.get("file")), "line": alloc.get("line"),
                    "code": source.code(alloc.get("file"), alloc.get("line")), "how": alloc.get("how")}
                   if alloc.get("line") else None)
-    from tensorscope import kinds
-
     d = diagnosis(
-        kinds.get(fam), explanation=" ".join(parts), fix=_fix(fam, h, stmt, expr, file), culprit=culprit,
+        kind, explanation=" ".join(parts), fix=_fix(fam, h, stmt, expr, file), culprit=culprit,
         saved_by=where(alloc.get("file"), alloc.get("line"), what="allocated the retained memory") if alloc.get("line") else None,
         tensor={"id": h.get("tensor"), "names": [holder] if holder else [], "version_at_save": None, "version_now": None},
         evidence=["retention walk from the program's names (no gc pass)",

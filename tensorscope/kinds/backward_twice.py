@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+
 from tensorscope import source
+from tensorscope.kinds import _retention
 from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, w, where
 
 KIND = Kind(
@@ -221,12 +224,10 @@ def _retained(ev, f: dict, first: dict | None, op: str):
     held = _held_into_freed(ev, f)
     if held is None:
         return None
-    from tensorscope.kinds._retention import path_text
-
     stmt_file, stmt, holder, steps = held
     line = stmt.lineno
     code = source.code(stmt_file, line)
-    said = (f"`{holder}` still reaches the freed graph ({path_text(steps)}): line {line} (`{code}`) "
+    said = (f"`{holder}` still reaches the freed graph ({_retention.path_text(steps)}): line {line} (`{code}`) "
             "stored it where this iteration reads it, without detaching it.")
     chain = [c for c in [where(first["file"], first["line"], what=f"{op} without retain_graph=True freed the "
                                "graph built before it") if first else None,
@@ -235,8 +236,6 @@ def _retained(ev, f: dict, first: dict | None, op: str):
 
 def _held_into_freed(ev, f):
     """(file, statement, holder, path) of the line that stored what carries the freed graph into this backward."""
-    from tensorscope.kinds import _retention
-
     for h in f.get("holders") or ():
         file, stmt, _ = _retention.retaining_line(ev, {"path": h.get("path"), "holder": h.get("holder")})
         if stmt is not None:
@@ -246,8 +245,6 @@ def _held_into_freed(ev, f):
 
 def _detach_fix(code: str, holder: str) -> str:
     """Detach what the retaining line stores: ``self.h = h`` -> ``self.h = h.detach()``."""
-    import ast
-
     try:
         stmt = ast.parse(code.strip()).body[0]
     except (SyntaxError, ValueError, IndexError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tensorscope.kinds import _retention
 from tensorscope.kinds._base import Kind
 
 KIND = Kind(
@@ -26,6 +27,4 @@ KIND = Kind(
 
 def explain(ev, hazard: dict) -> dict:
     """The hazard from a retention finding (see NOTE [The retaining line] in kinds/_retention.py)."""
-    from tensorscope.kinds import _retention
-
-    return _retention.explain(ev, hazard)
+    return _retention.explain(ev, hazard, KIND)

