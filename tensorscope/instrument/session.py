@@ -149,6 +149,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     nothing reads the tracker's tables again (the command line, not a joined ``inspect()`` block), so
     each is emptied once frozen: the recording replaces them rather than adding to the peak memory.
     """
+    tracker.note_caps()
     facts = tracker.tensor_facts
     tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
     if release:
