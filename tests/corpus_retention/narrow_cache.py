@@ -1,5 +1,6 @@
 # source: https://github.com/pytorch/pytorch/issues/44872 (a narrowed tensor keeps the mother tensor)
 # expect-kind: view-pins-storage
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +2,560,000 B/step peak tensor memory, +0 graph nodes/step held by globals; twin +640 B/step, +0 nodes/step
 import os
 
 import torch

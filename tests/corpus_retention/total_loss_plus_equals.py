@@ -1,5 +1,6 @@
 # source: https://github.com/BatsResearch/labelmodels/issues/4 (running_loss += loss keeps each batch's graph)
 # expect-kind: graph-kept-alive
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +0 B/step peak tensor memory, +7 graph nodes/step held by globals; twin +0 B/step, +0 nodes/step
 import os
 
 import torch

@@ -1,5 +1,6 @@
 # source: https://github.com/LiyuanLucasLiu/LD-Net/issues/6 (what is repackage_hidden? without it backward fails)
 # expect-kind: backward-twice
+# measured (torch 2.13.0+cpu, python alone): the leak raises RuntimeError 'Trying to backward through the graph a second time' at the second backward; the twin runs
 import torch
 
 
