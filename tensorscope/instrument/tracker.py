@@ -22,6 +22,7 @@ from collections import OrderedDict
 import torch
 
 from tensorscope.instrument import saved as saved_mod
+from tensorscope.instrument.growth import Growth
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
 from tensorscope.instrument.frames import library_name, line_of, receiver, user_frame
@@ -56,6 +57,7 @@ class Tracker(Recorder):
         self.failure_graph = FailureGraph(self)
         self.backward_calls = BackwardCalls(self)
         self.saved_checks = SavedChecks(self)
+        self.growth = Growth(self)  # live bytes per name at sampled step boundaries (see NOTE [Sampling growth])
 
     # --- in-place writes ----------------------------------------------------------
 
