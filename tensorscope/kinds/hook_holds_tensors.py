@@ -9,7 +9,9 @@ KIND = Kind(
     code='hook-holds-tensors',
     title='A hook (or a closure) keeps tensors of every step alive.',
     explanation=(
-        'A forward hook, a tensor hook or a closure that stores what it sees keeps those tensors (and their graphs) alive for as long as the hook is registered and its list is not cleared; a hook that is never removed keeps its captures forever.'
+        'A forward hook, a tensor hook or a closure that stores what it sees keeps those tensors (and their '
+        'graphs) alive for as long as the hook is registered and its list is not cleared. A hook that is never '
+        'removed keeps its captures forever.'
     ),
     causes=(
         'A forward hook that appends each output to a list.',
