@@ -40,6 +40,7 @@ def evidence(doc: dict, facts: Facts) -> Evidence:
         backwards=thaw(facts.backwards), node_lines=facts.node_line_map(),
         created=thaw(facts.created), names=thaw(facts.names), exception=doc["program"]["exception"],
         by_id={t["id"]: t for t in doc["tensors"]}, ddp_models=thaw(facts.ddp_models),
+        nonfinite=thaw(facts.nonfinite),
     )
 
 

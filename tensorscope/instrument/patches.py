@@ -249,6 +249,9 @@ def make_backward(op, orig):
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
         ctx = rec.before_backward(op, args, kwargs, sys._getframe(1))
+        values = rec.values  # see NOTE [Checking values at the sinks] in nonfinite.py
+        if values is not None:
+            values.before_backward(args, kwargs, sys._getframe(1))
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
@@ -256,6 +259,8 @@ def make_backward(op, orig):
             strip_traceback(e)
             raise
         rec.after_backward(ctx, None)
+        if values is not None:
+            values.after_backward(args, kwargs, sys._getframe(1))
         return out
 
     return named(backward, orig)

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 import torch
 
-from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state, watch
+from tensorscope.instrument import ddp, nonfinite, saved, snapshot as _snapshot, state, watch
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -33,6 +33,8 @@ class _Control:
         self.tracker.active = False
         if self.ops is not None:
             self.ops.__exit__(None, None, None)
+        if self.tracker.values is not None:
+            self.tracker.values.uninstall()
         if saved.hooks_on_top():
             saved.pop()
         self.patcher.uninstall()
@@ -64,6 +66,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
         from tensorscope.instrument import device as _device
 
         _device.install(device, tracker, patcher)
+    # the sinks always; the origin mode where values are checked (See NOTE [Origin of a non-finite value])
+    tracker.values = nonfinite.ValueWatch(tracker, origins=hooks).install()
     if ops:
         from tensorscope.instrument import ops as _ops
 
@@ -143,6 +147,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         failure=freeze(tracker.failure), saved_failure=freeze(tracker.saved_failure),
         hazards=freeze(tracker.hazards), backwards=freeze(tracker.backwards), node_lines=tuple(node_lines),
         ddp_models=freeze(tracker.ddp_models), notes=tuple(tracker.notes),
+        nonfinite=freeze(tracker.values.facts()) if tracker.values is not None else None,
         snapshot=Snapshot(named=freeze(snap["named"]), alive=tuple(sorted(snap["alive"], key=_tid_order)),
                           view_of=freeze(snap["view_of"]), counters=freeze(snap["counters"]),
                           has_grad=freeze(snap["has_grad"]), roles=freeze(snap.get("roles", {})),

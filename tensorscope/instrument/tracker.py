@@ -37,6 +37,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
 
     active = False
     check_values = False  # fingerprints of saved tensors (see NOTE [Fingerprints of saved tensors])
+    values = None  # the non-finite checks (nonfinite.ValueWatch), installed by session.active
 
     def __init__(self, program_path, **kwargs):
         super().__init__(program_path, **kwargs)
