@@ -101,11 +101,16 @@ def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
             from tensorscope.analysis import silent
 
             doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+        if ev.nonfinite:  # See NOTE [Non-finite values handled on purpose]
+            from tensorscope.kinds import non_finite_value
+
+            non_finite_value.add_hazard(doc, ev)
 
 
 def _may_read_source(facts: Facts, doc: dict) -> bool:
     """Whether a diagnosis could quote the program: there is a failure, an exception or a hazard."""
-    return bool(facts.failure or facts.hazards or doc["program"].get("exception"))
+    return bool(facts.failure or facts.hazards or doc["program"].get("exception")
+                or (facts.nonfinite or {}).get("sink"))
 
 
 def _sources(facts: Facts, doc: dict) -> tuple:
