@@ -44,6 +44,9 @@ _DISPATCH_SHIMS = ("eval_frame.py", "_compile.py")
 # ops a program calls to test values: a non-finite input here is what the program looked at
 _TESTS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf", "_local_scalar_dense",
                     "_amp_foreach_non_finite_check_and_unscale_", "nan_to_num"})
+# ops that write a value given as an argument: a -inf or NaN they make is a mask or a fill, made on purpose
+_MASK_OPS = frozenset({"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full", "where",
+                       "index_put", "index_put_", "index_fill", "index_fill_", "scatter", "scatter_"})
 # ops whose output is a fresh tensor made from Python or NumPy values: a non-finite value here came with the data
 _DATA_OPS = frozenset({"lift_fresh", "lift_fresh_copy", "_to_copy", "tensor", "scalar_tensor", "full", "fill"})
 
@@ -312,17 +315,20 @@ class ValueWatch:
 
     def _non_finite(self, name, func, args, kwargs, o, frame):
         inputs = [t for t in _flat(list(args) + list(kwargs.values()), []) if _floating(t) and t is not o]
-        carried = None
-        outside = None
+        carried = outside = None
         for t in inputs:
             b = self.carried.get(_key(t))
             if b is not None:
                 carried = b
                 break
-        if carried is None:
+        remade = (carried is not None and self.births[carried].get("intended")
+                  and self.births[carried]["value"] != "nan" and value_of(o) == "nan")
+        if remade:
+            carried = None  # a NaN made from a mask's -inf (an all-masked softmax row): a birth of its own
+        elif carried is None:
             for t in inputs:
                 if t.numel() and not bool(torch.isfinite(t).all()):
-                    outside = t
+                    outside = t  # non-finite, and no op under the mode made it: it came with the data
                     break
         if carried is None:
             if len(self.births) >= _MAX_BIRTHS:
@@ -342,7 +348,8 @@ class ValueWatch:
         b = {"op": f"aten.{name}", "aten": str(func), "node": None, "phase": "forward",
              "file": uf.f_code.co_filename if uf else None, "line": line_of(uf) if uf else None,
              "step": self.optimizer_steps if self.in_step else self.backward_calls, "tensor": tr.tid(o), "value": value_of(o), "dtype": str(o.dtype).replace("torch.", ""),
-             "shape": list(o.shape), "inputs": [], "data": False}
+             "shape": list(o.shape), "inputs": [], "data": False,
+             "intended": name in _MASK_OPS and outside is None}
         if node is not None:
             b["phase"] = "backward"
             b["node"] = node.name()
