@@ -68,9 +68,6 @@ PATTERNS = (
     # torch/csrc/autograd/engine.cpp, anomaly mode with check_nan
     Pattern(w("Function '") + r"(?P<node>\w+)'\s+returned\s+(?P<value>nan|inf)\s+values\s+in\s+its\s+\d+(?:st|nd|rd|th)\s+output",
             _node_op),
-    # torch.autograd.gradcheck / common user checks: "loss is nan", "Loss is NaN"
-    Pattern(r"(?i)\b(?:loss|grad\w*|output|logits?)\b[^\n]{0,20}\b(?:is|became|went|contains?)\s+(?P<value>nan|inf)\b",
-            lambda m: {"value": m.group("value").lower()}),
 )
 
 # forward op -> backward node names seen in torch 2.x
