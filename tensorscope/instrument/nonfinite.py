@@ -157,13 +157,22 @@ class ValueWatch:
             return None
         origin = None
         if sink is not None and sink.get("birth") is not None:
-            origin = self.births[sink["birth"]]
+            origin = self._first(sink["birth"])
         tested = self.tested
         if origin is None and tested is not None and tested.get("birth") is not None:
-            origin = self.births[tested["birth"]]
+            origin = self._first(tested["birth"])
         return {"checked": "origins" if self.origins else "sinks", "sink": sink, "origin": origin,
-                "tested": tested, "births": [_brief(b) for b in self.births],
+                "tested": tested, "births": list(self.births),
                 "backward_calls": self.backward_calls, "optimizer_steps": self.optimizer_steps}
+
+    def _first(self, index: int) -> dict:
+        """The birth a sink carries, or the first of its step and phase made earlier and not on purpose: a
+        float16 ``exp`` that overflowed to inf and made a later ``log`` see 0 is the origin, not the ``log``."""
+        b = self.births[index]
+        for earlier in self.births[:index]:
+            if earlier["step"] == b["step"] and earlier["phase"] == b["phase"] and not earlier.get("intended"):
+                return earlier
+        return b
 
     # --- the sinks ----------------------------------------------------------------
 
@@ -323,7 +332,12 @@ class ValueWatch:
                 break
         remade = (carried is not None and self.births[carried].get("intended")
                   and self.births[carried]["value"] != "nan" and value_of(o) == "nan")
-        if remade:
+        if carried is not None and self.births[carried]["phase"] == "forward" \
+                and torch._C._current_autograd_node() is not None:
+            # a forward value the loss never saw (a `where` dropped it) entering a gradient through a
+            # saved tensor: the gradient became non-finite here, in backward
+            carried = None
+        elif remade:
             carried = None  # a NaN made from a mask's -inf (an all-masked softmax row): a birth of its own
         elif carried is None:
             for t in inputs:
@@ -360,10 +374,10 @@ class ValueWatch:
             b["forward_file"], b["forward_line"] = ffile, fline
             cur = tr._current_backward or {}
             b["backward_file"], b["backward_line"] = cur.get("file"), cur.get("line")
-            if uf is None:  # a built-in node: the forward line that built it, else the backward() line
+            if isinstance(node, torch.autograd.function.BackwardCFunction) and uf is not None:
+                b["custom_function"] = True  # a Python backward of the program's own: its line
+            else:  # a built-in node: the forward line that built it, else the backward() line
                 b["file"], b["line"] = (ffile, fline) if fline else (cur.get("file"), cur.get("line"))
-            else:
-                b["custom_function"] = True  # a Python backward of the program's own
         elif self.in_step:
             b["phase"] = "optimizer"
         for t in inputs[:8]:
@@ -462,7 +476,3 @@ def _leaves_of(roots) -> list:
         if r.grad_fn is None and r.requires_grad and id(r) not in seen:
             out.append(r)
     return out
-
-
-def _brief(b: dict) -> dict:
-    return {k: b.get(k) for k in ("op", "node", "phase", "file", "line", "step", "value", "data")}

@@ -3,7 +3,7 @@
 import torch
 
 torch.manual_seed(0)
-w = torch.tensor([2.0, -1.0], requires_grad=True)
+w = torch.tensor([1.0, -2.0], requires_grad=True)
 x = torch.tensor([[1.0, 0.5], [0.5, 1.0]])
 opt = torch.optim.SGD([w], lr=0.1)
 for step in range(3):
