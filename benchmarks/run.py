@@ -19,6 +19,11 @@ are all counted) under each mode:
 ``tensorscope-text``
     ``python -m tensorscope run W``: the default terminal report on stdout (a file
     here, so rich renders it plain at 80 columns)
+``tensorscope-explain``, ``tensorscope-check-values`` (named with ``--modes``)
+    ``python -m tensorscope explain -o <tmp>/report.json W`` and ``... run --check-values ...``:
+    saved-tensor hooks plus the dispatch mode that finds where a NaN/Inf was born, beside
+    ``anomaly`` (whose ``set_detect_anomaly(True)`` checks backward outputs for NaN, ``check_nan``
+    being on by default)
 ``anomaly``
     ``python benchmarks/anomaly.py W`` -- ``torch.autograd.set_detect_anomaly(True)``
     then ``runpy.run_path(W, run_name="__main__")``: PyTorch's own debugging aid,
@@ -160,11 +165,17 @@ def build_modes(python: str, selected: list[str], extra: list[str]) -> list[Mode
         # the default terminal report, written to stdout (a file here: rich renders it at 80 columns)
         "tensorscope-text": Mode("tensorscope-text", [python, "-m", "tensorscope", "run"], False),
         "anomaly": Mode("anomaly", [python, str(BENCH_DIR / "anomaly.py")], False),
+        # not in the default set: explain (saved-tensor hooks and the non-finite origin mode, see
+        # tensorscope/instrument/nonfinite.py) and run --check-values, beside anomaly mode's check_nan
+        "tensorscope-explain": Mode("tensorscope-explain", [python, "-m", "tensorscope", "explain", "-o", "{report}"],
+                                    True),
+        "tensorscope-check-values": Mode("tensorscope-check-values",
+                                         [python, "-m", "tensorscope", "run", "--check-values", "-o", "{report}"], True),
     }
     modes: list[Mode] = []
     for name in selected:
         if name not in builtin:
-            raise SystemExit(f"run.py: unknown built-in mode {name!r} (known: {', '.join(BUILTIN_MODES)})")
+            raise SystemExit(f"run.py: unknown built-in mode {name!r} (known: {', '.join(builtin)})")
         modes.append(builtin[name])
     for spec in extra:
         name, sep, prefix = spec.partition("=")

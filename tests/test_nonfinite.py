@@ -23,6 +23,24 @@ CORPUS = REPO / "tests" / "corpus_nonfinite"
 sys.path.insert(0, str(CORPUS))
 import score  # noqa: E402
 
+# imported before any in-process pytester run (see tests/test_pytest_plugin.py)
+import tensorscope.instrument.session  # noqa: E402,F401
+import torch  # noqa: E402,F401
+
+pytest_plugins = ["pytester"]
+
+NAN_TEST = """\
+import torch
+
+
+def test_loss_is_finite():
+    w = torch.tensor([1.0, -2.0], requires_grad=True)
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    score = x @ w
+    loss = -torch.log(score).mean()
+    assert torch.isfinite(loss), "loss is not finite"
+"""
+
 
 def cli(*args, cwd=CORPUS, stdin=None):
     env = dict(os.environ, TENSORSCOPE_NO_PROGRESS="1")
@@ -116,3 +134,14 @@ def test_explain_a_pasted_anomaly_message():
     out = cli("explain", "-", stdin=text)
     assert out.returncode == 1
     assert "non-finite-value" in out.stdout and "acos" in out.stdout and "clamp" in out.stdout
+
+
+def test_pytest_plugin_puts_the_origin_in_the_failure_report(pytester):
+    pytester.makepyfile(test_nan=NAN_TEST)
+    result = pytester.runpytest("--tensorscope", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    section = out.split(" tensorscope -", 1)[1]
+    assert "non-finite-value" in section
+    assert "test_nan.py:8  loss = -torch.log(score).mean()" in section  # the origin line, not the assert
+    assert "aten.log" in section and "clamp" in section
