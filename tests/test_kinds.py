@@ -19,7 +19,7 @@ import pytest
 
 from _cli import REPO, run_cli, run_python, validate_against_schema
 from tensorscope import kinds
-from tensorscope.explain import messages
+from tensorscope import messages
 from tensorscope.kinds._base import w
 
 try:

@@ -9,6 +9,7 @@ cached verdict costs well under a microsecond (see NOTE [Hot path] in
 from __future__ import annotations
 
 import ast
+import bisect
 import linecache
 import os
 import site
@@ -21,6 +22,21 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 def is_tensorscope_file(filename: str) -> bool:
     """True for tensorscope's own source files (hidden from tracebacks)."""
     return filename.startswith(_PACKAGE_DIR)
+
+
+def strip_traceback(e: BaseException) -> None:
+    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames] in patches.py)."""
+    tb = e.__traceback__
+    while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    head = tb
+    while tb is not None:
+        nxt = tb.tb_next
+        while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
+            nxt = nxt.tb_next
+        tb.tb_next = nxt
+        tb = nxt
+    e.__traceback__ = head
 
 
 #: verdict for torch.compile's own frames: what runs under them is tracing, not the program's eager code
@@ -110,20 +126,47 @@ class UserCode:
 # function of (code object, instruction offset), so it is cached by that pair: keyed by the code
 # object's id (hashing a code object hashes its whole bytecode and constants, and equal code objects
 # of two runs of one script compare member by member), the entry holding the code object itself so
-# that the id cannot be reused meanwhile.
+# that the id cannot be reused meanwhile. A long code object (a generated script of 20,000 lines
+# at the top level, each line run once: every read a miss) gets its line table decoded once
+# (``co_lines``) and searched by offset: a miss there costs a binary search, not a walk from the top.
 _LINES: dict = {}
+_TABLES: dict = {}  # id(code) -> (code, start offsets or None for a short code, their lines)
+_LONG_CODE = 2048  # bytes of bytecode (about 200 lines): longer codes get a decoded line table
+
+
+def _line_table(code) -> tuple:
+    if len(code.co_code) <= _LONG_CODE:
+        return code, None, None
+    starts, lines = [], []
+    for start, _end, line in code.co_lines():
+        starts.append(start)
+        lines.append(-1 if line is None else line)
+    return code, starts, lines
 
 
 def line_of(frame) -> int:
     """``frame.f_lineno``, cached by (code, instruction offset) (see NOTE [Line numbers of running frames])."""
     code = frame.f_code
-    key = (id(code), frame.f_lasti)
+    lasti = frame.f_lasti
+    key = (id(code), lasti)
     entry = _LINES.get(key)
     if entry is not None and entry[0] is code:
         return entry[1]
     if len(_LINES) >= 65_536:  # code made at run time (exec, lambdas in a loop) stays bounded
         _LINES.clear()
-    line = frame.f_lineno
+    table = _TABLES.get(id(code))
+    if table is None or table[0] is not code:
+        if len(_TABLES) >= 4096:
+            _TABLES.clear()
+        table = _TABLES[id(code)] = _line_table(code)
+    line = -1
+    starts = table[1]
+    if starts is not None:
+        i = bisect.bisect_right(starts, lasti) - 1
+        if i >= 0:
+            line = table[2][i]
+    if line < 0:
+        line = frame.f_lineno
     _LINES[key] = (code, line)
     return line
 
@@ -204,6 +247,9 @@ def _slice_utf8(text: str, start: int, end: int | None) -> str:
 _MODULE_RECEIVERS = {"torch", "F", "functional", "nn.functional", "torch.nn.functional", "torch._C._nn"}
 
 
+_RECEIVERS: dict = {}  # (segment, op) -> receiver: a line run again (a loop, a generated script) parses once
+
+
 def receiver(segment: str | None, op: str) -> str | None:
     """The expression an in-place op writes through, from the source of the call.
 
@@ -212,6 +258,18 @@ def receiver(segment: str | None, op: str) -> str | None:
     """
     if not segment:
         return None
+    key = (segment, op)
+    try:
+        return _RECEIVERS[key]
+    except KeyError:
+        pass
+    if len(_RECEIVERS) >= 4096:
+        _RECEIVERS.clear()
+    found = _RECEIVERS[key] = _receiver(segment, op)
+    return found
+
+
+def _receiver(segment: str, op: str) -> str | None:
     text = segment.strip()
     try:
         node = ast.parse(text, mode="exec").body[0]

@@ -146,10 +146,18 @@ class ValueWatch:
             except Exception:
                 pass
         self.flush()
+        self._hazard()
+
+    def _hazard(self):
+        sink = self.sink or self.pending_grad
+        if sink is not None:  # a hazard fact naming its kind (kinds/silent_non_finite_value.py explains it)
+            self.tracker.add_hazard(("non-finite",), {"kind": "silent-non-finite-value", "what": sink.get("what"),
+                                                      "file": sink.get("file"), "line": sink.get("line")})
 
     def facts(self) -> dict | None:
         """The plain facts of the recording (None when every checked value was finite)."""
         self.flush()
+        self._hazard()
         sink = self.sink
         if sink is None and self.pending_grad is not None:
             sink = self.pending_grad
@@ -372,7 +380,7 @@ class ValueWatch:
             except Exception:
                 ffile = fline = None
             b["forward_file"], b["forward_line"] = ffile, fline
-            cur = tr._current_backward or {}
+            cur = tr.backward_calls.current or {}
             b["backward_file"], b["backward_line"] = cur.get("file"), cur.get("line")
             if isinstance(node, torch.autograd.function.BackwardCFunction) and uf is not None:
                 b["custom_function"] = True  # a Python backward of the program's own: its line

@@ -48,7 +48,7 @@ import torch
 
 from tensorscope.instrument import saved, state
 from tensorscope.instrument import gradhooks, provenance
-from tensorscope.instrument.frames import is_tensorscope_file
+from tensorscope.instrument.frames import is_tensorscope_file, strip_traceback
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
 
@@ -107,21 +107,6 @@ def _hide_sequence_protocol(cls) -> None:
             sq_item.value = old
     except Exception:
         pass
-
-
-def strip_traceback(e: BaseException) -> None:
-    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames])."""
-    tb = e.__traceback__
-    while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
-        tb = tb.tb_next
-    head = tb
-    while tb is not None:
-        nxt = tb.tb_next
-        while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
-            nxt = nxt.tb_next
-        tb.tb_next = nxt
-        tb = nxt
-    e.__traceback__ = head
 
 
 def _target(args, kwargs):
@@ -248,17 +233,18 @@ def make_backward(op, orig):
         rec = state.recorder
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
-        ctx = rec.before_backward(op, args, kwargs, sys._getframe(1))
+        calls = rec.backward_calls
+        ctx = calls.before(op, args, kwargs, sys._getframe(1))
         values = rec.values  # see NOTE [Checking values at the sinks] in nonfinite.py
         if values is not None:
             values.before_backward(args, kwargs, sys._getframe(1))
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
-            rec.after_backward(ctx, e)
+            calls.after(ctx, e)
             strip_traceback(e)
             raise
-        rec.after_backward(ctx, None)
+        calls.after(ctx, None)
         if values is not None:
             values.after_backward(args, kwargs, sys._getframe(1))
         return out

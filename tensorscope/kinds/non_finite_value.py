@@ -189,7 +189,7 @@ def related(ev) -> bool:
         return False
     if exc.get("type") in (None, "KeyboardInterrupt", "SystemExit"):
         return False
-    from tensorscope.analysis import source
+    from tensorscope import source
 
     code = source.code(exc.get("file"), exc.get("line")) if exc.get("line") else ""
     if _NANISH.search(exc.get("message") or "") or _NANISH.search(code or ""):
@@ -225,8 +225,8 @@ _SINKS = {"loss": "the loss given to backward()", "grad": "a gradient left by ba
 
 def finding(ev, hazard: bool) -> dict | None:
     """The diagnosis (``hazard`` False) or the hazard built from ``ev.nonfinite``."""
-    from tensorscope.analysis.common import diagnosis, where
-    from tensorscope.analysis import source
+    from tensorscope import source
+    from tensorscope.kinds._base import diagnosis, where
 
     nf = ev.nonfinite or {}
     sink = nf.get("sink")
@@ -302,7 +302,7 @@ def finding(ev, hazard: bool) -> dict | None:
 def _sink_view(sink):
     if not sink:
         return None
-    from tensorscope.report import display_path
+    from tensorscope.source import display_path
 
     return {"what": sink.get("what"), "file": display_path(sink.get("file")), "line": sink.get("line"),
             "step": sink.get("step"), "value": sink.get("value"), "tensor": sink.get("tensor")}
@@ -361,11 +361,9 @@ def explain(ev):
     return finding(ev, hazard=False)
 
 
-def add_hazard(doc: dict, ev) -> None:
-    """A non-finite value reached a sink and the program went on (or raised on something else)."""
-    d = doc.get("diagnosis")
+def explain_hazard(ev, hazard: dict):
+    """The hazard of a NaN that reached a sink while the program went on (None: the diagnosis explains it)."""
+    d = (ev.doc or {}).get("diagnosis")
     if d is not None and d.get("kind") == KIND.code:
-        return
-    h = finding(ev, hazard=True)
-    if h is not None:
-        doc["hazards"].append(h)
+        return None
+    return finding(ev, hazard=True)
