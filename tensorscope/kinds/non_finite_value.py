@@ -290,8 +290,7 @@ def finding(ev, hazard: bool) -> dict | None:
             culprit = where(sink.get("file"), sink.get("line"))
         elif ev.exception:
             culprit = where(ev.exception.get("file"), ev.exception.get("line"))
-    code = HAZARD.code if hazard else KIND.code
-    d = diagnosis(code, explanation=" ".join(parts), fix=fix, culprit=culprit, backward=backward,
+    d = diagnosis(HAZARD if hazard else KIND, explanation=" ".join(parts), fix=fix, culprit=culprit, backward=backward,
                   tensor=nonfinite["tensor"] and {**nonfinite["tensor"], "version_at_save": None, "version_now": None},
                   evidence=[f"non-finite {nonfinite.get('value') or ''} first made by {nonfinite['op']}"
                             if nonfinite["op"] else "non-finite value at a sink"])
