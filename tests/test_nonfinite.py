@@ -138,7 +138,8 @@ def test_explain_a_pasted_anomaly_message():
 
 def test_pytest_plugin_puts_the_origin_in_the_failure_report(pytester):
     pytester.makepyfile(test_nan=NAN_TEST)
-    result = pytester.runpytest("--tensorscope", "-p", "no:cacheprovider")
+    # in a subprocess: an in-process run re-imports modules that other test files share
+    result = pytester.runpytest_subprocess("--tensorscope", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     section = out.split(" tensorscope -", 1)[1]

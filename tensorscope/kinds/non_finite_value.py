@@ -19,9 +19,13 @@ program of each.
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, statement, w, where
+from tensorscope.source import display_path
 
 KIND = Kind(
     code="non-finite-value",
@@ -189,8 +193,6 @@ def related(ev) -> bool:
         return False
     if exc.get("type") in (None, "KeyboardInterrupt", "SystemExit"):
         return False
-    from tensorscope import source
-
     code = source.code(exc.get("file"), exc.get("line")) if exc.get("line") else ""
     if _NANISH.search(exc.get("message") or "") or _NANISH.search(code or ""):
         return True
@@ -200,8 +202,6 @@ def related(ev) -> bool:
 
 
 def _abs(ev, file):
-    import os
-
     return os.path.abspath(file) if file else file
 
 
@@ -225,8 +225,6 @@ _SINKS = {"loss": "the loss given to backward()", "grad": "a gradient left by ba
 
 def finding(ev, hazard: bool) -> dict | None:
     """The diagnosis (``hazard`` False) or the hazard built from ``ev.nonfinite``."""
-    from tensorscope import source
-    from tensorscope.kinds._base import diagnosis, where
 
     nf = ev.nonfinite or {}
     sink = nf.get("sink")
@@ -301,8 +299,6 @@ def finding(ev, hazard: bool) -> dict | None:
 def _sink_view(sink):
     if not sink:
         return None
-    from tensorscope.source import display_path
-
     return {"what": sink.get("what"), "file": display_path(sink.get("file")), "line": sink.get("line"),
             "step": sink.get("step"), "value": sink.get("value"), "tensor": sink.get("tensor")}
 
@@ -324,9 +320,6 @@ def _label(ev, tid, facts, code: str = "") -> str:
 
 
 def _target(code: str) -> str | None:
-    from tensorscope.kinds._base import statement
-    import ast
-
     node = statement(code or "")
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
         return node.targets[0].id
