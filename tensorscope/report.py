@@ -7,7 +7,7 @@ this document and that recording only.
 
 from __future__ import annotations
 
-from tensorscope import __version__
+from tensorscope.version import __version__
 from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, plain
 from tensorscope.source import code_at, display_path  # noqa: F401  (report.code_at, report.display_path: the callers' names)
 

@@ -783,7 +783,7 @@ REQUIRED = {"inplace-modified-saved-tensor", "backward-twice", "no-grad-fn", "le
             "ddp-unused-parameters", "ddp-mark-ready-twice", "non-leaf-requires-grad", "inference-tensor-saved",
             "double-backward-unsupported", "gradient-shape-mismatch", "unused-input", "non-leaf-grad-none",
             "float-has-no-backward", "inplace-backward-unsupported", "saved-detached-inplace", "checkpoint-mismatch",
-            "forward-ad", "invalid-gradient"}
+            "forward-ad", "invalid-gradient", "vmap-inplace", "functorch-transform"}
 
 
 def test_kinds_are_complete_and_well_formed():

@@ -201,6 +201,7 @@ class Recorder:
         self.seq = 0
         self.site_counts: dict = {}
         self.aggregated = 0
+        self.log_full = False  # an event was refused because the log held max_events already
         self.lock = threading.Lock()
         # tensors
         self._ids: dict[int, _KeyedRef] = {}
@@ -334,8 +335,21 @@ class Recorder:
         self.site_counts[site] = n
         if n > self.per_site or len(self.events) >= self.max_events:
             self.aggregated += 1
+            if n <= self.per_site:
+                self.log_full = True
             return False
         return True
+
+    def note_caps(self) -> None:
+        """Say in the report's notes where a cap left events counted but not recorded (at the end)."""
+        over = [n - self.per_site for n in self.site_counts.values() if n > self.per_site]
+        if over:
+            lines = f"{len(over):,} line" + ("s" if len(over) > 1 else "")
+            self.note(f"{sum(over):,} events past the first {self.per_site} at a line were counted, not recorded "
+                      f"({lines}; the counts per line are in events_summary)")
+        if self.log_full:
+            self.note(f"the event log is full: the first {self.max_events:,} events were recorded, later ones "
+                      f"only counted")
 
     def emit(self, kind: str, frame, **data) -> dict:
         self.seq += 1

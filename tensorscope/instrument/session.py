@@ -118,6 +118,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     nothing reads the tracker's tables again (the command line, not a joined ``inspect()`` block), so
     each is emptied once frozen: the recording replaces them rather than adding to the peak memory.
     """
+    tracker.note_caps()
     # before the hazards are frozen: a NaN at a sink adds its hazard fact (instrument/nonfinite.py)
     nonfinite = tracker.values.facts() if tracker.values is not None else None
     facts = tracker.tensor_facts

@@ -368,6 +368,9 @@ class Tracker(Recorder):
                    "alias": receiver(loc["segment"], op) if loc["library"] is None else loc["segment"],
                    "exception_type": type(e).__name__, "message": str(e)[:2000],
                    "grad_enabled": torch.is_grad_enabled()}
+            transforms = functorch_transforms()
+            if transforms:
+                ctx["transforms"] = transforms
             if isinstance(target, _Tensor):
                 tid = self.note_tensor(target)
                 ctx["tensor"] = tid
@@ -426,3 +429,24 @@ def _decorated_function(frame):
 def make_tracker(program_path, **kwargs) -> Tracker:
     return Tracker(program_path, **kwargs)
 
+
+def functorch_transforms() -> list[str]:
+    """The ``torch.func`` transforms in force, outermost first (``["vmap", "grad"]``), or [].
+
+    NOTE [Transforms at a failure]
+    An op that fails inside ``torch.vmap`` raises the same broadcast error as a plain mismatch, and
+    only whether a vmap level was active tells the two apart (the ``vmap-inplace`` kind). functorch's
+    interpreter stack says so while the failing op is still on the stack; ``get_interpreter_stack``
+    is missing on older releases, where the innermost transform (``peek_interpreter_stack``) is read.
+    """
+    functorch = getattr(torch._C, "_functorch", None)
+    if functorch is None:
+        return []
+    try:
+        stack = functorch.get_interpreter_stack() if hasattr(functorch, "get_interpreter_stack") else None
+        if stack is None and hasattr(functorch, "peek_interpreter_stack"):
+            top = functorch.peek_interpreter_stack()
+            stack = [top] if top is not None else []
+        return [str(i.key()).rsplit(".", 1)[-1].lower() for i in stack or ()]
+    except Exception:  # a transform stack in a state this release does not expect: no fact
+        return []

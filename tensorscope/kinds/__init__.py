@@ -46,8 +46,9 @@ MODULES = (
     "resize_requires_grad", "device_mismatch", "ddp_unused_parameters", "ddp_mark_ready_twice",
     "non_leaf_requires_grad", "inference_tensor_saved", "double_backward_unsupported", "gradient_shape_mismatch",
     "unused_input", "non_leaf_grad_none", "float_has_no_backward", "inplace_backward_unsupported",
-    "saved_detached_inplace", "checkpoint_mismatch", "forward_ad", "invalid_gradient",
-    "non_finite_value", "other", "silent_saved_tensor_write", "silent_non_finite_value",
+    "saved_detached_inplace", "checkpoint_mismatch", "forward_ad", "invalid_gradient", "vmap_inplace",
+    "functorch_transform", "non_finite_value",
+    "other", "silent_saved_tensor_write", "silent_non_finite_value",
 )
 
 _mods = [importlib.import_module(f"{__name__}.{name}") for name in MODULES]

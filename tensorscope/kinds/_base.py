@@ -4,9 +4,10 @@ A kind module (``tensorscope/kinds/<code with underscores>.py``) defines ``KIND`
 :class:`Kind`), and optionally ``PATTERNS`` (message regexes with their decoders),
 ``advise(fields)`` (concrete wording from decoded message fields), ``explain(ev)``
 (a diagnosis from the report's evidence) and ``recognise(ev)`` (whether the
-evidence shows this kind when no message pattern names it). ``opening(ev)`` is the preamble the
-explainers share; ``Evidence`` is what they read, ``where`` and ``diagnosis(KIND, ...)`` what they return; the message wording several kinds decode (tensor type names, node names, devices)
-is in ``_message.py``.
+evidence shows this kind when no message pattern names it). An explainer reads :class:`Evidence`,
+starts from ``site(ev)`` or ``opening(ev)`` and returns ``diagnosis(KIND, ...)`` with places made by
+``where``. The message wording several kinds decode (tensor type names, node names, devices) is in
+``_message.py``; the fixes several kinds propose are in ``_fixes.py``.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def _subscript(code: str):
 
 
 def explain(ev: Evidence) -> dict | None:
-    """The diagnosis of this kind from the line that raised and the recorded facts."""
+    """The diagnosis from the written leaf: an update or initialisation (under no_grad) or part of the computation (out of place)."""
     file, line, f = site(ev)
     if not line:
         return None

@@ -76,7 +76,7 @@ def _float_literals(call) -> str | None:
 
 
 def explain(ev: Evidence) -> dict | None:
-    """The diagnosis of this kind from the line that raised and the recorded facts."""
+    """The diagnosis from where the integer tensor was created, or asked to require grad."""
     file, line, f = site(ev)
     if not line:
         return None

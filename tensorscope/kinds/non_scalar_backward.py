@@ -40,7 +40,7 @@ def advise(f: dict):
 
 
 def explain(ev: Evidence) -> dict | None:
-    """The diagnosis of this kind from the line that raised and the recorded facts."""
+    """The diagnosis from backward's root and its shape: reduce it to a scalar, or pass `gradient`."""
     file, line, f = site(ev)
     if not line:
         return None

@@ -30,7 +30,7 @@ PATTERNS = (Pattern(w("Can't call numpy() on") + r"\s+(?:Tensor|Variable)\s+" + 
 
 
 def explain(ev: Evidence) -> dict | None:
-    """The diagnosis of this kind from the line that raised and the recorded facts."""
+    """The diagnosis from the tensor `.numpy()` was called on: detach it first."""
     file, line, f = site(ev)
     if not line:
         return None

@@ -61,7 +61,7 @@ def _repeat_args(base, target) -> str | None:
 
 
 def explain(ev: Evidence) -> dict | None:
-    """The diagnosis of this kind from the line that raised and the recorded facts."""
+    """The diagnosis from the write and how the written tensor was made (expand, as_strided): give it its own memory."""
     file, line, f = site(ev)
     if not line:
         return None

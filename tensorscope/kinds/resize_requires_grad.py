@@ -28,7 +28,7 @@ PATTERNS = (Pattern(w("cannot resize variables that require grad")),)
 
 
 def explain(ev: Evidence) -> dict | None:
-    """The diagnosis of this kind from the line that raised and the recorded facts."""
+    """The diagnosis from the resize_() call: build a new tensor and copy the old values in."""
     file, line, f = site(ev)
     if not line:
         return None
