@@ -22,6 +22,11 @@ are all counted) under each mode:
 ``tensorscope-no-retention`` (opt-in)
     ``tensorscope`` with ``TENSORSCOPE_NO_RETENTION=1``: without the retention walks (docs/retention.md),
     to show their cost beside ``tensorscope``
+``tensorscope-explain``, ``tensorscope-check-values`` (named with ``--modes``)
+    ``python -m tensorscope explain -o <tmp>/report.json W`` and ``... run --check-values ...``:
+    saved-tensor hooks plus the dispatch mode that finds where a NaN/Inf was born, beside
+    ``anomaly`` (whose ``set_detect_anomaly(True)`` checks backward outputs for NaN, ``check_nan``
+    being on by default)
 ``anomaly``
     ``python benchmarks/anomaly.py W`` -- ``torch.autograd.set_detect_anomaly(True)``
     then ``runpy.run_path(W, run_name="__main__")``: PyTorch's own debugging aid,
@@ -173,6 +178,12 @@ def build_modes(python: str, selected: list[str], extra: list[str]) -> list[Mode
         # at backward calls, Memory held at the end), to show what they cost beside `tensorscope`
         "tensorscope-no-retention": Mode("tensorscope-no-retention", ["env", "TENSORSCOPE_NO_RETENTION=1", python, "-m",
                                                                       "tensorscope", "run", "-o", "{report}"], True),
+        # not in the default set: explain (saved-tensor hooks and the non-finite origin mode, see
+        # tensorscope/instrument/nonfinite.py) and run --check-values, beside anomaly mode's check_nan
+        "tensorscope-explain": Mode("tensorscope-explain", [python, "-m", "tensorscope", "explain", "-o", "{report}"],
+                                    True),
+        "tensorscope-check-values": Mode("tensorscope-check-values",
+                                         [python, "-m", "tensorscope", "run", "--check-values", "-o", "{report}"], True),
     }
     modes: list[Mode] = []
     for name in selected:

@@ -200,6 +200,7 @@ class Facts:
     created: dict = field(default_factory=dict)  # tid -> {file, line, how, source, ...}
     names: dict = field(default_factory=dict)  # tid -> (names seen at events), tensors outside the table
     ddp_models: tuple = ()  # one per DistributedDataParallel built
+    nonfinite: Optional[dict] = None  # the first NaN/Inf at a sink and its origin (instrument/nonfinite.py)
     sources: tuple = ()  # Source, one per program file the diagnosis may read
 
     def to_json(self) -> dict:
@@ -252,6 +253,7 @@ class Recording:
     backwards: tuple = ()
     node_lines: tuple = ()  # (sequence nr, file, line)
     ddp_models: tuple = ()
+    nonfinite: Optional[dict] = None
     notes: tuple = ()
     snapshot: Snapshot = field(default_factory=Snapshot)
 
@@ -267,7 +269,7 @@ class Recording:
         """
         described = set(described)
         wanted = set(described)
-        for value in (self.failure, self.saved_failure, self.hazards, self.backwards):
+        for value in (self.failure, self.saved_failure, self.hazards, self.backwards, self.nonfinite):
             _collect_tids(value, wanted)
         created = {}
         stack = sorted(wanted, key=_tid_order)
@@ -284,7 +286,7 @@ class Recording:
         return Facts(failure=self.failure, saved_failure=self.saved_failure, hazards=self.hazards,
                      backwards=self.backwards, node_lines=self.node_lines,
                      created={tid: created[tid] for tid in sorted(created, key=_tid_order)}, names=names,
-                     ddp_models=self.ddp_models, sources=sources)
+                     ddp_models=self.ddp_models, nonfinite=self.nonfinite, sources=sources)
 
     def to_json(self) -> dict:
         out = {}

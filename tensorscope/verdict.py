@@ -22,7 +22,8 @@ def explain(doc: dict, facts: Facts) -> None:
     """Fill ``diagnosis`` and ``hazards`` of ``doc`` from ``facts``."""
     ev = evidence(doc, facts)
     doc["diagnosis"] = diagnose(ev)
-    doc["hazards"] = [explain_hazard(ev, h) for h in ev.hazards]
+    # a hazard kind may find nothing left to say (a NaN the diagnosis already explains)
+    doc["hazards"] = [d for d in (explain_hazard(ev, h) for h in ev.hazards) if d is not None]
 
 
 def _parse(text: str):
@@ -40,6 +41,7 @@ def evidence(doc: dict, facts: Facts) -> Evidence:
         backwards=thaw(facts.backwards), node_lines=facts.node_line_map(),
         created=thaw(facts.created), names=thaw(facts.names), exception=doc["program"]["exception"],
         by_id={t["id"]: t for t in doc["tensors"]}, ddp_models=thaw(facts.ddp_models),
+        nonfinite=thaw(facts.nonfinite),
     )
 
 

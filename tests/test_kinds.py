@@ -289,7 +289,14 @@ def _func_under_saved_hooks():
 
 needs_cuda = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs a CUDA device")
 # (name, fn, kind); cases that need CUDA are run only where a GPU is present
+def _anomaly_nan():
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    with torch.autograd.detect_anomaly(check_nan=True):
+        torch.where(x > 0, torch.sqrt(x), x).sum().backward()
+
+
 EXTRA = [
+    ("anomaly-nan", _anomaly_nan, "non-finite-value"),
     ("grad-input-without-grad", _grad_input_without_grad, "no-grad-fn"),
     ("retain-grad-without-grad", _retain_grad_without_grad, "no-grad-fn"),
     ("hook-without-grad", _hook_without_grad, "no-grad-fn"),

@@ -41,6 +41,7 @@ CASES = [
     ("autograd_misc.py", [], b""),
     ("saved_hooks_user.py", [], b""),
     ("anomaly_ok.py", [], b""),
+    ("nan_training.py", [], b""),
     ("anomaly_error.py", [], b""),
     ("grad_modes.py", [], b""),
     ("compile_eager.py", [], b""),

@@ -244,6 +244,9 @@ def make_backward(op, orig):
             return orig(*args, **kwargs)
         calls = rec.backward_calls
         ctx = calls.before(op, args, kwargs, sys._getframe(1))
+        values = rec.values  # see NOTE [Checking values at the sinks] in nonfinite.py
+        if values is not None:
+            values.before_backward(args, kwargs, sys._getframe(1))
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
@@ -251,6 +254,8 @@ def make_backward(op, orig):
             strip_traceback(e)
             raise
         calls.after(ctx, None)
+        if values is not None:
+            values.after_backward(args, kwargs, sys._getframe(1))
         return out
 
     return named(backward, orig)

@@ -6,7 +6,8 @@ from contextlib import contextmanager
 
 import torch
 
-from tensorscope.instrument import ddp, device as _device, ops as _ops, retention, saved, saving, snapshot as _snapshot, state
+from tensorscope.instrument import (ddp, device as _device, nonfinite, ops as _ops, retention, saved, saving,
+                                    snapshot as _snapshot, state)
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -33,6 +34,8 @@ class _Control:
         self.tracker.active = False
         if self.ops is not None:
             self.ops.__exit__(None, None, None)
+        if self.tracker.values is not None:
+            self.tracker.values.uninstall()
         if saved.hooks_on_top():
             saved.pop()
         self.patcher.uninstall()
@@ -63,6 +66,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     control = _Control(tracker, patcher)
     if device != "auto":
         _device.install(device, tracker, patcher)
+    # the sinks always; the origin mode where values are checked (See NOTE [Origin of a non-finite value])
+    tracker.values = nonfinite.ValueWatch(tracker, origins=hooks).install()
     if ops:
         control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
@@ -150,6 +155,8 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     each is emptied once frozen: the recording replaces them rather than adding to the peak memory.
     """
     tracker.note_caps()
+    # before the hazards are frozen: a NaN at a sink adds its hazard fact (instrument/nonfinite.py)
+    nonfinite = tracker.values.facts() if tracker.values is not None else None
     facts = tracker.tensor_facts
     tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
     if release:
@@ -175,6 +182,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         failure=freeze(tracker.failure), saved_failure=freeze(tracker.saved_failure),
         hazards=freeze(tracker.hazards + retention_findings(tracker, snap.get("memory"))), backwards=freeze(tracker.backward_calls.backwards), node_lines=tuple(node_lines),
         ddp_models=freeze(tracker.ddp_models), notes=tuple(tracker.notes),
+        nonfinite=freeze(nonfinite),
         snapshot=Snapshot(named=freeze(snap["named"]), alive=tuple(sorted(snap["alive"], key=_tid_order)),
                           view_of=freeze(snap["view_of"]), counters=freeze(snap["counters"]),
                           has_grad=freeze(snap["has_grad"]), roles=freeze(snap.get("roles", {})),

@@ -58,6 +58,7 @@ class Tracker(Recorder):
         self.backward_calls = BackwardCalls(self)
         self.saved_checks = SavedChecks(self)
         self.growth = Growth(self)  # live bytes per name at sampled step boundaries (see NOTE [Sampling growth])
+        self.values = None  # the non-finite checks (nonfinite.ValueWatch), installed by session.active
 
     # --- in-place writes ----------------------------------------------------------
 

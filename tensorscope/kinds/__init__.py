@@ -47,8 +47,8 @@ MODULES = (
     "non_leaf_requires_grad", "inference_tensor_saved", "double_backward_unsupported", "gradient_shape_mismatch",
     "unused_input", "non_leaf_grad_none", "float_has_no_backward", "inplace_backward_unsupported",
     "saved_detached_inplace", "checkpoint_mismatch", "forward_ad", "invalid_gradient", "vmap_inplace",
-    "functorch_transform",
-    "other", "silent_saved_tensor_write",
+    "functorch_transform", "non_finite_value",
+    "other", "silent_saved_tensor_write", "silent_non_finite_value",
     "graph_kept_alive", "view_pins_storage", "hook_holds_tensors", "container_grows",
 )
 

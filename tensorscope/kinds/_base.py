@@ -59,6 +59,7 @@ class Evidence:
     parsed: object | None = None
     by_id: dict = field(default_factory=dict)
     ddp_models: list = field(default_factory=list)  # one per DistributedDataParallel built (instrument/ddp.py)
+    nonfinite: dict | None = None  # the first NaN/Inf at a sink and its origin (instrument/nonfinite.py)
 
     def tensor_names(self, tid: str | None) -> list[str]:
         if not tid:

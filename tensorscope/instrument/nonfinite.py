@@ -1,0 +1,486 @@
+"""Where the first NaN or Inf came from: cheap checks at the sinks, and (explain) the op that made it.
+
+NOTE [Checking values at the sinks]
+A non-finite value matters when it reaches something the program keeps or acts on. ``run``
+checks three such places, each with one fused reduction over what is there (the
+``isfinite(...).all()`` of a tensor, ``_foreach_norm(..., inf)`` over a list): the loss given to
+``backward()``, the gradients of the leaves that backward reached (after it), and the parameters of
+an optimizer after its ``step()``. On CPU a check is read at once; on CUDA the flags stay on the
+device and are read in batches of ``_DUE`` (and once after the program), so nothing waits for the
+GPU at each step. The first sink that failed is the recorded fact.
+
+NOTE [Origin of a non-finite value]
+``explain`` (and ``run --check-values``) adds a TorchDispatchMode that sees every aten op, forward,
+backward (the engine's ops pass through dispatch too, with ``_current_autograd_node`` set) and the
+optimizer's. For each floating output it reads one ``isfinite(out).all()``. An op whose output is
+non-finite while all its floating inputs are finite is a *birth* (the op made the value); one whose
+non-finite input no op under the mode produced (``torch.from_numpy``, a loaded tensor) is a *data*
+birth, named at the line that made that input when tensorscope saw it. Non-finite outputs of an
+op with a non-finite input *carry* the birth of that input (a map from storage address to birth,
+bounded). A sink that fails names the birth its tensor carries: the origin. Births that never reach a
+sink (a ``masked_fill(-inf)`` absorbed by a softmax, a NaN removed by ``nan_to_num`` or ``where``)
+are never reported: see NOTE [Non-finite values handled on purpose] in kinds/non_finite_value.py.
+Cost: one reduction per floating output and nothing else while values are finite; after the first
+sink failure the mode stops checking (it only passes ops through).
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
+
+from tensorscope.instrument.frames import line_of, user_frame
+from tensorscope.instrument.recorder import inspectable
+
+_Tensor = torch.Tensor
+_DUE = 32  # CUDA: flags read in one transfer per this many checks
+_MAX_BIRTHS = 16
+_MAX_CARRIED = 4096
+_MAX_LEAF_WALK = 20_000
+_DISPATCH_SHIMS = ("eval_frame.py", "_compile.py")
+# ops a program calls to test values: a non-finite input here is what the program looked at
+_TESTS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf", "_local_scalar_dense",
+                    "_amp_foreach_non_finite_check_and_unscale_", "nan_to_num"})
+# ops that write a value given as an argument: a -inf or NaN they make is a mask or a fill, made on purpose
+_MASK_OPS = frozenset({"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full", "where",
+                       "index_put", "index_put_", "index_fill", "index_fill_", "scatter", "scatter_"})
+# ops whose output is a fresh tensor made from Python or NumPy values: a non-finite value here came with the data
+_DATA_OPS = frozenset({"lift_fresh", "lift_fresh_copy", "_to_copy", "tensor", "scalar_tensor", "full", "fill"})
+
+
+def _floating(t) -> bool:
+    return isinstance(t, _Tensor) and (t.is_floating_point() or t.is_complex()) and inspectable(t)
+
+
+def _flat(values, out):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            _flat(v, out)
+        else:
+            out.append(v)
+    return out
+
+
+def _key(t):
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return None
+
+
+def value_of(t) -> str:
+    """"nan", "inf" or "-inf": the first kind of non-finite value ``t`` holds."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if bool(torch.isnan(t).any()):
+        return "nan"
+    if bool(torch.isposinf(t).any()):
+        return "inf"
+    return "-inf"
+
+
+def stats(t) -> dict:
+    """min, max (of the finite values), zeros, negatives and non-finite counts, dtype and shape."""
+    out = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
+    try:
+        x = t.detach()
+        if x.is_complex():
+            x = torch.view_as_real(x)
+        if not x.is_floating_point():
+            x = x.double()
+        finite = torch.isfinite(x)
+        vals = x[finite]
+        out.update(min=float(vals.min()) if vals.numel() else None, max=float(vals.max()) if vals.numel() else None,
+                   zeros=int((x == 0).sum()), negatives=int((x < 0).sum()), nonfinite=int((~finite).sum()),
+                   numel=int(x.numel()))
+    except Exception:
+        pass
+    return out
+
+
+class ValueWatch:
+    """The run's non-finite facts: sink checks always, origins with ``origins=True`` (see the NOTEs above)."""
+
+    def __init__(self, tracker, origins: bool = False):
+        self.tracker = tracker
+        self.origins = origins
+        self.births: list[dict] = []
+        self.carried: dict[int, int] = {}  # storage address -> index into births
+        self.sink: dict | None = None  # the first sink that held a non-finite value
+        self.pending_grad: dict | None = None  # non-finite gradients not yet acted on
+        self.tested: dict | None = None  # the last test (isnan/isfinite/.item()) of a non-finite value
+        self.backward_calls = 0
+        self.optimizer_steps = 0
+        self.in_step = False
+        self.busy = False
+        self.done = False
+        self.due: list = []  # CUDA: (flag, sink facts)
+        self._leaves: dict = {}  # backward site -> weak refs to the leaves its graph reached
+        self._handles: list = []
+        self._mode = None
+
+    # --- switching on and off ---------------------------------------------------
+
+    def install(self):
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._handles = [register_optimizer_step_pre_hook(self._pre_step),
+                         register_optimizer_step_post_hook(self._post_step)]
+        if self.origins:
+            self._mode = OriginMode(self)
+            _push_mode(self._mode)  # pushed directly, as ops.py does (saved.py wraps __enter__)
+        return self
+
+    def uninstall(self):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if self._mode is not None:
+            self._mode = None
+            try:
+                _pop_mode()
+            except Exception:
+                pass
+        self.flush()
+        self._hazard()
+
+    def _hazard(self):
+        sink = self.sink or self.pending_grad
+        if sink is not None:  # a hazard fact naming its kind (kinds/silent_non_finite_value.py explains it)
+            self.tracker.add_hazard(("non-finite",), {"kind": "silent-non-finite-value", "what": sink.get("what"),
+                                                      "file": sink.get("file"), "line": sink.get("line")})
+
+    def facts(self) -> dict | None:
+        """The plain facts of the recording (None when every checked value was finite)."""
+        self.flush()
+        self._hazard()
+        sink = self.sink
+        if sink is None and self.pending_grad is not None:
+            sink = self.pending_grad
+        if sink is None and not self.births:
+            return None
+        origin = None
+        if sink is not None and sink.get("birth") is not None:
+            origin = self._first(sink["birth"])
+        tested = self.tested
+        if origin is None and tested is not None and tested.get("birth") is not None:
+            origin = self._first(tested["birth"])
+        return {"checked": "origins" if self.origins else "sinks", "sink": sink, "origin": origin,
+                "tested": tested, "births": list(self.births),
+                "backward_calls": self.backward_calls, "optimizer_steps": self.optimizer_steps}
+
+    def _first(self, index: int) -> dict:
+        """The birth a sink carries, or the first of its step and phase made earlier and not on purpose: a
+        float16 ``exp`` that overflowed to inf and made a later ``log`` see 0 is the origin, not the ``log``."""
+        b = self.births[index]
+        for earlier in self.births[:index]:
+            if earlier["step"] == b["step"] and earlier["phase"] == b["phase"] and not earlier.get("intended"):
+                return earlier
+        return b
+
+    # --- the sinks ----------------------------------------------------------------
+
+    def step(self) -> int:
+        return max(self.backward_calls, self.optimizer_steps)
+
+    def before_backward(self, args, kwargs, frame):
+        """The loss given to backward() (or the outputs given to autograd.grad)."""
+        if self.sink is not None:
+            return
+        roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
+        roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or ()) if isinstance(r, _Tensor)]
+        roots = [r for r in roots if _floating(r)]
+        if roots:
+            self._check("loss", roots, frame)
+
+    def after_backward(self, args, kwargs, frame):
+        self.backward_calls += 1
+        if self.sink is not None:
+            return
+        roots = args[0] if args else kwargs.get("tensors")
+        roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or ()) if isinstance(r, _Tensor)]
+        uf = user_frame(frame, self.tracker.user)
+        site = (uf.f_code.co_filename, line_of(uf)) if uf is not None else None
+        refs = self._leaves.get(site)
+        if refs is None:
+            leaves = _leaves_of(roots)
+            if site is not None:
+                self._leaves[site] = [weakref.ref(v) for v in leaves]
+        else:
+            leaves = [v for v in (r() for r in refs) if v is not None]
+        grads, owners = [], []
+        for v in leaves:
+            g = v.grad
+            if g is not None and _floating(g):
+                grads.append(g)
+                owners.append(v)
+        if grads:
+            self._check("grad", grads, frame, owners=owners)
+
+    def _pre_step(self, optimizer, args, kwargs):
+        self.in_step = True
+
+    def _post_step(self, optimizer, args, kwargs):
+        self.in_step = False
+        self.optimizer_steps += 1
+        if self.sink is not None:
+            return
+        params = [p for g in optimizer.param_groups for p in g["params"] if _floating(p)]
+        if params:
+            self._check("parameter", params, sys._getframe(1), optimizer=type(optimizer).__name__)
+
+    def _check(self, what, tensors, frame, owners=None, optimizer=None):
+        tr = self.tracker
+        active, tr.active = tr.active, False
+        self.busy = True
+        try:
+            flag = _all_finite(tensors)
+            uf = user_frame(frame, tr.user)
+            step = {"loss": self.backward_calls, "grad": self.backward_calls - 1}.get(what, self.optimizer_steps - 1)
+            facts = {"what": what, "file": uf.f_code.co_filename if uf else None, "line": line_of(uf) if uf else None,
+                     "step": step}
+            if optimizer:
+                facts["optimizer"] = optimizer
+            held = [weakref.ref(t) for t in tensors]
+            own = [weakref.ref(o) for o in owners] if owners else None
+            if flag.device.type == "cpu" or flag.device.type == "meta":
+                self._settle(bool(flag), facts, held, own)
+            else:
+                self.due.append((flag, facts, held, own))
+                if len(self.due) >= _DUE:
+                    self.flush()
+        except Exception:
+            pass
+        finally:
+            self.busy = False
+            tr.active = active
+
+    def flush(self):
+        """Read the CUDA flags waiting (one transfer), in order."""
+        due, self.due = self.due, []
+        if not due:
+            return
+        try:
+            values = torch.stack([f.to("cpu", non_blocking=False) for f, *_ in due]).tolist()
+        except Exception:
+            return
+        for ok, (_, facts, held, own) in zip(values, due):
+            self._settle(ok, facts, held, own)
+
+    def _settle(self, ok, facts, held, owners):
+        if facts["what"] == "grad":
+            if ok:
+                self.pending_grad = None  # the program recovered: later gradients are finite
+                return
+            if self.pending_grad is not None:
+                return
+        if ok or self.sink is not None:
+            if ok and facts["what"] == "parameter":
+                self.pending_grad = None  # the step left the parameters finite: the gradients were handled
+            return
+        tensors = [r() for r in held]
+        bad = next((i for i, t in enumerate(tensors) if t is not None and not bool(torch.isfinite(t).all())), None)
+        if bad is not None:
+            t = tensors[bad]
+            facts["value"] = value_of(t)
+            facts["tensor"] = self.tracker.tid(owners[bad]() if owners and owners[bad]() is not None else t)
+            facts["count"] = len(tensors)
+            facts["index"] = bad
+            b = self.carried.get(_key(t))
+            facts["birth"] = b
+            if b is None and self.births and self.origins:
+                facts["birth"] = 0  # carried through something the map missed: the first birth is the best guess
+        if facts["what"] == "grad":
+            self.pending_grad = facts
+        else:
+            self.sink = facts
+            if self.origins:
+                self.done = True  # NOTE [Origin of a non-finite value]: stop checking deep
+
+    # --- the origin mode -------------------------------------------------------------
+
+    def on_op(self, func, args, kwargs, out, frame):
+        name = func.overloadpacket.__name__
+        outs = _flat([out], []) if out is not None else []
+        outs = [o for o in outs if _floating(o)]
+        if not outs and func._schema.is_mutable:  # a _foreach_*_ op returns nothing: check what it wrote
+            outs = [t for t in _written(func, args, kwargs) if _floating(t)]
+        if name in _TESTS:
+            self._on_test(name, args, frame)
+        for o in outs:
+            if o.numel() == 0:
+                continue
+            if bool(torch.isfinite(o).all()):
+                if func._schema.is_mutable and self.carried:
+                    self.carried.pop(_key(o), None)  # written in place with finite values again
+                continue
+            self._non_finite(name, func, args, kwargs, o, frame)
+            break
+
+    def _on_test(self, name, args, frame):
+        for t in _flat(list(args), []):
+            if _floating(t) and t.numel() and not bool(torch.isfinite(t).all()):
+                uf = user_frame(frame, self.tracker.user)
+                self.tested = {"op": name, "file": uf.f_code.co_filename if uf else None,
+                               "line": line_of(uf) if uf else None, "birth": self.carried.get(_key(t)),
+                               "step": self.step()}
+                return
+
+    def _non_finite(self, name, func, args, kwargs, o, frame):
+        inputs = [t for t in _flat(list(args) + list(kwargs.values()), []) if _floating(t) and t is not o]
+        carried = outside = None
+        for t in inputs:
+            b = self.carried.get(_key(t))
+            if b is not None:
+                carried = b
+                break
+        remade = (carried is not None and self.births[carried].get("intended")
+                  and self.births[carried]["value"] != "nan" and value_of(o) == "nan")
+        if carried is not None and self.births[carried]["phase"] == "forward" \
+                and torch._C._current_autograd_node() is not None:
+            # a forward value the loss never saw (a `where` dropped it) entering a gradient through a
+            # saved tensor: the gradient became non-finite here, in backward
+            carried = None
+        elif remade:
+            carried = None  # a NaN made from a mask's -inf (an all-masked softmax row): a birth of its own
+        elif carried is None:
+            for t in inputs:
+                if t.numel() and not bool(torch.isfinite(t).all()):
+                    outside = t  # non-finite, and no op under the mode made it: it came with the data
+                    break
+        if carried is None:
+            if len(self.births) >= _MAX_BIRTHS:
+                return
+            carried = len(self.births)
+            self.births.append(self._birth(name, func, inputs, o, frame, outside))
+        if len(self.carried) >= _MAX_CARRIED:
+            self.carried.clear()
+        k = _key(o)
+        if k is not None:
+            self.carried[k] = carried
+
+    def _birth(self, name, func, inputs, o, frame, outside) -> dict:
+        tr = self.tracker
+        node = torch._C._current_autograd_node()
+        uf = user_frame(frame, tr.user)
+        b = {"op": f"aten.{name}", "aten": str(func), "node": None, "phase": "forward",
+             "file": uf.f_code.co_filename if uf else None, "line": line_of(uf) if uf else None,
+             "step": self.optimizer_steps if self.in_step else self.backward_calls, "tensor": tr.tid(o), "value": value_of(o), "dtype": str(o.dtype).replace("torch.", ""),
+             "shape": list(o.shape), "inputs": [], "data": False,
+             "intended": name in _MASK_OPS and outside is None}
+        if node is not None:
+            b["phase"] = "backward"
+            b["node"] = node.name()
+            try:
+                ffile, fline = tr.node_line(node._sequence_nr())
+            except Exception:
+                ffile = fline = None
+            b["forward_file"], b["forward_line"] = ffile, fline
+            cur = tr.backward_calls.current or {}
+            b["backward_file"], b["backward_line"] = cur.get("file"), cur.get("line")
+            if isinstance(node, torch.autograd.function.BackwardCFunction) and uf is not None:
+                b["custom_function"] = True  # a Python backward of the program's own: its line
+            else:  # a built-in node: the forward line that built it, else the backward() line
+                b["file"], b["line"] = (ffile, fline) if fline else (cur.get("file"), cur.get("line"))
+        elif self.in_step:
+            b["phase"] = "optimizer"
+        for t in inputs[:8]:
+            s = stats(t)
+            s["tensor"] = tr.tid(t)
+            b["inputs"].append(s)
+        if outside is not None:
+            tid = tr.tid(outside)
+            b["data"] = True
+            b["data_tensor"] = tid
+            made = tr.tensor_created.get(tid)
+            if made:
+                b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
+        elif not inputs and name in _DATA_OPS:
+            b["data"] = True  # made from Python/NumPy values that already held it
+        return b
+
+
+class OriginMode(TorchDispatchMode):
+    """The dispatch mode of NOTE [Origin of a non-finite value]."""
+
+    def __init__(self, watch: ValueWatch):
+        super().__init__()
+        self.watch = watch
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        w = self.watch
+        if w.done or w.busy or not w.tracker.active:
+            return out
+        try:
+            f = sys._getframe(1)
+            while f is not None and f.f_code.co_filename.endswith(_DISPATCH_SHIMS):
+                f = f.f_back
+            w.on_op(func, args, kwargs, out, f)
+        except Exception:
+            pass
+        return out
+
+
+def _written(func, args, kwargs):
+    out = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = kwargs.get(arg.name) if arg.kwarg_only else (args[i] if i < len(args) else kwargs.get(arg.name))
+            _flat([value], out)
+    return [t for t in out if isinstance(t, _Tensor)]
+
+
+def _all_finite(tensors):
+    """One fused reduction per device: True when every value of every tensor is finite (a 0-dim bool tensor)."""
+    by_device: dict = {}
+    for t in tensors:
+        by_device.setdefault(t.device, []).append(t.detach())
+    flags = []
+    for group in by_device.values():
+        if len(group) == 1:
+            flags.append(torch.isfinite(group[0]).all())
+        else:
+            try:
+                norms = torch._foreach_norm([g if not g.is_complex() else torch.view_as_real(g) for g in group],
+                                            float("inf"))
+                flags.append(torch.isfinite(torch.stack([n.float() for n in norms])).all())
+            except Exception:
+                flags.append(torch.stack([torch.isfinite(g).all() for g in group]).all())
+    if len(flags) == 1:
+        return flags[0]
+    return torch.stack([f.cpu() for f in flags]).all()
+
+
+def _leaves_of(roots) -> list:
+    """The leaf tensors (AccumulateGrad nodes) a backward from ``roots`` reaches (walk bounded)."""
+    out, seen = [], set()
+    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+    visited = {id(n): n for n in stack}
+    n = 0
+    while stack and n < _MAX_LEAF_WALK:
+        node = stack.pop()
+        n += 1
+        try:
+            for nxt, _ in node.next_functions:
+                if nxt is None or id(nxt) in visited:
+                    continue
+                visited[id(nxt)] = nxt
+                v = getattr(nxt, "variable", None)
+                if v is not None:
+                    if id(v) not in seen:
+                        seen.add(id(v))
+                        out.append(v)
+                else:
+                    stack.append(nxt)
+        except Exception:
+            continue
+    for r in roots:  # backward from a leaf itself
+        if r.grad_fn is None and r.requires_grad and id(r) not in seen:
+            out.append(r)
+    return out

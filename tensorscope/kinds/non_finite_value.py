@@ -1,0 +1,361 @@
+"""The `non-finite-value` kind: the program raised on a NaN or Inf; where that value was first made.
+
+The facts come from instrument/nonfinite.py (NOTE [Checking values at the sinks], NOTE [Origin of a
+non-finite value]); everything here is torch-free. ``finding`` builds the diagnosis (this kind) and
+the hazard (``silent-non-finite-value``, a NaN that only flowed on) from the same facts.
+
+NOTE [Non-finite values handled on purpose]
+A NaN or Inf is reported only when it reaches a *sink*: the loss given to backward(), the gradients
+that backward left on the leaves when no later backward left them finite again (a GradScaler that
+skips the step recovers at the next step), the parameters after an optimizer step, or the exception
+that ended the program (a loss check, an assertion, anomaly mode's error). A value the program made
+non-finite on purpose and then removed never reaches one: ``masked_fill(mask, -inf)`` before a
+softmax over rows that keep a finite entry (the softmax's output is finite), ``nan_to_num``, the
+double-``where`` trick (the unselected branch sees a safe input, so backward makes no NaN),
+filtering with ``x[torch.isfinite(x)]``, and ``GradScaler``'s finite check that skips the step (the
+parameters stay finite and the next step's gradients are finite). tests/test_nonfinite.py runs one
+program of each.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, statement, w, where
+from tensorscope.source import display_path
+
+KIND = Kind(
+    code="non-finite-value",
+    title="The program stopped on a NaN or Inf; the first non-finite value was made earlier, at the origin line.",
+    explanation=(
+        "A NaN or Inf spreads through every op that reads it, so the line that raises (a loss check, an "
+        "assertion, anomaly mode's \"returned nan values\") is rarely the one that made it. The origin is "
+        "the first op whose output was non-finite while its inputs were finite: log or division at 0, sqrt "
+        "or acos at the boundary of its domain in backward, a softmax over a row that is all -inf, a "
+        "float16 overflow, an optimizer step that diverged, or a NaN already in the data."
+    ),
+    causes=(
+        "`log`, division or `rsqrt` of a value that is 0 (or negative) for some element.",
+        "`sqrt`, `pow(x, 0.5)`, `acos`/`asin` whose backward is infinite at the edge of the domain.",
+        "A softmax over a row whose every entry is masked with -inf.",
+        "A float16/bfloat16 op whose result exceeds the dtype's range.",
+        "A learning rate that makes the parameters diverge after some steps.",
+        "NaN in the input data.",
+    ),
+    fixes=(
+        "Keep the op's input inside its domain: `eps` in a division or norm, `clamp` before `log`/`sqrt`/`acos`.",
+        "Use the double-`where` trick when a branch that `torch.where` does not select is non-finite at the input.",
+        "Compute in float32 where float16 overflows (or let autocast and GradScaler do it).",
+        "Lower the learning rate or clip the gradient norm.",
+        "Clean the data where it is loaded (`torch.nan_to_num`, or drop the rows that are not finite).",
+    ),
+)
+
+HAZARD = Kind(
+    code="silent-non-finite-value",
+    title="A NaN or Inf reached the loss, the gradients or the parameters, and the program went on.",
+    explanation=KIND.explanation,
+    causes=KIND.causes,
+    fixes=KIND.fixes,
+    hazard=True,
+)
+
+
+def _node_op(m) -> dict:
+    return {"node": m.group("node"), "value": m.group("value")}
+
+
+PATTERNS = (
+    # torch/csrc/autograd/engine.cpp, anomaly mode with check_nan
+    Pattern(w("Function '") + r"(?P<node>\w+)'\s+returned\s+(?P<value>nan|inf)\s+values\s+in\s+its\s+\d+(?:st|nd|rd|th)\s+output",
+            _node_op),
+)
+
+# forward op -> backward node names seen in torch 2.x
+_NODE_OP = re.compile(r"^(?:Linalg)?(?P<op>[A-Z][A-Za-z]*?)(?:Backward\d*|Backward)$")
+
+_LOG = {"log", "log2", "log10", "log1p", "xlogy", "logit", "digamma", "lgamma", "polygamma"}
+_SQRT = {"sqrt", "rsqrt", "pow", "vector_norm", "norm", "linalg_vector_norm", "cdist", "dist", "frobenius_norm"}
+_TRIG = {"acos", "asin", "atanh", "acosh", "arccos", "arcsin"}
+_DIV = {"div", "true_divide", "reciprocal", "remainder", "fmod", "floor_divide"}
+_SOFTMAX = {"_softmax", "softmax", "_log_softmax", "log_softmax", "logsumexp"}
+_VAR = {"std", "var", "std_mean", "var_mean"}
+_LOW = ("float16", "bfloat16")
+
+
+def base_op(origin: dict) -> str:
+    """The op's short name in lower case: ``aten.log`` -> ``log``; a backward node -> its forward op."""
+    node = origin.get("node")
+    if node:
+        m = _NODE_OP.match(node)
+        if m:
+            return _snake(m.group("op"))
+    return (origin.get("op") or "").split(".")[-1]
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def fix_for(origin: dict, code: str, data_code: str = "") -> str:
+    """A fix in words fitted to the origin op (torch-free)."""
+    op = base_op(origin)
+    aten = (origin.get("op") or "").split(".")[-1]
+    line = origin.get("line")
+    at = f" at line {line}" if line else ""
+    inputs = origin.get("inputs") or []
+    zeros = any((i.get("zeros") or 0) > 0 for i in inputs)
+    negs = any((i.get("negatives") or 0) > 0 for i in inputs)
+    dtype = origin.get("dtype") or (inputs[0].get("dtype") if inputs else "")
+    if origin.get("data"):
+        where_ = f"line {origin.get('data_line')} (`{data_code}`)" if origin.get("data_line") and data_code else \
+            f"the data read{at}"
+        return (f"The non-finite value came in with the input made at {where_}: clean it where it is loaded "
+                "(`x = torch.nan_to_num(x)`, or drop the rows where `~torch.isfinite(x).all(dim=1)`), and check "
+                "it once with `assert torch.isfinite(x).all()`.")
+    if origin.get("phase") == "optimizer":
+        return ("The optimizer step made the parameters non-finite: the updates diverged. Lower the learning "
+                "rate, clip the gradients before `step()` with `torch.nn.utils.clip_grad_norm_(model.parameters(), "
+                "1.0)`, or add a warm-up.")
+    if origin.get("phase") == "backward" and "where(" in (code or "") and op not in _SOFTMAX:
+        return (f"`torch.where` at line {line} selects the other branch where `{op}` is not finite, but backward "
+                "still multiplies that branch's infinite local gradient by 0, which is NaN. Use the double-`where` "
+                f"trick: feed the `{op}` a safe value where it is not selected, e.g. "
+                f"`torch.where(mask, torch.{op}(torch.where(mask, x, 1.0)), 0.0)`.")
+    if op in _LOG:
+        what = "0" if zeros and not negs else "negative values" if negs and not zeros else "0 or negative values"
+        return (f"`{op}` of {what} is not finite{at}: clamp its input first, e.g. `torch.{op}(x.clamp_min(1e-8))`, "
+                "or add an eps (`x + 1e-8`); for a loss on probabilities use the logits form "
+                "(`F.binary_cross_entropy_with_logits`, `F.cross_entropy`, `F.log_softmax`).")
+    if op in _TRIG:
+        return (f"`{op}` has an infinite derivative at the edge of its domain ([-1, 1]){at}: clamp inside it, "
+                f"e.g. `torch.{op}(x.clamp(-1 + 1e-7, 1 - 1e-7))`.")
+    if op in _SQRT:
+        if op in ("vector_norm", "norm", "linalg_vector_norm", "frobenius_norm", "cdist", "dist"):
+            return (f"The norm's gradient is 0/0 where the vector is 0{at}: add an eps inside, e.g. "
+                    "`torch.sqrt((x ** 2).sum(dim) + 1e-12)`, or use `F.normalize(x, eps=1e-12)` for `x / x.norm()`.")
+        return (f"`{op}` of 0 has an infinite gradient (and of a negative value is NaN){at}: clamp its input, e.g. "
+                "`torch.sqrt(x.clamp_min(1e-12))`, or add an eps inside (`torch.sqrt(x + 1e-12)`).")
+    if op in _SOFTMAX:
+        return (f"A row given to `{op}`{at} is -inf in every entry (all masked), so its softmax is 0/0 = NaN: keep "
+                "at least one unmasked entry per row, mask with a large finite value "
+                "(`torch.finfo(x.dtype).min`) instead of -inf, or zero the fully masked rows afterwards "
+                "(`torch.nan_to_num(p)` / `p.masked_fill(all_masked[..., None], 0)`).")
+    if op in _VAR:
+        return (f"`{op}` with the default unbiased correction divides by n - 1, which is 0 for a single element{at}: "
+                "pass `correction=0` (`unbiased=False`) or reduce over more than one element.")
+    if dtype in _LOW and origin.get("value") in ("inf", "-inf", "nan"):
+        return (f"`{op}`{at} overflowed {dtype} (largest finite value 65504 for float16): compute it in float32 "
+                "(`x.float()`, or under `torch.autocast`, which keeps such ops in float32), scale the values down, "
+                "and use `torch.amp.GradScaler` for float16 training.")
+    if op in _DIV or aten in _DIV:
+        return (f"A division by 0{at}: add an eps to the denominator (`a / (b + 1e-8)`, or `b.clamp_min(1e-8)`); "
+                "for `x / x.norm(...)` use `F.normalize(x, eps=1e-12)`.")
+    if op in ("exp", "expm1", "sinh", "cosh", "pow", "mul", "matmul", "mm", "bmm", "addmm", "sum", "cumprod", "prod"):
+        return (f"`{op}`{at} overflowed {dtype or 'its dtype'}: subtract the maximum before `exp` "
+                "(`torch.logsumexp`, `F.softplus`, `F.log_softmax` do it for you), or scale the inputs down.")
+    if origin.get("custom_function"):
+        return (f"The custom Function's backward made it{at}: guard its divisions and logs (eps, clamp) as for the "
+                "forward ops, and compare it with `torch.autograd.gradcheck` on small inputs.")
+    return (f"Guard the inputs of `{op}`{at}: clamp them into its domain, or check them with "
+            "`torch.isfinite(x).all()` where they are made.")
+
+
+def advise(fields: dict):
+    """Advice from a pasted message (anomaly mode names the backward node)."""
+    node = fields.get("node")
+    value = fields.get("value") or "nan"
+    if not node:
+        return None, [f"the message reports a {value} value"], [
+            "Run the program under `tensorscope explain` (or `run --check-values`): it names the first op that "
+            "made a non-finite value, its line, phase and input statistics."]
+    origin = {"node": node, "phase": "backward", "value": value}
+    op = base_op(origin)
+    title = (f"Backward node {node} (the gradient of `{op}`) returned {value}: the forward op `{op}` saw inputs where "
+             "its derivative is not finite.")
+    return title, [f"backward node {node} returned {value} values (anomaly mode)"], [
+        fix_for(origin, ""),
+        "Anomaly mode checks only the outputs of backward nodes: `tensorscope explain PROG.py` also checks forward "
+        "ops and the data, and names the first non-finite value's line, op, step and input statistics."]
+
+
+_NANISH = re.compile(r"(?i)\b(nan|inf|infinite|non-?finite|isfinite|isnan|isinf|diverg\w*)\b")
+
+
+def related(ev) -> bool:
+    """Whether the exception that ended the program is about a non-finite value."""
+    exc = ev.exception or {}
+    nf = ev.nonfinite or {}
+    if not nf:
+        return False
+    if exc.get("type") in (None, "KeyboardInterrupt", "SystemExit"):
+        return False
+    code = source.code(exc.get("file"), exc.get("line")) if exc.get("line") else ""
+    if _NANISH.search(exc.get("message") or "") or _NANISH.search(code or ""):
+        return True
+    tested = nf.get("tested") or {}
+    return bool(tested.get("line") and exc.get("line") and tested.get("file") == _abs(ev, exc.get("file"))
+                and 0 <= exc["line"] - tested["line"] <= 3)
+
+
+def _abs(ev, file):
+    return os.path.abspath(file) if file else file
+
+
+def recognise(ev) -> bool:
+    return related(ev)
+
+
+def origin_of(nf: dict) -> dict | None:
+    """The birth the sink (or the program's test) carries; else, for a program that raised, the last birth in
+    backward (anomaly mode raises there), else the first."""
+    if nf.get("origin"):
+        return nf["origin"]
+    births = nf.get("births") or []
+    back = [b for b in births if b.get("phase") == "backward"]
+    return back[-1] if back else (births[0] if births else None)
+
+
+_SINKS = {"loss": "the loss given to backward()", "grad": "a gradient left by backward()",
+          "parameter": "a parameter after the optimizer step"}
+
+
+def finding(ev, hazard: bool) -> dict | None:
+    """The diagnosis (``hazard`` False) or the hazard built from ``ev.nonfinite``."""
+
+    nf = ev.nonfinite or {}
+    sink = nf.get("sink")
+    origin = origin_of(nf) if (sink or not hazard) else None
+    if hazard and not sink:
+        return None
+    loop = (nf.get("backward_calls") or 0) > 1 or (nf.get("optimizer_steps") or 0) > 1
+    parts = []
+    if sink:
+        label = _label(ev, sink.get("tensor"), sink)
+        st = f", step {sink['step']}" if loop and sink.get("step") is not None else ""
+        parts.append(f"{label} held {sink.get('value', 'a non-finite value')} at line {sink.get('line')} "
+                     f"({_SINKS.get(sink['what'], sink['what'])}{st}).")
+    elif ev.exception:
+        exc = ev.exception
+        parts.append(f"The program raised {exc.get('type')} at line {exc.get('line')}: {(exc.get('message') or '')[:200]}")
+    culprit = None
+    backward = None
+    nonfinite = {"op": None, "phase": None, "step": None, "tensor": None, "inputs": [], "value": None,
+                 "checked": nf.get("checked"), "sink": _sink_view(sink)}
+    if origin:
+        code = source.code(origin.get("file"), origin.get("line")) if origin.get("line") else ""
+        data_code = source.code(origin.get("data_file"), origin.get("data_line")) if origin.get("data_line") else ""
+        name = _label(ev, origin.get("tensor"), origin, code)
+        what = origin.get("node") or origin.get("op")
+        st = f", step {origin['step']}" if loop and origin.get("step") is not None else ""
+        ins = "; ".join(_input_text(ev, i) for i in origin.get("inputs") or [])
+        if origin.get("data"):
+            at = origin.get("data_line") or origin.get("line")
+            parts.append(f"The first non-finite value came in with the data: {name} already held "
+                         f"{origin.get('value')} when {what} read it at line {origin.get('line')}"
+                         + (f" (made at line {origin['data_line']}, `{data_code}`)" if origin.get("data_line") else "")
+                         + ".")
+            culprit = where(origin.get("data_file") or origin.get("file"), at)
+        else:
+            phase = origin.get("phase")
+            how = f"{what} ({phase}{st})"
+            if phase == "backward" and origin.get("node"):
+                how = f"{origin['node']} ({origin.get('op')}, in backward{st})"
+            parts.append(f"The first non-finite value ({origin.get('value')}) was made by {how} at line "
+                         f"{origin.get('line')} (`{code}`), computing {name}" + (f"; its inputs: {ins}." if ins else "."))
+            culprit = where(origin.get("file"), origin.get("line"))
+        if origin.get("backward_line"):
+            backward = where(origin.get("backward_file"), origin.get("backward_line"))
+        fix = fix_for(origin, code, data_code)
+        nonfinite.update(op=what, aten=origin.get("op"), node=origin.get("node"), phase=origin.get("phase"),
+                         step=origin.get("step") if loop else None,
+                         tensor={"id": origin.get("tensor"), "names": ev.tensor_names(origin.get("tensor"))},
+                         inputs=[_input_view(ev, i) for i in origin.get("inputs") or []], value=origin.get("value"),
+                         data=bool(origin.get("data")))
+    else:
+        if nf.get("checked") == "sinks":
+            parts.append("Run `tensorscope explain` (or `tensorscope run --check-values`) to name the op and line that "
+                         "made it: plain `run` checks only the loss, the gradients and the parameters.")
+        fix = ("Find the first non-finite value with `tensorscope explain PROG.py`; then keep that op's input inside "
+               "its domain (eps in a division or norm, clamp before log/sqrt/acos).")
+        if sink:
+            nonfinite.update(value=sink.get("value"), step=sink.get("step") if loop else None,
+                             tensor={"id": sink.get("tensor"), "names": ev.tensor_names(sink.get("tensor"))})
+        if sink and sink.get("line"):
+            culprit = where(sink.get("file"), sink.get("line"))
+        elif ev.exception:
+            culprit = where(ev.exception.get("file"), ev.exception.get("line"))
+    d = diagnosis(HAZARD if hazard else KIND, explanation=" ".join(parts), fix=fix, culprit=culprit, backward=backward,
+                  tensor=nonfinite["tensor"] and {**nonfinite["tensor"], "version_at_save": None, "version_now": None},
+                  evidence=[f"non-finite {nonfinite.get('value') or ''} first made by {nonfinite['op']}"
+                            if nonfinite["op"] else "non-finite value at a sink"])
+    d["nonfinite"] = nonfinite
+    return d
+
+
+def _sink_view(sink):
+    if not sink:
+        return None
+    return {"what": sink.get("what"), "file": display_path(sink.get("file")), "line": sink.get("line"),
+            "step": sink.get("step"), "value": sink.get("value"), "tensor": sink.get("tensor")}
+
+
+def _label(ev, tid, facts, code: str = "") -> str:
+    names = ev.tensor_names(tid)
+    if names:
+        return f"`{names[0]}`"
+    target = _target(code)
+    if target:
+        return f"`{target}`"
+    if facts.get("what") == "loss":
+        return "the loss"
+    if facts.get("what") == "grad":
+        return "a gradient"
+    if facts.get("what") == "parameter":
+        return "a parameter"
+    return f"tensor {tid}" if tid else "a tensor"
+
+
+def _target(code: str) -> str | None:
+    node = statement(code or "")
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id
+    return None
+
+
+def _input_view(ev, i: dict) -> dict:
+    keys = ("dtype", "shape", "min", "max", "zeros", "negatives", "nonfinite", "numel")
+    out = {k: i.get(k) for k in keys}
+    out["tensor"] = i.get("tensor")
+    out["names"] = ev.tensor_names(i.get("tensor"))
+    return out
+
+
+def _input_text(ev, i: dict) -> str:
+    names = ev.tensor_names(i.get("tensor"))
+    label = f"`{names[0]}` " if names else ""
+    shape = "x".join(str(s) for s in i.get("shape") or []) or "scalar"
+    return (f"{label}{i.get('dtype')}[{shape}] min {_num(i.get('min'))} max {_num(i.get('max'))}, "
+            f"{i.get('zeros')} zeros, {i.get('negatives')} negative, {i.get('nonfinite')} non-finite")
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def explain(ev):
+    """The diagnosis of a program that raised on a non-finite value (None: the generic one)."""
+    if not ev.nonfinite:
+        return None
+    return finding(ev, hazard=False)
+
+
+def explain_hazard(ev, hazard: dict):
+    """The hazard of a NaN that reached a sink while the program went on (None: the diagnosis explains it)."""
+    d = (ev.doc or {}).get("diagnosis")
+    if d is not None and d.get("kind") == KIND.code:
+        return None
+    return finding(ev, hazard=True)

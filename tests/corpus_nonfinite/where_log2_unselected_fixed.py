@@ -1,0 +1,9 @@
+# Rewritten from pytorch/pytorch#108618: where(x > 2, log2(x), 2 * x) gives a NaN gradient at x = 0.
+# expect: clean
+import torch
+
+x1 = torch.tensor([0.0, 2.0, 3.0], requires_grad=True)
+y1 = torch.where(x1 > 2, torch.log2(torch.where(x1 > 2, x1, 1.0)), 2 * x1)
+z1 = y1.sum()
+z1.backward()
+print("grad", x1.grad)

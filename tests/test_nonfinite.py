@@ -1,0 +1,148 @@
+"""Non-finite values: the corpus of tests/corpus_nonfinite scored, and the real CLI on its programs.
+
+Each corpus program states in its header what plain torch measured (tests/corpus_nonfinite/measure.py):
+``# expect: kind=K line=N op=OP phase=P`` or ``# expect: clean``. score.py runs each through explain's
+pipeline in one process (torch imported once) and scores origin line, op and phase; every buggy
+program has a ``_fixed`` twin that must be clean, and the ``fine_`` programs handle non-finite values
+on purpose (NOTE [Non-finite values handled on purpose]). The CLI tests run ``python -m tensorscope``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "corpus_nonfinite"
+sys.path.insert(0, str(CORPUS))
+import score  # noqa: E402
+
+# imported before any in-process pytester run (see tests/test_pytest_plugin.py)
+import tensorscope.instrument.session  # noqa: E402,F401
+import torch  # noqa: E402,F401
+
+pytest_plugins = ["pytester"]
+
+NAN_TEST = """\
+import torch
+
+
+def test_loss_is_finite():
+    w = torch.tensor([1.0, -2.0], requires_grad=True)
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    score = x @ w
+    loss = -torch.log(score).mean()
+    assert torch.isfinite(loss), "loss is not finite"
+"""
+
+
+def cli(*args, cwd=CORPUS, stdin=None):
+    env = dict(os.environ, TENSORSCOPE_NO_PROGRESS="1")
+    return subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=600)
+
+
+def plain(name):
+    return subprocess.run([sys.executable, name], cwd=CORPUS, capture_output=True, text=True, timeout=600)
+
+
+def test_corpus_shape():
+    progs = score.programs()
+    buggy = [p for p in progs if not p.name.startswith("fine_") and not p.stem.endswith("_fixed")]
+    assert len(buggy) >= 20
+    for p in buggy:
+        twin = p.with_name(p.stem + "_fixed.py")
+        assert twin.exists() and score.expect(twin) == {} and score.expect(p), p.name
+        assert p.read_text().startswith("# Rewritten from "), p.name  # the public report it comes from
+    assert len([p for p in progs if p.name.startswith("fine_")]) >= 6
+
+
+def test_corpus_scored():
+    """Origin line, op and phase of each buggy program; no finding for the twins and the fine programs."""
+    out = subprocess.run([sys.executable, str(CORPUS / "score.py"), "--json"], capture_output=True, text=True,
+                         timeout=1500, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    acc = result["accuracy"]
+    print(f"\nnon-finite corpus: {result['buggy']} buggy, {result['clean']} clean; {acc}; silent {result['silent']}")
+    assert min(acc.values()) >= 0.9, result["misses"]
+    assert result["silent"] == 1.0, result["misses"]
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return json.loads((REPO / "tensorscope" / "schema" / "report.schema.json").read_text())
+
+
+def test_explain_names_the_origin_and_keeps_the_program_transparent(schema):
+    """The JSON finding in the diagnosis shape with its nonfinite object; output and status as under python."""
+    out = cli("explain", "--json", "sqrt_zero_distance.py")
+    ref = plain("sqrt_zero_distance.py")
+    assert out.returncode == 1  # explain: a hazard found
+    assert out.stderr.replace("\r", "") .startswith(ref.stdout)  # --json: the program's stdout goes to stderr
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    assert h["culprit"]["line"] == 9 and h["culprit"]["code"] == "dist = torch.sqrt(sq)"
+    nf = h["nonfinite"]
+    assert (nf["node"], nf["aten"], nf["phase"], nf["value"]) == ("SqrtBackward0", "aten.div", "backward", "inf")
+    # the inputs' statistics are torch's: SqrtBackward0 divides by 2 * sqrt(sq), which is 0 for the first pair
+    assert any(i["zeros"] == 1 and i["min"] == 0.0 for i in nf["inputs"])
+    assert "eps" in h["fix"] or "clamp" in h["fix"]
+    assert h["backward"]["line"] == 11
+
+
+def test_run_checks_the_sinks_and_fail_on(schema):
+    """Plain run: no dispatch mode, the sink that held the value; --fail-on hazard exits 5."""
+    out = cli("run", "--json", "log_zero_prob.py")
+    assert out.returncode == 0
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    assert h["nonfinite"]["checked"] == "sinks" and h["nonfinite"]["sink"]["what"] == "loss"
+    assert h["culprit"]["line"] == 13 and "tensorscope explain" in h["fix"]
+    assert cli("run", "--fail-on", "hazard", "log_zero_prob.py").returncode == 5
+    assert cli("run", "--fail-on", "hazard", "log_zero_prob_fixed.py").returncode == 0
+
+
+def test_a_program_that_raises_on_the_nan_gets_the_diagnosis():
+    out = cli("explain", "loss_check_raises.py")
+    ref = plain("loss_check_raises.py")
+    assert ref.returncode == 1 and ref.stderr.strip().splitlines()[-1] == "ValueError: loss is nan at step 0"
+    assert ref.stderr.strip().splitlines()[-1] in out.stderr
+    assert "non-finite-value" in out.stdout and "loss_check_raises.py:11" in out.stdout
+    assert "clamp" in out.stdout  # log of 0 or negative values: clamp its input
+
+
+def test_sarif_carries_the_origin(tmp_path):
+    sarif = tmp_path / "r.sarif"
+    cli("explain", "-o", str(sarif), "softmax_all_masked.py")
+    log = json.loads(sarif.read_text())
+    (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "silent-non-finite-value"]
+    assert result["level"] == "warning"
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 11
+
+
+def test_explain_a_pasted_anomaly_message():
+    text = ("Traceback (most recent call last):\n  File \"train.py\", line 40, in <module>\n    loss.backward()\n"
+            "RuntimeError: Function 'AcosBackward0' returned nan values in its 0th output.\n")
+    out = cli("explain", "-", stdin=text)
+    assert out.returncode == 1
+    assert "non-finite-value" in out.stdout and "acos" in out.stdout and "clamp" in out.stdout
+
+
+def test_pytest_plugin_puts_the_origin_in_the_failure_report(pytester):
+    pytester.makepyfile(test_nan=NAN_TEST)
+    # in a subprocess: an in-process run re-imports modules that other test files share
+    result = pytester.runpytest_subprocess("--tensorscope", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    section = out.split(" tensorscope -", 1)[1]
+    assert "non-finite-value" in section
+    assert "test_nan.py:8  loss = -torch.log(score).mean()" in section  # the origin line, not the assert
+    assert "aten.log" in section and "clamp" in section
