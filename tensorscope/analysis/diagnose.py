@@ -97,9 +97,22 @@ def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
         doc["diagnosis"] = diagnose(ev)
         doc["hazards"] = []
         if ev.hazards:  # the explainers are imported only when there is something to explain
-            from tensorscope.analysis import silent
+            doc["hazards"] = explain_hazards(ev)
 
-            doc["hazards"] = [silent.explain(ev, h) for h in ev.hazards]
+
+def explain_hazards(ev) -> list:
+    """One diagnosis per hazard: a saved tensor's silent write (no ``kind`` in its facts), else the
+    kind module named by its ``kind`` (``explain_hazard(ev, facts)``, None when it finds nothing)."""
+    from tensorscope import kinds
+    from tensorscope.analysis import silent
+
+    out = []
+    for h in ev.hazards:
+        code = h.get("kind")
+        d = silent.explain(ev, h) if code is None else kinds.MODULE_OF[code].explain_hazard(ev, h)
+        if d is not None:
+            out.append(d)
+    return out
 
 
 def _may_read_source(facts: Facts, doc: dict) -> bool:

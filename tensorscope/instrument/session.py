@@ -104,7 +104,9 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         with torch._C.DisableTorchFunction():
             resolve_silent(tracker)
             tracker.describe_storage = True  # the storage map's sizes: see describe()
-            return _snapshot.take(tracker, main_globals, exc)
+            snap = _snapshot.take(tracker, main_globals, exc)
+            tracker.kept.finish(tracker, snap["named"])  # see NOTE [Kept values] in kept.py
+            return snap
     finally:
         tracker.describe_storage = False
         tracker.active = active_before

@@ -27,7 +27,7 @@ MODULES = (
     "non_leaf_requires_grad", "inference_tensor_saved", "double_backward_unsupported", "gradient_shape_mismatch",
     "unused_input", "non_leaf_grad_none", "float_has_no_backward", "inplace_backward_unsupported",
     "saved_detached_inplace", "checkpoint_mismatch", "forward_ad", "invalid_gradient",
-    "other", "silent_saved_tensor_write",
+    "other", "silent_saved_tensor_write", "kept_value_changed", "duplicate_index_write",
 )
 
 _mods = [importlib.import_module(f"{__name__}.{name}") for name in MODULES]
