@@ -783,12 +783,13 @@ REQUIRED = {"inplace-modified-saved-tensor", "backward-twice", "no-grad-fn", "le
             "ddp-unused-parameters", "ddp-mark-ready-twice", "non-leaf-requires-grad", "inference-tensor-saved",
             "double-backward-unsupported", "gradient-shape-mismatch", "unused-input", "non-leaf-grad-none",
             "float-has-no-backward", "inplace-backward-unsupported", "saved-detached-inplace", "checkpoint-mismatch",
-            "forward-ad", "invalid-gradient"}
+            "forward-ad", "invalid-gradient", "kept-value-changed", "duplicate-index-write"}
 
 
 def test_kinds_are_complete_and_well_formed():
     assert set(kinds.KINDS) == REQUIRED
-    assert [k.code for k in kinds.KINDS.values() if k.hazard] == ["silent-saved-tensor-write"]
+    assert [k.code for k in kinds.KINDS.values() if k.hazard] == [
+        "silent-saved-tensor-write", "kept-value-changed", "duplicate-index-write"]
     for code, kind in kinds.KINDS.items():
         assert kinds.get(code) is kind and kind.code == code
         assert kind.title.endswith(".") and ". " not in kind.title, code
