@@ -99,7 +99,7 @@ def explain_hazard(ev, hazard: dict):
         culprit=where(wfile, wline, alias=first.get("alias")),
         tensor={"id": tid, "names": ev.tensor_names(tid) or list(hazard.get("names") or []),
                 "version_at_save": hazard.get("version_at_keep"), "version_now": hazard.get("version_now")},
-        alias_chain=[d for d in (where(kfile, kline, alias=kcode, how=op),) if d],
+        alias_chain=[d for d in (where(kfile, kline, what=f"kept by `{op}`: an alias, not a copy"),) if d],
         evidence=[f"kept at line {kline} by `{op}`; its bytes written at line {wline} through another tensor; "
                   "alive at the end and read after the write"],
     ) | {"kept_at": where(kfile, kline, how=op)}
