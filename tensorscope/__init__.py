@@ -9,9 +9,8 @@ Jupyter (``%load_ext tensorscope``). Importing it is cheap: torch is imported
 only when something is inspected.
 """
 
-__version__ = "0.1.0"
-
-from tensorscope.api import Report, inspect  # noqa: E402  (stdlib-only module: no torch here)
+from tensorscope.api import Report, inspect  # stdlib-only module: no torch here
+from tensorscope.version import __version__
 
 __all__ = ["Report", "inspect", "load_ipython_extension", "__version__"]
 

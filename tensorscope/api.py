@@ -388,7 +388,7 @@ def _build(block: _Block, exc, scope) -> dict:
     import torch
 
     from tensorscope import report
-    from tensorscope.analysis import diagnose
+    from tensorscope import diagnose
     from tensorscope.instrument import session as instrument
     from tensorscope.session import exception_info
 
@@ -419,17 +419,11 @@ def _keep_events_since(doc: dict, seq: int) -> None:
 
 
 def _bare_doc(block: _Block, exc, note: str) -> dict:
-    from tensorscope import __version__, report
+    """The report of a block whose report could not be built (see NOTE [One document skeleton])."""
+    from tensorscope import report
 
     command, device, _ = block.options
     exception = None if exc is None else {"type": type(exc).__name__, "message": str(exc), "file": None,
                                           "line": None}
-    return {
-        "schema_version": report.SCHEMA_VERSION, "tensorscope_version": __version__,
-        "torch_version": None, "command": command,
-        "program": {"path": "<unknown>", "argv": [], "exit_status": 0 if exc is None else 1,
-                    "exception": exception},
-        "device_mode": device, "tensors": [], "storages": [], "version_counters": [], "events": [],
-        "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
-        "diagnosis": None, "hazards": [], "notes": [note], "recording": None,
-    }
+    program = {"path": "<unknown>", "argv": [], "exit_status": 0 if exc is None else 1, "exception": exception}
+    return report.skeleton(command=command, program=program, torch_version=None, device_mode=device, notes=[note])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -42,6 +43,32 @@ def _err(text: str) -> None:
     sys.stderr.flush()
 
 
+# NOTE [One place for errors]
+# A command's body is the program: it parses nothing of its own, returns its exit code and raises
+# UsageError for bad input. `_command` wraps every command once: a UsageError becomes one line on
+# stderr and exit 2, any other exception "internal error" and exit 4, or, with --traceback, the
+# exception itself (as httpie and pip-audit do: `main()` with error handling wraps `program()`
+# without). click's own parsing errors, before a command runs, are main()'s.
+def _command(body):
+    @functools.wraps(body)  # typer reads the parameters through __wrapped__
+    def command(**params):
+        try:
+            code = body(**params)
+        except UsageError as e:
+            _err(str(e))
+            code = ExitCode.USAGE
+        except typer.Exit:
+            raise
+        except Exception:
+            if params.get("traceback_"):
+                raise
+            _err("internal error (run again with --traceback and report it)")
+            code = ExitCode.INTERNAL
+        raise typer.Exit(int(code))
+
+    return command
+
+
 @dataclass(frozen=True)
 class Request:
     """One `run` / `explain` of a program, as the command line asked for it."""
@@ -64,6 +91,7 @@ class Request:
     tensor: Optional[str] = None
     line: Optional[str] = None
     report: bool = False
+    message: Optional[str] = None  # explain --message TEXT: the error text to explain (nothing runs)
 
     def view(self) -> dict:
         """The text renderer's options."""
@@ -83,7 +111,7 @@ def _version_line() -> str:
     """`tensorscope X (torch Y)`, read from the installed metadata: torch is not imported (start-up)."""
     from importlib import metadata
 
-    from tensorscope import __version__
+    from tensorscope.version import __version__
 
     try:
         torch_version = metadata.version("torch")
@@ -118,6 +146,7 @@ _LINE = typer.Option(None, "--line", help="Print what one source line did (FILE:
 
 
 @app.command(context_settings=_PROGRAM_CONTEXT)
+@_command
 def run(
     program: Optional[str] = _PROGRAM,
     args: Optional[List[str]] = _PROG_ARGS,
@@ -134,17 +163,17 @@ def run(
     full: bool = _FULL,
     tensor: Optional[str] = _TENSOR,
     line: Optional[str] = _LINE,
-) -> None:
+) -> int:
     """Run PROGRAM as `python PROGRAM ARGS` would, then report its tensors, aliases, versions and autograd events."""
     if program is None:
-        _err("run needs a PROGRAM (or -m MODULE) (see 'tensorscope run --help')")
-        raise typer.Exit(ExitCode.USAGE)
-    _main(_request("run", program, args, module=module, json=json_, output=output, device=device, timeout=timeout,
+        raise UsageError("run needs a PROGRAM (or -m MODULE) (see 'tensorscope run --help')")
+    return _main(_request("run", program, args, module=module, json=json_, output=output, device=device, timeout=timeout,
                    ops=ops, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks, full=full, tensor=tensor,
                    line=line, check_values=check_values))
 
 
 @app.command(context_settings=_PROGRAM_CONTEXT)
+@_command
 def explain(
     program: Optional[str] = typer.Argument(None, metavar="PROGRAM", show_default=False,
                                             help="A program to run and explain (with -m a module), a saved report (FILE.json) to explain again, or - to read an error text from stdin."),
@@ -162,53 +191,28 @@ def explain(
     tensor: Optional[str] = _TENSOR,
     line: Optional[str] = _LINE,
     report: bool = typer.Option(False, "--report", help="Print the report after a clean verdict too."),
-) -> None:
+) -> int:
     """Explain the first backward failure of PROGRAM (or of a pasted error text): the line, the alias, the node, the fix.
 
     Unlike run, explain registers saved-tensor hooks to learn the saving line, the version at save and silent writes. A program that inspects saved variables can see them: grad_fn._raw_saved_x.unpack_hook is tensorscope's, _raw_saved_x.register_hooks refuses a second pair of hooks, grad_fn._saved_x is a new tensor object (`is` the input is False), and a __torch_dispatch__ subclass sees one aten.detach per saved input unpacked. Use run for such programs: it registers none.
     """
-    if fail_on is not None and fail_on not in FAIL_ON:
-        _err(f"--fail-on must be one of {', '.join(FAIL_ON)}, not '{fail_on}'")
-        raise typer.Exit(ExitCode.USAGE)
     if message is not None or (program == "-" and not module):
         if message is not None and program is not None:
-            _err("give either a program, - (error text on stdin) or --message, not two of them")
-            raise typer.Exit(ExitCode.USAGE)
+            raise UsageError("give either a program, - (error text on stdin) or --message, not two of them")
         if args:  # nothing runs, so nothing takes arguments: these were meant as options
-            _err(f"options go before '-': tensorscope explain [OPTIONS] - (got {' '.join(args)!r} after it)")
-            raise typer.Exit(ExitCode.USAGE)
-        if message is None:
-            text = sys.stdin.buffer.read().decode("utf-8", "replace")
-        else:
-            text = message
-        from tensorscope.explain_text import explain_text
-
-        try:
-            code = explain_text(text, json_, output)
-        except OSError as e:
-            _err(f"can't write the report to '{output}': {e.strerror}")
-            raise typer.Exit(ExitCode.USAGE)
-        except Exception:
-            if traceback_:
-                raise
-            _err("internal error (run again with --traceback and report it)")
-            raise typer.Exit(ExitCode.INTERNAL)
-        if code == ExitCode.FOUND and fail_on == "diagnosis":  # a pasted failure is a diagnosis, never a hazard
-            code = ExitCode.FAIL_ON
-        raise typer.Exit(code)
+            raise UsageError(f"options go before '-': tensorscope explain [OPTIONS] - (got {' '.join(args)!r} after it)")
+        return _explain_text(_request("explain", program or "-", [], message=message, json=json_, output=output,
+                                      traceback=traceback_, fail_on=fail_on))
     if program is None:
-        _err("explain needs a program, -m MODULE, - (an error text on stdin) or --message TEXT")
-        raise typer.Exit(ExitCode.USAGE)
+        raise UsageError("explain needs a program, -m MODULE, - (an error text on stdin) or --message TEXT")
     if not module and program.endswith(".json"):  # a saved report: explain it again, run nothing
         if args:
-            _err(f"a saved report runs nothing, so it takes no arguments (got {' '.join(args)!r} after it)")
-            raise typer.Exit(ExitCode.USAGE)
-        _reexplain(_request("explain", program, [], json=json_, output=output, traceback=traceback_,
-                            fail_on=fail_on, full=full, tensor=tensor, line=line, report=report))
-        return
-    _main(_request("explain", program, args, module=module, json=json_, output=output, device=device,
-                   timeout=timeout, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks, full=full,
-                   tensor=tensor, line=line, report=report))
+            raise UsageError(f"a saved report runs nothing, so it takes no arguments (got {' '.join(args)!r} after it)")
+        return _reexplain(_request("explain", program, [], json=json_, output=output, traceback=traceback_,
+                                   fail_on=fail_on, full=full, tensor=tensor, line=line, report=report))
+    return _main(_request("explain", program, args, module=module, json=json_, output=output, device=device,
+                          timeout=timeout, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks, full=full,
+                          tensor=tensor, line=line, report=report))
 
 
 def _request(command: str, program: str, args, **options) -> Request:
@@ -221,8 +225,7 @@ def _request(command: str, program: str, args, **options) -> Request:
     fail_on, timeout, module = options.get("fail_on"), options.get("timeout"), options.get("module")
 
     def usage(text):
-        _err(text)
-        raise typer.Exit(ExitCode.USAGE)
+        raise UsageError(text)
 
     args = list(args or [])
     if args[:1] == ["--"]:  # see NOTE [Arguments after the program]
@@ -249,14 +252,11 @@ def _request(command: str, program: str, args, **options) -> Request:
     return Request(command=command, program=program, args=tuple(args), **options)
 
 
-def _main(req: Request) -> None:
+def _main(req: Request) -> int:
+    """`run` / `explain` of a program: run it, write its report, and return the exit status."""
     source = None
-    if not req.module:
-        try:
-            source = _read_program(req.program)
-        except UsageError as e:  # before importing torch (2 s): a wrong path is refused at once
-            _err(str(e))
-            raise typer.Exit(ExitCode.USAGE)
+    if not req.module:  # before importing torch (2 s): a wrong path is refused at once
+        source = _read_program(req.program)
     from tensorscope.session import Session
     # --- device check (tensorscope/instrument/device.py): --device cuda needs a usable GPU
     if req.device == "cuda":
@@ -264,8 +264,7 @@ def _main(req: Request) -> None:
 
         reason = cuda_unavailable_reason()
         if reason is not None:
-            _err(reason)
-            raise typer.Exit(ExitCode.USAGE)
+            raise UsageError(reason)
     # --- end device check
     session = Session(command=req.command, program=req.program, argv=list(req.args), source=source,
                       json_mode=req.json, device=req.device, timeout=req.timeout, ops=req.ops,
@@ -275,19 +274,14 @@ def _main(req: Request) -> None:
         _emit(result.doc, req)
         verdict = _verdict(result.doc, req)
         result.doc = None  # freed before the collector is on again (see Session.resume_collector)
-    except Exception:
-        if req.traceback:
-            raise
-        _err("internal error (run again with --traceback and report it)")
-        raise typer.Exit(ExitCode.INTERNAL)
     finally:
         session.resume_collector()
     if result.timed_out:
         _err(f"the program did not finish within {req.timeout:g} s and was stopped; the report is partial")
-    _exit(result, req, verdict)
+    return _exit(result, req, verdict)
 
 
-def _reexplain(req: Request) -> None:
+def _reexplain(req: Request) -> int:
     """`tensorscope explain report.json`: diagnose a saved report again from its recording.
 
     Nothing runs. Exit codes as for explain: 0 nothing found, 1 a diagnosis or a hazard, 5 with
@@ -301,36 +295,46 @@ def _reexplain(req: Request) -> None:
         with open(req.program, encoding="utf-8") as f:
             doc = json.load(f)
     except FileNotFoundError:
-        _err(f"can't open file '{req.program}': no such file")
-        raise typer.Exit(ExitCode.USAGE)
+        raise UsageError(f"can't open file '{req.program}': no such file")
     except IsADirectoryError:
-        _err(f"'{req.program}' is a directory, not a report")
-        raise typer.Exit(ExitCode.USAGE)
+        raise UsageError(f"'{req.program}' is a directory, not a report")
     except OSError as e:
-        _err(f"can't open file '{req.program}': {e.strerror}")
-        raise typer.Exit(ExitCode.USAGE)
+        raise UsageError(f"can't open file '{req.program}': {e.strerror}")
     except (ValueError, RecursionError):  # JSONDecodeError and undecodable bytes
-        _err(f"'{req.program}' is not a JSON file (a saved report is written by `explain -o report.json PROG`)")
-        raise typer.Exit(ExitCode.USAGE)
-    try:
-        from tensorscope.analysis import diagnose
+        raise UsageError(f"'{req.program}' is not a JSON file (a saved report is written by `explain -o report.json PROG`)")
+    from tensorscope import diagnose
 
-        try:
-            diagnose.reexplain(doc)
-        except ValueError as e:
-            _err(f"'{req.program}': {e}")
-            raise typer.Exit(ExitCode.USAGE)
-        _emit(doc, req)
-    except typer.Exit:
-        raise
-    except Exception:
-        if req.traceback:
-            raise
-        _err("internal error (run again with --traceback and report it)")
-        raise typer.Exit(ExitCode.INTERNAL)
+    try:
+        diagnose.reexplain(doc)
+    except ValueError as e:
+        raise UsageError(f"'{req.program}': {e}")
+    _emit(doc, req)
     # session.Result's fields (session imports torch, which nothing here needs)
-    _exit(SimpleNamespace(exit_status=0, interrupted=False, timed_out=False, os_exit=False), req,
-          _verdict(doc, req))
+    return _exit(SimpleNamespace(exit_status=0, interrupted=False, timed_out=False, os_exit=False), req,
+                 _verdict(doc, req))
+
+
+def _explain_text(req: Request) -> int:
+    """`tensorscope explain -` / `--message TEXT`: explain a pasted error text; nothing runs.
+
+    Exit 1 when the text is a failure tensorscope knows (5 with --fail-on diagnosis: a pasted
+    failure is a diagnosis, never a hazard), 3 when it is not, 2 when there is no text or the
+    report cannot be written.
+    """
+    from tensorscope import explain_text
+
+    text = req.message if req.message is not None else sys.stdin.buffer.read().decode("utf-8", "replace")
+    if not text.strip():
+        raise UsageError("no error text given (pipe a traceback into `tensorscope explain -` or pass --message TEXT)")
+    doc = explain_text.document(text)
+    if doc["diagnosis"] is None:
+        _err(explain_text.UNRECOGNISED)
+        if req.json:
+            _emit(doc, req)
+        return ExitCode.UNRECOGNISED
+    if not _emit(doc, req):
+        return ExitCode.USAGE
+    return ExitCode.FAIL_ON if req.fail_on == "diagnosis" else ExitCode.FOUND
 
 
 # --- torchrun: one report per rank ------------------------------------------------------------
@@ -344,8 +348,9 @@ def rank_path(path: str, rank: int) -> str:
     return os.path.join(head, name)
 
 
-def _emit(doc: dict, req: Request) -> None:
-    """Write the report where it was asked for: stdout (text or JSON) or a file.
+def _emit(doc: dict, req: Request) -> bool:
+    """Write the report where it was asked for: stdout (text or JSON) or a file; False when the
+    file could not be written (said on stderr).
 
     Under torchrun each rank writes its own file (`r.rank0.json`, ...); on the terminal only
     rank 0 prints, headed "rank 0", unless --all-ranks.
@@ -368,11 +373,14 @@ def _emit(doc: dict, req: Request) -> None:
                     f.write(render(doc, form, width=100, color=False, **req.view()))
         except OSError as e:
             _err(f"can't write the report to '{output}': {e.strerror}")
-        return
+            return False
+        return True
     if rank is not None and rank != 0 and not req.all_ranks:
-        return
+        return True
     if req.json:
         text = render(doc, "json")
+    elif doc["message"] is not None:  # a pasted error text's panel: 100 columns, no colour, as in a file
+        text = render(doc, "text", width=100, color=False)
     else:
         # rich detects the terminal: width (COLUMNS), colour (NO_COLOR, FORCE_COLOR), links
         from rich.console import Console
@@ -389,6 +397,7 @@ def _emit(doc: dict, req: Request) -> None:
     # one write: the ranks' reports share the terminal and must not interleave line by line
     sys.stdout.write(text)
     sys.stdout.flush()
+    return True
 
 
 def _found(doc: dict, fail_on: Optional[str]) -> bool:
@@ -406,7 +415,9 @@ def _verdict(doc: dict, req: Request) -> tuple[bool, bool]:
     return _found(doc, req.fail_on), req.command == "explain" and _found(doc, "diagnosis")
 
 
-def _exit(result, req: Request, verdict: tuple[bool, bool]) -> None:
+def _exit(result, req: Request, verdict: tuple[bool, bool]) -> int:
+    """The exit status of a run or an explain; a program that died by SIGINT or called os._exit
+    ends tensorscope the same way, here."""
     fail_on_found, found = verdict
     if result.interrupted:
         # Die by SIGINT like python does, so shells see 130 and callers see -2.
@@ -416,22 +427,20 @@ def _exit(result, req: Request, verdict: tuple[bool, bool]) -> None:
         sys.stderr.flush()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
-        raise typer.Exit(ExitCode.INTERRUPTED)
+        return ExitCode.INTERRUPTED
     if result.timed_out:
-        raise typer.Exit(ExitCode.TIMEOUT)
+        return ExitCode.TIMEOUT
     if fail_on_found:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if result.os_exit:
-            os._exit(ExitCode.FAIL_ON)
-        raise typer.Exit(ExitCode.FAIL_ON)
-    if req.command == "explain":
-        raise typer.Exit(ExitCode.FOUND if found else ExitCode.OK)
+        code = ExitCode.FAIL_ON
+    elif req.command == "explain":
+        return ExitCode.FOUND if found else ExitCode.OK
+    else:
+        code = result.exit_status
     if result.os_exit:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(result.exit_status)
-    raise typer.Exit(result.exit_status)
+        os._exit(code)
+    return code
 
 
 def _read_program(program: str) -> bytes:
@@ -449,7 +458,8 @@ def _read_program(program: str) -> bytes:
 
 
 def main() -> None:
-    """Entry point of the `tensorscope` command: one-line usage errors, documented exit codes."""
+    """Entry point of the `tensorscope` command: one-line usage errors, documented exit codes
+    (a command's own errors: see NOTE [One place for errors])."""
     try:
         from click import exceptions
     except ImportError:  # newer typer releases vendor click
@@ -464,10 +474,7 @@ def main() -> None:
         where = e.ctx.command_path if e.ctx is not None else "tensorscope"
         _err(f"{e.format_message()} (see '{where} --help')")
         code = ExitCode.USAGE
-    except exceptions.Abort:
-        _err("interrupted")
-        code = ExitCode.INTERRUPTED
-    except KeyboardInterrupt:
+    except (exceptions.Abort, KeyboardInterrupt):
         _err("interrupted")
         code = ExitCode.INTERRUPTED
     sys.exit(int(code or 0))

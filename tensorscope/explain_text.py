@@ -1,47 +1,32 @@
-"""`tensorscope explain -` / `--message`: explain a pasted error text without running anything."""
+"""`tensorscope explain -` / `--message`: the report document of a pasted error text (nothing runs).
+
+Only the decoding lives here (the text -> the kind, its fields, the frames); reading the text,
+writing the report and choosing the exit code are cli.py's, drawing it is render/text.py's.
+"""
 
 from __future__ import annotations
 
-import io
-import sys
+from tensorscope import report
+from tensorscope.messages import describe, parse
 
-from tensorscope import __version__
-from tensorscope.exitcodes import ExitCode
-from tensorscope.report import SCHEMA_VERSION
-
-_MAX_TEXT = 4 * 1024 * 1024
+MAX_TEXT = 4 * 1024 * 1024  # only the end of a longer text is read (the error is at the end)
+UNRECOGNISED = "not a failure tensorscope knows (no PyTorch autograd/aliasing error found in the text)"
 
 
 def document(text: str) -> dict:
     """The JSON document for a pasted error text.
 
-    It has the shape of ``tensorscope explain PROGRAM --json`` (the same schema), so
-    ``jq .diagnosis.kind`` reads all three forms: ``program`` is null (nothing ran),
-    the tensor facts are empty, and ``message`` holds what was decoded from the text.
+    It has the shape of ``tensorscope explain PROGRAM --json`` (the same schema, see NOTE [One
+    document skeleton]), so ``jq .diagnosis.kind`` reads all three forms: ``program`` is null
+    (nothing ran), the tensor facts are empty, and ``message`` holds what was decoded from the text.
     ``diagnosis`` is null when the text is not a failure tensorscope knows.
     """
-    from tensorscope.explain.messages import describe, parse
-
-    parsed = parse(text[-_MAX_TEXT:])
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "tensorscope_version": __version__,
-        "torch_version": None,  # the text may come from any release; nothing is imported or run
-        "command": "explain",
-        "program": None,
-        "device_mode": None,
-        "tensors": [], "storages": [], "version_counters": [], "events": [],
-        "events_summary": {"recorded": 0, "aggregated": 0, "sites": []},
-        "diagnosis": None,
-        "hazards": [],
-        "notes": ["explained from the error text alone: nothing was run"],
-        "optimizers": [],
-        "distributed": None,
-        "message": None,
-        "recording": None,  # nothing ran: nothing recorded
-    }
+    parsed = parse(text[-MAX_TEXT:])
+    # torch_version: the text may come from any release; nothing is imported or run
+    doc = report.skeleton(command="explain", program=None, torch_version=None, device_mode=None,
+                          notes=["explained from the error text alone: nothing was run"])
     if parsed is None:
-        doc["notes"].append("not a failure tensorscope knows (no PyTorch autograd/aliasing error found in the text)")
+        doc["notes"].append(UNRECOGNISED)
         return doc
     d = describe(parsed)
     doc["diagnosis"] = {
@@ -67,60 +52,3 @@ def _pinpoint(parsed) -> str:
         if f.endswith(".py") and "site-packages" not in f and "/torch/" not in f:
             return f"tensorscope explain {f}"
     return "tensorscope explain your_script.py"
-
-
-def explain_text(text: str, json_: bool, output) -> int:
-    if not text.strip():
-        sys.stderr.write("tensorscope: no error text given (pipe a traceback into `tensorscope explain -` "
-                         "or pass --message TEXT)\n")
-        return ExitCode.USAGE
-    doc = document(text)
-    if doc["diagnosis"] is None:
-        sys.stderr.write("tensorscope: not a failure tensorscope knows (no PyTorch autograd/aliasing error "
-                         "found in the text)\n")
-        if json_:
-            sys.stdout.write(_json(doc))
-        return ExitCode.UNRECOGNISED
-    if output is not None:  # the form -o's extension names, as for a program's report
-        from tensorscope.render import form_for_path, render
-
-        form = form_for_path(output)
-        out = render_text(doc) if form == "text" else render(doc, form)
-    else:
-        out = _json(doc) if json_ else render_text(doc)
-    if output is not None:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(out)
-    else:
-        sys.stdout.write(out)
-    return ExitCode.FOUND
-
-
-def render_text(doc: dict) -> str:
-    from rich.console import Console, Group
-    from rich.panel import Panel
-    from rich.text import Text
-
-    buf = io.StringIO()
-    console = Console(file=buf, width=100, color_system=None, highlight=False)
-    d, m = doc["diagnosis"], doc["message"]
-    parts = [Text(d["title"], style="bold"), Text(d["explanation"])]
-    fields = {k: v for k, v in (m.get("fields") or {}).items() if v is not None}
-    if fields:
-        parts.append(Text("decoded: " + ", ".join(f"{k}={v}" for k, v in fields.items())))
-    if d["causes"]:
-        parts.append(Text("usual causes:", style="bold"))
-        parts.extend(Text(f"  - {c}") for c in d["causes"])
-    if d["fixes"]:
-        parts.append(Text("fixes:", style="bold"))
-        parts.extend(Text(f"  - {f}") for f in d["fixes"])
-    parts.append(Text.assemble(("to pinpoint the line and the alias: ", "bold"), m["pinpoint"]))
-    console.print(Panel(Group(*parts), title=Text(f"explain: {d['kind']}")))
-    return buf.getvalue()
-
-
-def _json(doc: dict) -> str:
-    """The document in the layout of every report (NOTE [JSON layout: one record per line])."""
-    from tensorscope.render import json as json_form
-
-    return json_form.render(doc)

@@ -99,14 +99,15 @@ class TensorscopeMagics(Magics):
                 return
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             exc = None
-        from tensorscope.explain_text import document, render_text
+        from tensorscope.explain_text import UNRECOGNISED, document
+        from tensorscope.render import render
 
         doc = document(text)
         if doc["diagnosis"] is None:  # the document of an unrecognised text (see explain_text.document)
-            print("tensorscope: not a failure tensorscope knows (no PyTorch autograd/aliasing error found in the text)")
+            print(f"tensorscope: {UNRECOGNISED}")
             return
         doc["message"]["pinpoint"] = "run the cell again under %%tensorscope"
-        _display(render_text(doc))
+        _display(render(doc, "text"))
 
 
 def _cell_number(shell) -> int:

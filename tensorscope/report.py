@@ -7,53 +7,44 @@ this document and that recording only.
 
 from __future__ import annotations
 
-import io
-import linecache
-import os
-import tokenize
-
-from tensorscope import __version__
+from tensorscope.version import __version__
 from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, plain
+from tensorscope.source import code_at, display_path  # noqa: F401  (report.code_at, report.display_path: the callers' names)
 
 SCHEMA_VERSION = 2  # 2: the `recording` object (see docs/CONTRACT.md)
 
 
-def code_at(file: str | None, line: int | None) -> str:
-    """The source of a line as the report quotes it: stripped, without a trailing comment."""
-    if not file or not line:
-        return ""
-    return without_comment(linecache.getline(file, line).strip())
+def skeleton(*, command: str, program: dict | None, torch_version: str | None, device_mode: str | None,
+             notes=(), distributed: dict | None = None) -> dict:
+    """The report document with nothing recorded: every top-level key, in the order the JSON writes them.
 
-
-def without_comment(text: str) -> str:
-    if "#" not in text:
-        return text
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                return text[:tok.start[1]].rstrip() or text
-    except (tokenize.TokenError, SyntaxError):  # a line of a longer statement
-        pass
-    return text
-
-
-_DISPLAY: dict = {}  # (file, working directory) -> shown path: a report names few files, many times
-
-
-def display_path(file: str | None) -> str | None:
-    if not file:
-        return file
-    key = (file, os.getcwd())
-    shown = _DISPLAY.get(key)
-    if shown is None:
-        try:
-            rel = os.path.relpath(file, key[1])
-        except ValueError:
-            rel = ".."
-        if len(_DISPLAY) > 4096:  # a long-lived process (the API, the pytest plugin)
-            _DISPLAY.clear()
-        shown = _DISPLAY[key] = file if rel.startswith("..") else rel
-    return shown
+    NOTE [One document skeleton]
+    Every surface writes this one document (docs/CONTRACT.md, the JSON Schema in tensorscope/schema):
+    ``run`` and ``explain`` of a program and the Python API fill it with ``build``; a program that
+    did not compile, an API block whose report could not be built and a pasted error text
+    (explain_text.document) use it as it is, so a key is added here once and appears in all of them
+    (tests/test_document.py compares the key sets of every surface's document).
+    """
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tensorscope_version": __version__,
+        "torch_version": torch_version,
+        "command": command,
+        "program": program,
+        "device_mode": device_mode,
+        "tensors": [],
+        "storages": [],
+        "version_counters": [],
+        "events": [],
+        "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
+        "diagnosis": None,  # these three are filled by diagnose.attach when something ran
+        "hazards": [],
+        "notes": list(notes),
+        "optimizers": [],
+        "recording": None,
+        "distributed": distributed,
+        "message": None,  # what explain_text.document decoded from a pasted error text
+    }
 
 
 # NOTE [Memory groups]
@@ -93,10 +84,11 @@ def memory_groups(storages) -> None:
         s["memory"] = f"m{group[root]}"
 
 
-def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str) -> dict:
-    """Assemble the report document (schema_version 2, see the JSON Schema in tensorscope/schema).
+def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,
+          distributed: dict | None = None) -> dict:
+    """Assemble the report document of a run (schema_version 2, see NOTE [One document skeleton]).
 
-    ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by analysis.diagnose.attach.
+    ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by diagnose.attach.
     """
     snap = recording.snapshot
     named = snap.named
@@ -181,24 +173,16 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
           "count": s.count}
          for s in recording.sites if s.count > detailed.get((s.kind, s.file, s.line), 0)),
         key=lambda s: -s["count"])
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "tensorscope_version": __version__,
-        "torch_version": torch_version,
-        "command": command,
-        "program": program,
-        "device_mode": device_mode,
-        "tensors": tensors,
-        "storages": sorted(storages.values(), key=lambda s: int(s["id"][1:])),
-        "version_counters": [{"id": k, "tensors": v} for k, v in sorted(counters.items(), key=lambda kv: int(kv[0][1:]))],
-        "events": events,
-        "events_summary": {"recorded": len(events), "aggregated": recording.aggregated,
-                           "per_site_limit": recording.per_site, "max_events": recording.max_events, "sites": sites},
-        "diagnosis": None,
-        "hazards": [],
-        "notes": list(recording.notes),
-        "optimizers": [{"name": o["name"], "type": o["type"], "parameters": list(o["parameters"]),
-                        "state_keys": list(o["state_keys"])} for o in snap.optimizers],
-        "recording": None,
-    }
+    doc = skeleton(command=command, program=program, torch_version=torch_version, device_mode=device_mode,
+                   notes=recording.notes, distributed=distributed)
+    doc.update(
+        tensors=tensors,
+        storages=sorted(storages.values(), key=lambda s: int(s["id"][1:])),
+        version_counters=[{"id": k, "tensors": v} for k, v in sorted(counters.items(), key=lambda kv: int(kv[0][1:]))],
+        events=events,
+        events_summary={"recorded": len(events), "aggregated": recording.aggregated,
+                        "per_site_limit": recording.per_site, "max_events": recording.max_events, "sites": sites},
+        optimizers=[{"name": o["name"], "type": o["type"], "parameters": list(o["parameters"]),
+                     "state_keys": list(o["state_keys"])} for o in snap.optimizers],
+    )
     return doc

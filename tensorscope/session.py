@@ -130,7 +130,7 @@ class Session:
             gc.enable()
 
     def _report(self, tracker, recording, outcome, torch_version, distributed) -> Result:
-        from tensorscope.analysis import diagnose
+        from tensorscope import diagnose
 
         path = self.program
         if self.module:  # the module's file once runpy found it, as python puts it in sys.argv[0]
@@ -143,39 +143,34 @@ class Session:
             "exception": exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
         }
         doc = report.build(recording, command=self.command, program=program,
-                           torch_version=torch_version, device_mode=self.device)
+                           torch_version=torch_version, device_mode=self.device, distributed=distributed)
         if outcome.timed_out:
             doc["notes"].append(f"stopped after --timeout {self.timeout:g} s: the report is partial")
         if outcome.interrupted:
             doc["notes"].append("interrupted (KeyboardInterrupt): the report is partial")
-        doc["distributed"] = distributed
         diagnose.attach(doc, recording)
         outcome.main_globals = None
         return Result(doc, outcome.exit_status, interrupted=outcome.interrupted,
                       timed_out=outcome.timed_out, os_exit=outcome.os_exit)
 
     def _static_doc(self, e, filename) -> dict:
-        """The report of a program that did not compile."""
-        from tensorscope import __version__
-
+        """The report of a program that did not compile (see NOTE [One document skeleton])."""
         try:
             import torch
 
             torch_version = torch.__version__
         except Exception:
             torch_version = None
-        return {
-            "schema_version": report.SCHEMA_VERSION, "tensorscope_version": __version__,
-            "torch_version": torch_version, "command": self.command,
-            "program": {"path": self.program, "module": None, "argv": [self.program, *self.argv], "exit_status": 1,
-                        "exception": {"type": type(e).__name__, "message": str(getattr(e, "msg", e)),
-                                      "file": report.display_path(filename), "line": getattr(e, "lineno", None)}},
-            "device_mode": self.device, "tensors": [], "storages": [], "version_counters": [], "events": [],
-            "events_summary": {"recorded": 0, "aggregated": 0, "per_site_limit": 0, "max_events": 0, "sites": []},
-            "diagnosis": None, "hazards": [],
-            "notes": ["the program did not compile, so nothing ran"], "recording": None,
-            "distributed": None if torchrun_env() is None else {**torchrun_env(), "backend": None},
-        }
+        env = torchrun_env()
+        exception = {"type": type(e).__name__, "message": str(getattr(e, "msg", e)),
+                     "file": report.display_path(filename), "line": getattr(e, "lineno", None)}
+        return report.skeleton(
+            command=self.command,
+            program={"path": self.program, "module": None, "argv": [self.program, *self.argv], "exit_status": 1,
+                     "exception": exception},
+            torch_version=torch_version, device_mode=self.device,
+            notes=["the program did not compile, so nothing ran"],
+            distributed=None if env is None else {**env, "backend": None})
 
 
 class Progress:

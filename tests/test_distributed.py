@@ -306,8 +306,8 @@ def test_forward_broadcast_that_bumps_versions_is_explained_as_ddps(tmp_path):
     """torch 2.6 until the fix of pytorch/pytorch#175024 bumped the buffers' versions in the forward's
     broadcast (the GAN error: a discriminator called twice before backward); 2.13 does not, so this reads
     hand-built records of what such a run records."""
-    from tensorscope.analysis import inplace
-    from tensorscope.analysis.common import Evidence
+    from tensorscope.kinds import inplace_modified_saved_tensor as inplace
+    from tensorscope.kinds._base import Evidence
 
     prog = tmp_path / "gan.py"
     prog.write_text("d_real = model(real).mean()\nd_fake = model(fake).mean()\n(d_fake - d_real).backward()\n")
@@ -388,8 +388,8 @@ def test_forward_broadcast_that_changes_a_saved_buffers_bytes_is_a_hazard_naming
     """On a rank whose buffers drifted from rank 0's after a forward saved them, the next forward's
     broadcast copies other values in at the same version: explain's checksum sees the change. Read
     here from hand-built records (a 2-rank explain launch would be needed to make it for real)."""
-    from tensorscope.analysis import silent
-    from tensorscope.analysis.common import Evidence
+    from tensorscope.kinds import silent_saved_tensor_write as silent
+    from tensorscope.kinds._base import Evidence
 
     prog = tmp_path / "drift.py"
     prog.write_text("a = model(x).mean()\nb = model(y).mean()\n(a + b).backward()\n")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from _cli import REPO, run_cli, run_python
-from tensorscope.analysis.common import NO_OUT_OF_PLACE, assignable, clone_of, rewrite_out_of_place
+from tensorscope.kinds._fixes import NO_OUT_OF_PLACE, assignable, clone_of, rewrite_out_of_place
 from test_kinds import fragments, parses
 
 torch = pytest.importorskip("torch")

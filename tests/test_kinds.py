@@ -19,7 +19,7 @@ import pytest
 
 from _cli import REPO, run_cli, run_python, validate_against_schema
 from tensorscope import kinds
-from tensorscope.explain import messages
+from tensorscope import messages
 from tensorscope.kinds._base import w
 
 try:
@@ -265,6 +265,28 @@ def _ddp(case):
     return run
 
 
+def _vmap(fn, *shapes, **kw):
+    def run():
+        torch.vmap(fn, **kw)(*[torch.rand(*s) for s in shapes])
+    return run
+
+
+def _func_grad(fn):
+    def run():
+        torch.func.grad(fn)(torch.randn(3))
+    return run
+
+
+def _jacrev_of_float():
+    torch.func.jacrev(lambda x: 1.0)(torch.randn(3))
+
+
+def _func_under_saved_hooks():
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        torch.func.grad(lambda x: x.sin().sum())(torch.randn(3))
+
+
+
 needs_cuda = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs a CUDA device")
 # (name, fn, kind); cases that need CUDA are run only where a GPU is present
 EXTRA = [
@@ -287,6 +309,20 @@ EXTRA = [
     ("grad-assigned-device", _grad_assigned(lambda: torch.zeros(3, device="meta")), "invalid-gradient"),
     ("save-non-tensor", _save_non_tensor, "other"),
     ("deepcopy-non-leaf", _deepcopy_non_leaf, "other"),
+    ("vmap-copy-into-unbatched", _vmap(lambda x: torch.zeros(3).copy_(x), (4, 3)), "vmap-inplace"),
+    ("vmap-item", _vmap(lambda x: x * x.sum().item(), (4, 3)), "functorch-transform"),
+    ("vmap-control-flow", _vmap(lambda x: x if bool(x.sum() > 0) else -x, (4, 3)), "functorch-transform"),
+    ("vmap-random", _vmap(lambda x: x.bernoulli_(), (4, 3)), "functorch-transform"),
+    ("vmap-random-out", _vmap(lambda x: torch.rand(3, out=x), (4, 3)), "functorch-transform"),
+    ("vmap-nonzero", _vmap(lambda x: x.nonzero(), (4, 3)), "functorch-transform"),
+    ("vmap-mapped-sizes", _vmap(lambda a, b: a + b, (4, 3), (5, 3)), "functorch-transform"),
+    ("vmap-in-dims-structure", _vmap(lambda a, b: a + b, (4, 3), (4, 3), in_dims=(0,)), "functorch-transform"),
+    ("vmap-in-dim-range", _vmap(lambda a: a, (4, 3), in_dims=2), "functorch-transform"),
+    ("vmap-float-output", _vmap(lambda a: 3.0, (4, 3)), "functorch-transform"),
+    ("grad-of-vector", _func_grad(lambda x: x * 2), "functorch-transform"),
+    ("grad-of-none", _func_grad(lambda x: None), "functorch-transform"),
+    ("jacrev-of-float", _jacrev_of_float, "functorch-transform"),
+    ("func-under-saved-hooks", _func_under_saved_hooks, "functorch-transform"),
     ("ddp-unused", _ddp("unused"), "ddp-unused-parameters"),
     ("ddp-ready-twice", _ddp("twice"), "ddp-mark-ready-twice"),
 ]

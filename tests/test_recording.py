@@ -2,7 +2,7 @@
 
 - real runs: `explain -o r.json PROG`, the program deleted, then `explain r.json` gives the same
   diagnosis and hazards (the source it quotes was recorded in the report);
-- hand-built Recordings (no torch, no subprocess) diagnosed by analysis.diagnose;
+- hand-built Recordings (no torch, no subprocess) diagnosed by tensorscope.diagnose;
 - the exact JSON round trip of a Recording and of a report's recording object.
 """
 
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from _cli import REPO, run_cli, validate_against_schema
 from tensorscope import report
-from tensorscope.analysis import diagnose
+from tensorscope import diagnose
 from tensorscope.cli import app
 from tensorscope.exitcodes import ExitCode
 from tensorscope.recording import Facts, Recording, Site, Snapshot, Source, Tensor

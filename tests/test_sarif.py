@@ -20,7 +20,7 @@ except ImportError:  # tests/ became a package
     from tests._cli import REPO, line_of, run_cli, run_python
     from tests.test_render import DOC
 
-from tensorscope.explain.kinds import KINDS
+from tensorscope.kinds import KINDS
 from tensorscope.render import render
 
 VIEW_WRITE = "snippets/view_write_before_matmul_backward.py"

@@ -226,7 +226,7 @@ def _write(tmp_path, name, code):
 
 
 # explain exits 1 where it reports a hazard in a program that exits 0 (a caught failure is no diagnosis:
-# the program handled it, see NOTE in analysis/diagnose.py)
+# the program handled it, see NOTE in tensorscope/diagnose.py)
 HAZARDS = {"silent_data_write", "data_assign_on_saved_input"}
 
 

@@ -1,7 +1,8 @@
-"""Backward-time facts of the Tracker: each backward()/autograd.grad call, its roots and leaves,
+"""Backward-time facts of a run: each backward()/autograd.grad call, its roots and leaves,
 and what a failing one leaves behind (the freed graph, the stale saved tensor).
 
-Moved whole out of tracker.py (a mixin of Tracker); every method must never raise into the program.
+A collaborator owned by the run's Tracker (see NOTE [One recorder, its collaborators] in tracker.py);
+every method must never raise into the program.
 """
 
 from __future__ import annotations
@@ -30,17 +31,23 @@ _REWALK_NODES = 2_000
 
 
 class BackwardCalls:
-    """Tracker's callbacks around backward() and torch.autograd.grad (patches.py)."""
+    """The callbacks around backward() and torch.autograd.grad (patches.py), for one run."""
 
-    # --- backward -----------------------------------------------------------------------
+    def __init__(self, rec):
+        self.rec = rec  # the run's Tracker
+        self.backwards: list[dict] = []  # earlier backward calls (bounded), for backward-twice
+        # (file, line) of a backward call -> weak references to the leaves of its first walk, for graphs
+        # too large to walk at every call (see NOTE [Walking a large graph once per line])
+        self.site_leaves: dict[tuple, list] = {}
+        self.current: dict | None = None  # the backward running now: its file, line and segment
+        self.roots: list | None = None  # its roots, while it runs (explain: a custom Function's writer)
 
-    _current_backward = None
-    _backward_roots = None
-
-    def before_backward(self, op, args, kwargs, frame):
+    def before(self, op, args, kwargs, frame):
+        """A backward()/autograd.grad call is about to run: its context for ``after``, or None."""
         try:
-            uf = user_frame(frame, self.user)
-            loc = self._loc(frame, uf)
+            rec = self.rec
+            uf = user_frame(frame, rec.user)
+            loc = rec.location(frame, uf)
             roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
             if isinstance(roots, _Tensor):
                 roots = [roots]
@@ -62,23 +69,23 @@ class BackwardCalls:
                    "retain_graph": bool(retain), "seq_now": seq_now, "roots": [], "event": None,
                    "library": loc["library"]}
             root_facts = []
-            detailed = uf is not None and self.allow("backward", uf)
+            detailed = uf is not None and rec.allow("backward", uf)
             for r in roots:
                 # the full description only for recorded calls: a training loop calls this every step
-                f = {"tensor": self.note_tensor(r) if detailed else self.tid(r), "requires_grad": bool(r.requires_grad),
+                f = {"tensor": rec.note_tensor(r) if detailed else rec.tid(r), "requires_grad": bool(r.requires_grad),
                      "grad_fn": node_name(r.grad_fn) if r.grad_fn is not None else None,
                      "dtype": str(r.dtype).replace("torch.", ""), "shape": list(r.shape),
                      "is_leaf": bool(r.is_leaf)}
                 root_facts.append(f)
             ctx["roots"] = root_facts
             if detailed:
-                names = self.names_in(uf, roots)
+                names = rec.names_in(uf, roots)
                 receiver_name = receiver(loc["segment"], "backward") if loc["library"] is None else None
                 for r, f in zip(roots, root_facts):
                     f["names"] = names.get(id(r), [])
                     if not f["names"] and receiver_name and receiver_name.isidentifier() and len(roots) == 1:
                         f["names"] = [receiver_name]
-                    self._add_names(f["tensor"], f["names"])
+                    rec.add_names(f["tensor"], f["names"])
             leaves = []
             if detailed:
                 site = (loc["file"], loc["line"])
@@ -90,7 +97,7 @@ class BackwardCalls:
                         self.site_leaves[site] = _weak(leaves)
                 else:
                     leaves = [v for v in (r() for r in known) if v is not None]
-                ctx["event"] = self.emit("backward", uf, op=op, roots=[f["tensor"] for f in root_facts],
+                ctx["event"] = rec.emit("backward", uf, op=op, roots=[f["tensor"] for f in root_facts],
                                          retain_graph=bool(retain), create_graph=bool(create),
                                          leaves_with_grad=[], ok=None)
                 if not walked:
@@ -99,8 +106,8 @@ class BackwardCalls:
             # kept only while this backward runs: the failure path may need the graph (see _freed_facts)
             ctx["_roots"] = roots
             ctx["_frame"] = uf
-            self._backward_roots = roots if self.check_values else None
-            self._current_backward = {"file": loc["file"], "line": loc["line"], "segment": loc["segment"]}
+            self.roots = roots if rec.check_values else None
+            self.current = {"file": loc["file"], "line": loc["line"], "segment": loc["segment"]}
             return ctx
         except Exception:
             return None
@@ -135,12 +142,14 @@ class BackwardCalls:
                 continue
         return out, len(visited)
 
-    def after_backward(self, ctx, error):
+    def after(self, ctx, error):
+        """The call ``ctx`` (from ``before``) returned, or raised ``error``."""
         if ctx is None:
             return
         try:
-            self._current_backward = None
-            self._backward_roots = None
+            rec = self.rec
+            self.current = None
+            self.roots = None
             record = {"file": ctx["file"], "line": ctx["line"], "segment": ctx["segment"],
                       "retain_graph": ctx["retain_graph"], "seq_now": ctx["seq_now"], "ok": error is None,
                       "roots": ctx["roots"], "op": ctx["op"]}
@@ -158,33 +167,33 @@ class BackwardCalls:
                             # named one is described by the end-of-run snapshot), and describing
                             # thousands of parameters here allocated enough to set off full
                             # collections of the program's heap (0.25 s on a 4,000-parameter model)
-                            got.append(self.tid(v))
+                            got.append(rec.tid(v))
                     except Exception:
                         pass
                 event["leaves_with_grad"] = got
             ctx["leaves"] = None
             roots, uf = ctx.pop("_roots", None), ctx.pop("_frame", None)
-            if error is not None and self.failure is None:
+            if error is not None and rec.failure is None:
                 for r in roots or []:
-                    self.note_tensor(r)
+                    rec.note_tensor(r)
                 failure = {"where": "backward", "op": ctx["op"], "file": ctx["file"], "line": ctx["line"],
                            "segment": ctx["segment"], "exception_type": type(error).__name__,
                            "message": str(error)[:2000], "roots": ctx["roots"],
-                           "saved": self.saved_failure, "library": ctx["library"],
+                           "saved": rec.saved_failure, "library": ctx["library"],
                            "backwards_before": self.backwards[:-1][-32:]}
-                self.failure = failure
+                rec.failure = failure
                 if _is_freed_error(failure["message"]):
-                    failure["graph"] = self._freed_facts(roots or [], uf, failure["backwards_before"])
-                    failure["links"] = links.find(roots or [], failure["backwards_before"], self.node_line)
+                    failure["graph"] = rec.failure_graph.freed_facts(roots or [], uf, failure["backwards_before"])
+                    failure["links"] = links.find(roots or [], failure["backwards_before"], rec.node_line)
                     for n in (failure["graph"] or {}).get("freed", []):
-                        if n["seq"] not in self.node_lines:
-                            file, line = self.node_line(n["seq"])
+                        if n["seq"] not in rec.node_lines:
+                            file, line = rec.node_line(n["seq"])
                             if line is not None:
-                                self.node_lines[n["seq"]] = (file, line)
+                                rec.node_lines[n["seq"]] = (file, line)
                 elif stale.is_version_error(failure["message"]):
-                    saved, graph = self._stale_facts(roots or [], str(error))
+                    saved, graph = rec.failure_graph.stale_facts(roots or [], str(error))
                     if failure["saved"] is None and saved is not None:
-                        failure["saved"] = self.saved_failure = saved
+                        failure["saved"] = rec.saved_failure = saved
                     failure["autograd_graph"] = graph
         except Exception:
             pass

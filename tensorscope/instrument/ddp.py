@@ -32,10 +32,9 @@ import threading
 
 import torch
 
-from tensorscope.instrument import saved
-from tensorscope.instrument.recorder import storage_key
-from tensorscope.instrument.frames import user_frame
-from tensorscope.instrument.patches import strip_traceback
+from tensorscope.instrument.fingerprint import checksum
+from tensorscope.instrument.frames import strip_traceback, user_frame
+from tensorscope.instrument.recorder import inspectable, storage_key
 from tensorscope.instrument.transparent import named
 
 
@@ -152,8 +151,6 @@ _FULL_FORWARD_SYNCS = 3
 
 def _broadcast_wrapper(tracker, orig, keeps_versions=False):
     """``dist._broadcast_coalesced`` recording, when DDP calls it, a write into each tensor it copies into."""
-    from tensorscope.instrument.recorder import inspectable
-
     syncs = [0]  # forward broadcasts seen in this run
 
     def _broadcast_coalesced(*args, **kwargs):
@@ -206,7 +203,7 @@ def _fingerprint(tracker, t):
         return None
     try:
         if tracker.pending.get(storage_key(t)):
-            return saved.checksum(t)
+            return checksum(t)
     except Exception:
         pass
     return None
@@ -219,7 +216,7 @@ def _post(tracker, records) -> None:
     write (BatchNorm's kernel, between the same two lines) must not be pinned on DDP."""
     for t, pre, op, frame, v0, fp in records:
         try:
-            same = t._version == v0 and (fp is None or not bool(_TensorBase.ne(saved.checksum(t), fp)))
+            same = t._version == v0 and (fp is None or not bool(_TensorBase.ne(checksum(t), fp)))
             if same:
                 tracker.post_write_same_bytes(pre, t, op, frame)
             else:
@@ -270,8 +267,6 @@ def reducer_parameter_names(module, ignore=()) -> list[str]:
 
 
 def _record_model(tracker, ddp, dist) -> None:
-    import sys
-
     frame = user_frame(sys._getframe(2), tracker.user)
     forwards = {}  # module path -> where its forward is defined, for the program's own modules
     for path, m in ddp.module.named_modules():

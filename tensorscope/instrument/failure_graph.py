@@ -1,8 +1,8 @@
 """The graph of a failing backward, read on the failure path: the stale saved tensor of a version
 error found without hooks, the plain graph for the report, and the freed nodes of a second backward.
 
-Moved whole out of tracker.py (a mixin of Tracker). See NOTE [Stale saved variable without hooks]
-in stale.py.
+A collaborator owned by the run's Tracker (see NOTE [One recorder, its collaborators] in tracker.py).
+See NOTE [Stale saved variable without hooks] in stale.py.
 """
 
 from __future__ import annotations
@@ -12,17 +12,21 @@ import torch
 from tensorscope.instrument import stale, state
 from tensorscope.instrument.frames import call_segment, library_name, receiver
 from tensorscope.instrument.recorder import byte_range as _byte_range, node_name
+from tensorscope.instrument.records import LoggedWrite, write_facts
 
 _Tensor = torch.Tensor
 _MAX_WALK = 20_000
 
 
 class FailureGraph:
-    """Tracker's failure-path readers of a backward's graph."""
+    """The failure-path readers of a backward's graph, for one run."""
+
+    def __init__(self, rec):
+        self.rec = rec  # the run's Tracker
 
     # --- the version-error failure path without hooks (see NOTE [Stale saved variable without hooks])
 
-    def _stale_facts(self, roots, message):
+    def stale_facts(self, roots, message):
         """(saved-failure facts, plain graph) of a backward that raised the version error."""
         nodes, truncated = stale.walk(roots, message)
         pick = stale.choose_stale(nodes, message)
@@ -33,18 +37,15 @@ class FailureGraph:
             t = stale.stale_tensor(entry, message)
             tf = stale.tensor_facts(t) if t is not None else None
             tid = self._saved_tid(t, tf, seq)
-            if self.saved_failure is not None:
-                tid = self.saved_failure.get("tensor") or tid
-            file, line = self.node_line(seq)
+            rec = self.rec
+            if rec.saved_failure is not None:
+                tid = rec.saved_failure.get("tensor") or tid
+            file, line = rec.node_line(seq)
             facts = {"tensor": tid, "version_at_save": expected, "version_now": now,
                      "saved_file": file, "saved_line": line, "node": nodes[seq]["name"],
                      "writes": self._writes_on(tf, seq, expected, now) if tf else [], "silent": [],
-                     "names": self.tensor_names.get(tid, []) if tid else [], "from": "graph"}
+                     "names": rec.tensor_names.get(tid, []) if tid else [], "from": "graph"}
         return facts, self._graph(nodes, pick, truncated, roots, facts)
-
-    def _known_tid(self, t):
-        ref = self._ids.get(id(t))
-        return ref.tid if ref is not None and ref() is t else None
 
     def _saved_tid(self, t, tf, seq, own=True):
         """The program's own tensor behind a saved variable: the saved input itself, or the tensor
@@ -52,41 +53,42 @@ class FailureGraph:
         from ``_raw_saved_x.data`` (an input is then the program's tensor itself)."""
         if t is None or tf is None:
             return None
-        known = self._known_tid(t)
+        rec = self.rec
+        known = rec.known_tid(t)
         if known is not None:
             return known
         key, rng, _ = tf
         same = []
-        for other in self.tensors_on_storage(key):
+        for other in rec.tensors_on_storage(key):
             if _byte_range(other) == rng:
                 same.append(other)
         for other in same:
             try:
                 gf = other.grad_fn
                 if gf is not None and gf._sequence_nr() == seq:
-                    return self.note_tensor(other)
+                    return rec.note_tensor(other)
             except Exception:
                 continue
         if own and t.requires_grad:
-            return self.note_tensor(t)  # an input is saved as the tensor itself
-        return self.note_tensor(same[-1]) if same else None
+            return rec.note_tensor(t)  # an input is saved as the tensor itself
+        return rec.note_tensor(same[-1]) if same else None
 
     def _writes_on(self, tf, seq, expected, now):
         """The logged writes into the saved tensor's storage after node ``seq`` was built, that moved
         the version on from ``expected`` (the culprit is the one whose version_before is ``expected``)."""
         key = tf[0]
         out = []
-        for aseq, v0, v1, op, grad_enabled, code, lasti, line, lib_code, tid in self.write_log.get(key, []):
-            if aseq <= seq or v1 == v0:
+        for w in map(LoggedWrite._make, self.rec.write_log.get(key, [])):
+            v0, code = w.version_before, w.code
+            if w.sequence_nr <= seq or w.version_after == v0:
                 continue
             if expected is not None and v0 < expected or now is not None and v0 >= now:
                 continue
-            segment = call_segment(_Where(code, lasti)) if code is not None else None
-            library = library_name(_Where(lib_code, 0)) if lib_code is not None else None
-            out.append({"op": op, "file": code.co_filename if code is not None else None, "line": line,
-                        "segment": segment, "alias": receiver(segment, op) if library is None else segment,
-                        "library": library, "version_before": v0, "version_after": v1,
-                        "grad_enabled": grad_enabled, "tensor": tid, "bumped": True})
+            segment = call_segment(_Where(code, w.lasti)) if code is not None else None
+            library = library_name(_Where(w.library_code, 0)) if w.library_code is not None else None
+            out.append(write_facts(w.op, code.co_filename if code is not None else None, w.line, segment,
+                                   receiver(segment, w.op) if library is None else segment, library,
+                                   v0, w.version_after, w.grad_enabled, w.tensor, True))
             if len(out) >= 64:
                 break
         return out
@@ -102,7 +104,7 @@ class FailureGraph:
         out = []
         for seq in keep:
             n = nodes[seq]
-            file, line = self.node_line(seq)
+            file, line = self.rec.node_line(seq)
             nxt = []
             for m in n["next"]:
                 try:
@@ -154,13 +156,14 @@ class FailureGraph:
         return out
 
     def _sid(self, tf, tid):
+        rec = self.rec
         if tid is not None:
-            return (self.tensor_facts.get(tid) or {}).get("storage")
-        if tf is None or not self.tensors_on_storage(tf[0]):
+            return (rec.tensor_facts.get(tid) or {}).get("storage")
+        if tf is None or not rec.tensors_on_storage(tf[0]):
             return None
-        return self._storages[tf[0]][0]
+        return rec.known_storage(tf[0])
 
-    def _freed_facts(self, roots, uf, earlier):
+    def freed_facts(self, roots, uf, earlier):
         """Failure path of a backward through a freed graph: which nodes of it were freed, and which
         of the calling frame's tensors lead into them (e.g. a hidden state carried across iterations)."""
         prev = state.recorder
@@ -174,7 +177,7 @@ class FailureGraph:
             # which earlier backward (index into `earlier`) went through each freed node, when its roots live on
             freed_by = {}
             earlier_nodes = set()  # nodes of earlier backwards whose roots are still alive
-            live = self.live_tensors() if earlier else {}
+            live = self.rec.live_tensors() if earlier else {}
             for i, b in enumerate(earlier):
                 if b.get("retain_graph"):
                     continue
@@ -198,7 +201,7 @@ class FailureGraph:
                 seq = gf._sequence_nr()
                 mine = {}
                 _walk([gf], mine, budget, probe=False, stop=freed_set)
-                local.append({"name": name, "tensor": self.note_tensor(v), "seq": seq, "node": node_name(gf),
+                local.append({"name": name, "tensor": self.rec.note_tensor(v), "seq": seq, "node": node_name(gf),
                               "in_failing_graph": seq in nodes, "reaches_freed": bool(freed_set & set(mine)),
                               "in_earlier_graph": (seq in earlier_nodes) if earlier_nodes else None})
                 if len(local) >= 64:

@@ -8,7 +8,9 @@ cached verdict costs well under a microsecond (see NOTE [Hot path] in
 
 from __future__ import annotations
 
+import array
 import ast
+import bisect
 import linecache
 import os
 import site
@@ -21,6 +23,21 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 def is_tensorscope_file(filename: str) -> bool:
     """True for tensorscope's own source files (hidden from tracebacks)."""
     return filename.startswith(_PACKAGE_DIR)
+
+
+def strip_traceback(e: BaseException) -> None:
+    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames] in patches.py)."""
+    tb = e.__traceback__
+    while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    head = tb
+    while tb is not None:
+        nxt = tb.tb_next
+        while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
+            nxt = nxt.tb_next
+        tb.tb_next = nxt
+        tb = nxt
+    e.__traceback__ = head
 
 
 #: verdict for torch.compile's own frames: what runs under them is tracing, not the program's eager code
@@ -110,20 +127,47 @@ class UserCode:
 # function of (code object, instruction offset), so it is cached by that pair: keyed by the code
 # object's id (hashing a code object hashes its whole bytecode and constants, and equal code objects
 # of two runs of one script compare member by member), the entry holding the code object itself so
-# that the id cannot be reused meanwhile.
+# that the id cannot be reused meanwhile. A long code object (a generated script of 20,000 lines
+# at the top level, each line run once: every read a miss) gets its line table decoded once
+# (``co_lines``) and searched by offset: a miss there costs a binary search, not a walk from the top.
 _LINES: dict = {}
+_TABLES: dict = {}  # id(code) -> (code, start offsets or None for a short code, their lines)
+_LONG_CODE = 2048  # bytes of bytecode (about 200 lines): longer codes get a decoded line table
+
+
+def _line_table(code) -> tuple:
+    if len(code.co_code) <= _LONG_CODE:
+        return code, None, None
+    starts, lines = array.array("i"), array.array("i")  # machine ints: 8 bytes a range, not 72
+    for start, _end, line in code.co_lines():
+        starts.append(start)
+        lines.append(-1 if line is None else line)
+    return code, starts, lines
 
 
 def line_of(frame) -> int:
     """``frame.f_lineno``, cached by (code, instruction offset) (see NOTE [Line numbers of running frames])."""
     code = frame.f_code
-    key = (id(code), frame.f_lasti)
+    lasti = frame.f_lasti
+    key = (id(code), lasti)
     entry = _LINES.get(key)
     if entry is not None and entry[0] is code:
         return entry[1]
     if len(_LINES) >= 65_536:  # code made at run time (exec, lambdas in a loop) stays bounded
         _LINES.clear()
-    line = frame.f_lineno
+    table = _TABLES.get(id(code))
+    if table is None or table[0] is not code:
+        if len(_TABLES) >= 4096:
+            _TABLES.clear()
+        table = _TABLES[id(code)] = _line_table(code)
+    line = -1
+    starts = table[1]
+    if starts is not None:
+        i = bisect.bisect_right(starts, lasti) - 1
+        if i >= 0:
+            line = table[2][i]
+    if line < 0:
+        line = frame.f_lineno
     _LINES[key] = (code, line)
     return line
 
@@ -163,7 +207,27 @@ def library_name(frame) -> str:
 
 # --- source positions -------------------------------------------------------
 
-_positions_cache: dict = {}
+# id(code) -> (code, its instructions' positions as a flat array of 4 ints each, -1 for None): keyed
+# by id as in NOTE [Line numbers of running frames] (hashing a code object walks its bytecode: 1 ms for
+# a 20,000-line module, at every event of it), four machine ints per instruction (a list of tuples
+# took 70 bytes each: 20 MB for that module)
+_POSITIONS: dict = {}
+
+
+def _positions(code):
+    entry = _POSITIONS.get(id(code))
+    if entry is not None and entry[0] is code:
+        return entry[1]
+    get = getattr(code, "co_positions", None)
+    if get is None:
+        return None
+    flat = array.array("i")
+    for pos in get():
+        flat.extend(-1 if v is None else v for v in pos)
+    if len(_POSITIONS) >= 4096:
+        _POSITIONS.clear()
+    _POSITIONS[id(code)] = (code, flat)
+    return flat
 
 
 def call_segment(frame) -> str | None:
@@ -173,17 +237,14 @@ def call_segment(frame) -> str | None:
     inside a longer line it gives that call, not the whole line.
     """
     code = frame.f_code
-    positions = _positions_cache.get(code)
+    positions = _positions(code)
     if positions is None:
-        get = getattr(code, "co_positions", None)
-        if get is None:
-            return None
-        positions = _positions_cache[code] = list(get())
-    idx = frame.f_lasti // 2
-    if idx >= len(positions):
         return None
-    line, end_line, col, end_col = positions[idx]
-    if line is None or col is None or end_line is None or end_col is None:
+    i = frame.f_lasti // 2 * 4
+    if i + 4 > len(positions):
+        return None
+    line, end_line, col, end_col = positions[i:i + 4]
+    if line < 0 or col < 0 or end_line < 0 or end_col < 0:
         return None
     lines = [linecache.getline(code.co_filename, n) for n in range(line, end_line + 1)]
     if not lines or not lines[0]:
@@ -204,6 +265,9 @@ def _slice_utf8(text: str, start: int, end: int | None) -> str:
 _MODULE_RECEIVERS = {"torch", "F", "functional", "nn.functional", "torch.nn.functional", "torch._C._nn"}
 
 
+_RECEIVERS: dict = {}  # (segment, op) -> receiver: a line run again (a loop, a generated script) parses once
+
+
 def receiver(segment: str | None, op: str) -> str | None:
     """The expression an in-place op writes through, from the source of the call.
 
@@ -212,6 +276,18 @@ def receiver(segment: str | None, op: str) -> str | None:
     """
     if not segment:
         return None
+    key = (segment, op)
+    try:
+        return _RECEIVERS[key]
+    except KeyError:
+        pass
+    if len(_RECEIVERS) >= 4096:
+        _RECEIVERS.clear()
+    found = _RECEIVERS[key] = _receiver(segment, op)
+    return found
+
+
+def _receiver(segment: str, op: str) -> str | None:
     text = segment.strip()
     try:
         node = ast.parse(text, mode="exec").body[0]

@@ -19,6 +19,7 @@ import sys
 
 from tensorscope.instrument import state
 from tensorscope.instrument.recorder import storage_key
+from tensorscope.instrument.records import LoggedWrite
 from tensorscope.instrument.transparent import named
 
 SHARED_USE_COUNT = 3  # measured on torch 2.13 inside a hook: 2 when only this branch holds it
@@ -55,14 +56,14 @@ def _checker(rec):
 
 def _report(rec, grad):
     key = storage_key(grad)
-    recs = rec.write_log.get(key) or []
-    last = next((r for r in reversed(recs) if r[2] == grad._version and r[5] is not None), None)
+    recs = map(LoggedWrite._make, reversed(rec.write_log.get(key) or []))
+    last = next((w for w in recs if w.version_after == grad._version and w.code is not None), None)
     if last is None:
         return
-    code, line = last[5], last[7]
-    write = {"op": "grad_hook", "inner_op": last[3], "file": code.co_filename, "line": line,
+    code, line = last.code, last.line
+    write = {"op": "grad_hook", "inner_op": last.op, "file": code.co_filename, "line": line,
              "function": code.co_name, "segment": None, "alias": None, "library": None, "bumped": True}
     facts = {"tensor": rec.note_tensor(grad), "version_at_save": 0, "version_now": grad._version,
              "saved_file": None, "saved_line": None, "node": None, "writes": [write],
-             "backward": rec._current_backward}
+             "backward": rec.backward_calls.current}
     rec.add_hazard(("grad_hook", code.co_filename, line), facts)

@@ -86,7 +86,7 @@ def check(rec, op, args, kwargs, frame) -> None:
         found = duplicates(target, index)
         if found is None:
             return
-        loc = rec._loc(frame, uf)
+        loc = rec.location(frame, uf)
         facts = {"kind": "duplicate-index-write", "tensor": rec.note_tensor(target), "op": op,
                  "file": loc["file"], "line": loc["line"], "library": loc["library"],
                  "alias": receiver(loc["segment"], op) if loc["library"] is None else loc["segment"],

@@ -227,7 +227,7 @@ class KeptValues:
 
     @staticmethod
     def _where(rec, target, op, frame, uf):
-        loc = rec._loc(frame, uf)
+        loc = rec.location(frame, uf)
         alias = receiver(loc["segment"], op) if loc["library"] is None else loc["segment"]
         return {"op": op, "file": loc["file"], "line": loc["line"], "alias": alias, "library": loc["library"],
                 "tensor": rec.note_tensor(target), "version": target._version}

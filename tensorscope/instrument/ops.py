@@ -39,7 +39,7 @@ class OpRecorder(TorchDispatchMode):
             while f is not None and f.f_code.co_filename.endswith(_DISPATCH_SHIMS):
                 f = f.f_back  # torch wraps __torch_dispatch__ in dynamo's disable(): not compiling
             uf = user_frame(f, tr.user)
-            if uf is None and tr._current_backward is None:
+            if uf is None and tr.backward_calls.current is None:
                 return out
             if uf is not None and not tr.allow("op", uf):
                 return out
@@ -55,7 +55,7 @@ class OpRecorder(TorchDispatchMode):
             data = {"op": str(func.overloadpacket.__name__), "aten": str(func), "inputs": [tr.tid(t) for t in inputs],
                     "outputs": [tr.tid(t) for t in outputs], "written": written}
             if uf is None:  # backward ops on the engine's threads: the user's backward() line
-                b = tr._current_backward
+                b = tr.backward_calls.current
                 data["during_backward"] = True
                 tr.seq += 1
                 tr.events.append(dict({"seq": tr.seq, "kind": "op", "file": b["file"], "line": b["line"]}, **data))

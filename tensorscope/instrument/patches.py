@@ -48,8 +48,8 @@ import torch
 
 from tensorscope.instrument import saved, state
 from tensorscope.instrument import gradhooks, indexwrite, provenance
+from tensorscope.instrument.frames import is_tensorscope_file, strip_traceback
 from tensorscope.instrument.indexwrite import INDEX_WRITES
-from tensorscope.instrument.frames import is_tensorscope_file
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
 
@@ -109,21 +109,6 @@ def _hide_sequence_protocol(cls) -> None:
             sq_item.value = old
     except Exception:
         pass
-
-
-def strip_traceback(e: BaseException) -> None:
-    """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames])."""
-    tb = e.__traceback__
-    while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
-        tb = tb.tb_next
-    head = tb
-    while tb is not None:
-        nxt = tb.tb_next
-        while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
-            nxt = nxt.tb_next
-        tb.tb_next = nxt
-        tb = nxt
-    e.__traceback__ = head
 
 
 def _target(args, kwargs):
@@ -272,14 +257,15 @@ def make_backward(op, orig):
         rec = state.recorder
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
-        ctx = rec.before_backward(op, args, kwargs, sys._getframe(1))
+        calls = rec.backward_calls
+        ctx = calls.before(op, args, kwargs, sys._getframe(1))
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
-            rec.after_backward(ctx, e)
+            calls.after(ctx, e)
             strip_traceback(e)
             raise
-        rec.after_backward(ctx, None)
+        calls.after(ctx, None)
         return out
 
     return named(backward, orig)

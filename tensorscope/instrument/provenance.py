@@ -14,6 +14,7 @@ import sys
 import torch
 
 from tensorscope.instrument import state
+from tensorscope.instrument.frames import strip_traceback
 from tensorscope.instrument.recorder import inspectable
 from tensorscope.instrument.transparent import named
 
@@ -28,8 +29,6 @@ def make_sample(op, orig):
         try:
             out = orig(self, *args, **kwargs)
         except BaseException as e:
-            from tensorscope.instrument.patches import strip_traceback
-
             strip_traceback(e)
             raise
         frame = sys._getframe(1)
@@ -59,8 +58,6 @@ def make_cut(op, orig):
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
-            from tensorscope.instrument.patches import strip_traceback
-
             strip_traceback(e)
             raise
         try:

@@ -14,13 +14,14 @@ reused at once (same ``data_ptr`` and even the same StorageImpl address).
 
 from __future__ import annotations
 
+import bisect
 import threading
 import weakref
 from collections import OrderedDict
 
 import torch
 
-from tensorscope.instrument.frames import UserCode, line_of
+from tensorscope.instrument.frames import UserCode, call_segment, library_name, line_of
 
 _Tensor = torch.Tensor
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
@@ -200,6 +201,7 @@ class Recorder:
         self.seq = 0
         self.site_counts: dict = {}
         self.aggregated = 0
+        self.log_full = False  # an event was refused because the log held max_events already
         self.lock = threading.Lock()
         # tensors
         self._ids: dict[int, _KeyedRef] = {}
@@ -242,6 +244,11 @@ class Recorder:
         except TypeError:  # not weak-referenceable: never matched again
             pass
         return tid
+
+    def known_tid(self, t) -> str | None:
+        """The id of a tensor already seen and alive, or None (no id is assigned)."""
+        ref = self._ids.get(id(t))
+        return ref.tid if ref is not None and ref() is t else None
 
     def live_tensors(self) -> dict:
         """tid -> tensor for every tensor seen and still alive."""
@@ -297,6 +304,11 @@ class Recorder:
         self._storages[key] = [sid, refs]
         return sid
 
+    def known_storage(self, key: int) -> str | None:
+        """The id (``s1``) of a storage seen before, or None."""
+        entry = self._storages.get(key)
+        return entry[0] if entry is not None else None
+
     def tensors_on_storage(self, key: int):
         entry = self._storages.get(key)
         if entry is None:
@@ -314,13 +326,30 @@ class Recorder:
 
     def allow(self, kind: str, frame) -> bool:
         """Count an event at this site; True while it may be recorded in full detail."""
-        site = (kind, frame.f_code.co_filename, line_of(frame))
+        return self.allow_at(kind, frame.f_code.co_filename, line_of(frame))
+
+    def allow_at(self, kind: str, file: str, line: int) -> bool:
+        """``allow`` for a frame whose line is known."""
+        site = (kind, file, line)
         n = self.site_counts.get(site, 0) + 1
         self.site_counts[site] = n
         if n > self.per_site or len(self.events) >= self.max_events:
             self.aggregated += 1
+            if n <= self.per_site:
+                self.log_full = True
             return False
         return True
+
+    def note_caps(self) -> None:
+        """Say in the report's notes where a cap left events counted but not recorded (at the end)."""
+        over = [n - self.per_site for n in self.site_counts.values() if n > self.per_site]
+        if over:
+            lines = f"{len(over):,} line" + ("s" if len(over) > 1 else "")
+            self.note(f"{sum(over):,} events past the first {self.per_site} at a line were counted, not recorded "
+                      f"({lines}; the counts per line are in events_summary)")
+        if self.log_full:
+            self.note(f"the event log is full: the first {self.max_events:,} events were recorded, later ones "
+                      f"only counted")
 
     def emit(self, kind: str, frame, **data) -> dict:
         self.seq += 1
@@ -342,6 +371,43 @@ class Recorder:
         if len(marks) >= _MAX_MARKS:
             del marks[:_MAX_MARKS // 2]
         marks.append((aseq, frame.f_code.co_filename, line_of(frame), id(frame), frame.f_lasti))
+
+    def node_line(self, seq):
+        """(file, line) of the forward line that built node ``seq``: exact where a pack hook saw it
+        (explain); else when the events recorded just before and just after the node was built ran
+        in one execution of one line (same frame, same line, later instruction: not the same line
+        in the next iteration of a loop); else (None, None)."""
+        known = self.node_lines.get(seq)
+        if known is not None:
+            return known
+        marks = self.marks
+        i = bisect.bisect_right(marks, seq, key=lambda m: m[0])
+        if 0 < i < len(marks):
+            before, after = marks[i - 1], marks[i]
+            if before[1:4] == after[1:4] and before[4] < after[4]:
+                return after[1], after[2]
+        return None, None
+
+    def location(self, frame, uf) -> dict:
+        """Where an event happened: the program's file, line and call (``uf``, its innermost frame),
+        and the library function it ran inside (``frame``, when that is not the program's)."""
+        loc = {"file": None, "line": None, "segment": None, "library": None}
+        if uf is not None:
+            loc["file"] = uf.f_code.co_filename
+            loc["line"] = line_of(uf)
+            loc["segment"] = call_segment(uf)
+        if frame is not None and uf is not frame:
+            loc["library"] = library_name(frame)
+        return loc
+
+    def add_names(self, tid, names) -> None:
+        """Remember the program's names of a tensor (in the order first seen)."""
+        if not names:
+            return
+        known = self.tensor_names.setdefault(tid, [])
+        for n in names:
+            if n not in known:
+                known.append(n)
 
     def names_in(self, frame, tensors) -> dict[int, list[str]]:
         """Names bound to each of `tensors` in a module-level frame (by identity).

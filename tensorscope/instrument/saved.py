@@ -59,12 +59,15 @@ from __future__ import annotations
 import re
 import sys
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 
 from tensorscope.instrument import state
-from tensorscope.instrument import watch as _watch
+from tensorscope.instrument.fingerprint import checksum
+from tensorscope.instrument.quiet import quiet as _quiet, quiet_tf as _quiet_tf
 from tensorscope.instrument.recorder import inspectable
+from tensorscope.instrument.watch import exposed_input
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
@@ -87,11 +90,12 @@ class Packed:
 
     __slots__ = ("tensor", "version", "is_output", "node", "output_nr", "seq_nr", "file", "line",
                  "storage_key", "orig", "tid", "writes", "silent", "fingerprint", "check_detached",
-                 "kind", "changed_at", "__weakref__")
+                 "kind", "changed_at", "style", "__weakref__")
 
-    def __init__(self, tensor, version):
+    def __init__(self, tensor, version, style=None):
         self.tensor = tensor
         self.version = version
+        self.style = style  # the MessageStyle of the run that saved it (its unpack may come after the run)
         self.check_detached = False  # a non-leaf input: PyTorch refuses it once detached in place
         self.kind = None  # set for a tensor type we leave uninspected
         self.fingerprint = None  # checksum of the saved bytes at pack (see NOTE [Fingerprints of saved tensors])
@@ -109,13 +113,13 @@ class Packed:
         self.changed_at = None  # (file, line) that changed the bytes unseen (see NOTE [Watching exposed saved bytes])
 
 
-def forward_op_name(node_name: str) -> str:
+def forward_op_name(node_name: str, names_node: bool = False) -> str:
     """``SigmoidBackward0`` -> ``Sigmoid``, as 2.13 names the forward op in its message.
 
-    Earlier releases (2.11, say) name the node itself; the running torch's own style is learnt
-    once by ``learn_message_style``.
+    Earlier releases (2.11, say) name the node itself (``names_node``: the running torch's own
+    style, learnt by ``learn_message_style``).
     """
-    if _STYLE["names_node"]:
+    if names_node:
         return node_name
     # 2.13 drops "Backward0" but keeps another overload's number: ClampBackward1 -> "Clamp1",
     # DivBackward2 -> "Div2", a custom Function's "ScaleBackward" -> "Scale" (measured)
@@ -130,23 +134,27 @@ def forward_op_name(node_name: str) -> str:
 # changed between releases (2.13 names the forward op, "output 0 of Sigmoid"; 2.11 the node,
 # "output 0 of SigmoidBackward0"; the hint's wording moves too). Rather than a table of
 # releases, one real version error is provoked before the program runs (before our wrappers
-# and hooks go in, on a one-element CPU tensor, no RNG touched) and its style is kept.
-_STYLE = {"names_node": False, "hint": None}
+# and hooks go in, on a one-element CPU tensor, no RNG touched) and its style is kept by the run
+# (``Tracker.message_style``) and by each tensor it saves (an unpack may come after the run).
+class MessageStyle(NamedTuple):
+    names_node: bool  # "output 0 of SigmoidBackward0" (2.11) rather than "output 0 of Sigmoid" (2.13)
+    hint: str  # what follows "... expected version N instead."
 
 
-def learn_message_style() -> None:
-    if _STYLE["hint"] is not None:
-        return
+STYLE_2_13 = MessageStyle(False, " Hint: enable anomaly detection to find the operation that failed to compute "
+                                 "its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+def learn_message_style() -> MessageStyle:
+    """The running torch's style of the version error (one probe), or 2.13's where none can be made."""
     # Hooks of the program's on the stack (the API inside its own saved_tensors_hooks) would see
-    # the probe's save: then no probe, and 2.13's text.
+    # the probe's save: then no probe, and 2.13's text (as for a future release raising no error).
     if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
-        _probe()
-    if _STYLE["hint"] is None:  # no probe, or no version error was raised (a future release?): 2.13's text
-        _STYLE["hint"] = (" Hint: enable anomaly detection to find the operation that failed to compute its "
-                          "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+        return _probe() or STYLE_2_13
+    return STYLE_2_13
 
 
-def _probe() -> None:
+def _probe() -> MessageStyle | None:
     try:
         with torch.enable_grad(), torch.inference_mode(False), torch.autograd.set_detect_anomaly(False):
             a = torch.ones(1, requires_grad=True)
@@ -156,31 +164,31 @@ def _probe() -> None:
     except RuntimeError as e:
         text = str(e)
         if " instead." in text:
-            _STYLE["names_node"] = "of SigmoidBackward" in text
-            _STYLE["hint"] = text.split(" instead.", 1)[1]
+            return MessageStyle("of SigmoidBackward" in text, text.split(" instead.", 1)[1])
+    return None
 
 
 def version_error_message(p: Packed) -> str:
     """The exact text of PyTorch's saved-variable version check (torch 2.13)."""
     t = p.tensor
+    style = p.style or STYLE_2_13
     with _quiet_tf():
         sizes = nested_sizes_text(t) + "]" if t.is_nested else "[" + ", ".join(str(s) for s in t.shape) + "]]"
         msg = ("one of the variables needed for gradient computation has been modified by an inplace "
                f"operation: [{t.type()} {sizes}")
         if p.is_output:
-            msg += f", which is output {p.output_nr} of {forward_op_name(p.node)},"
+            msg += f", which is output {p.output_nr} of {forward_op_name(p.node, style.names_node)},"
         else:
             gf = t.grad_fn
             if gf is not None:
                 # output_nr_ is saved only for outputs: a saved input always says "output 0"
-                msg += f", which is output 0 of {forward_op_name(gf.name())},"
+                msg += f", which is output 0 of {forward_op_name(gf.name(), style.names_node)},"
     msg += f" is at version {t._version}; expected version {p.version} instead."
     if torch.is_anomaly_enabled():
         msg += (" Hint: the backtrace further above shows the operation that failed to compute its "
                 "gradient. The variable in question was changed in there or anywhere later. Good luck!")
     else:
-        learn_message_style()
-        msg += _STYLE["hint"]
+        msg += style.hint
     return msg
 
 
@@ -235,52 +243,23 @@ def _pack_as_pytorch(t, kind):
     with _quiet_tf():
         gf = t.grad_fn
         is_output = gf is not None and gf._sequence_nr() == _get_sequence_nr() - 1
+        rec = state.recorder
+        style = rec.message_style if rec is not None else None
         if is_output and not t.is_leaf:
-            p = Packed(_detach(t), t._version)  # through the subclass's own __torch_dispatch__
+            p = Packed(_detach(t), t._version, style)  # through the subclass's own __torch_dispatch__
             p.is_output = True
             p.node = gf.name()
             p.output_nr = t.output_nr
         else:
-            p = Packed(t, t._version)
+            p = Packed(t, t._version, style)
             p.check_detached = gf is not None
     p.kind = kind
-    rec = state.recorder
     if rec is not None and rec.active:
         try:
             rec.note(f"tensors saved for backward that tensorscope leaves uninspected: {kind}")
         except Exception:
             pass
     return p
-
-
-class _quiet_tf:
-    """Our reads invisible to the program's __torch_function__, with its __torch_dispatch__ left on."""
-
-    __slots__ = ("guard",)
-
-    def __enter__(self):
-        self.guard = torch._C.DisableTorchFunctionSubclass()
-        self.guard.__enter__()
-
-    def __exit__(self, *exc):
-        self.guard.__exit__(*exc)
-
-
-class _quiet:
-    """Our own reads and detach invisible to the program's __torch_function__ and dispatch modes
-    (autograd saves a tensor in C++ without either seeing it)."""
-
-    __slots__ = ("guards",)
-
-    def __enter__(self):
-        self.guards = (torch._C.DisableTorchFunctionSubclass(),
-                       torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)))
-        for g in self.guards:
-            g.__enter__()
-
-    def __exit__(self, *exc):
-        for g in reversed(self.guards):
-            g.__exit__(*exc)
 
 
 _dispatch_modes = torch._C._len_torch_dispatch_stack
@@ -293,8 +272,10 @@ def _pack(t):
         is_output = gf is not None and gf._sequence_nr() == seq
     except Exception:
         gf, seq, is_output = None, None, False
+    rec = state.recorder
+    style = rec.message_style if rec is not None else None
     if is_output:
-        p = Packed(_detach(t), t._version)
+        p = Packed(_detach(t), t._version, style)
         p.is_output = True
         try:
             p.node = gf.name()
@@ -302,13 +283,13 @@ def _pack(t):
         except Exception:
             pass
     else:
-        p = Packed(t, t._version)
+        p = Packed(t, t._version, style)
         p.check_detached = gf is not None
     p.seq_nr = seq
-    rec = state.recorder
     if rec is not None and rec.active and (type(t) is _Tensor or inspectable(t)):
+        checks = rec.saved_checks
         try:
-            rec.on_pack(p, t, sys._getframe(1))
+            checks.on_pack(p, t, sys._getframe(1))
         except Exception:
             pass
         if rec.check_values:
@@ -316,71 +297,9 @@ def _pack(t):
                 p.fingerprint = checksum(p.tensor)
             except Exception:
                 p.fingerprint = None
-            if p.fingerprint is not None and (p.storage_key in rec.numpy_shared or _watch.exposed_input(p, t)):
-                _watch.watch(p)
+            if p.fingerprint is not None and (p.storage_key in checks.numpy_shared or exposed_input(p, t)):
+                rec.watch.watch(p)
     return p
-
-
-_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-_PERIOD = 1 << 20  # weights kept per (dtype, device): at most 8 MiB each
-_weights: dict = {}
-_Base = torch._C.TensorBase
-_arange = torch._C._VariableFunctions.arange  # not the wrapped factory
-
-
-def _weights_for(n, dtype, device):
-    key = (n, dtype, device)
-    w = _weights.get(key)
-    if w is not None:
-        return w
-    full = _weights.get((dtype, device))
-    if full is None or full.numel() < n:
-        size = min(_PERIOD, max(n, 1024, 2 * (full.numel() if full is not None else 0)))
-        # odd weights 2*i*K + 1, wrapped into the dtype: a changed element always changes its product
-        full = _Base.to(_Base.add(_Base.mul(_arange(size, dtype=torch.int64, device=device), 2 * 2654435761), 1), dtype)
-        _weights[(dtype, device)] = full
-    w = _Base.narrow(full, 0, 0, n)
-    if len(_weights) < 4096:  # prefixes by size: a training loop saves the same few sizes
-        _weights[key] = w
-    return w
-
-
-_tf_modes = torch._C._is_torch_function_mode_enabled
-
-
-def checksum(t):
-    """A 0-dim integer tensor on ``t``'s device: a position-weighted sum of ``t``'s bytes.
-
-    See NOTE [Fingerprints of saved tensors]. Invisible to the program's modes and subclasses.
-    """
-    if _dispatch_modes() or _tf_modes() or (type(t) is not _Tensor and type(t) is not _Parameter):
-        with _quiet():
-            return _checksum(t)
-    return _checksum(t)
-
-
-def _checksum(t):
-    # viewed as an integer dtype, the result neither requires grad nor has a grad_fn
-    x = _Base.view(t, _INT_OF_SIZE[t.element_size()])
-    n = x.numel()
-    if n <= _PERIOD:
-        w = _weights_for(n, x.dtype, x.device)
-        if x.element_size() >= 4 and x.device.type == "cpu" and x.is_contiguous():
-            # one op, no temporary: 3-5x cheaper than mul + sum on the small tensors a loop saves
-            return _Base.dot(_Base.view(x, (-1,)), w)
-        return _Base.sum(_Base.mul(x, _Base.view(w, x.shape)), dtype=torch.int64)
-    # larger: rows of _PERIOD elements, each row's sum weighted again by its row number
-    flat = _Base.reshape(x, (-1,))
-    rows = n // _PERIOD
-    head = _Base.view(_Base.narrow(flat, 0, 0, rows * _PERIOD), (rows, _PERIOD))
-    per_row = _Base.sum(_Base.mul(head, _weights_for(_PERIOD, x.dtype, x.device)), 1, dtype=torch.int64)
-    row_w = _Base.add(_Base.mul(_arange(rows, dtype=torch.int64, device=x.device), 2 * 40503), 1)
-    total = _Base.sum(_Base.mul(per_row, row_w))
-    rest = n - rows * _PERIOD
-    if rest:
-        tail = _Base.narrow(flat, 0, rows * _PERIOD, rest)
-        total = _Base.add(total, _Base.sum(_Base.mul(tail, _weights_for(rest, x.dtype, x.device)), dtype=torch.int64))
-    return total
 
 
 def unpack(p):
@@ -391,7 +310,7 @@ def unpack(p):
         rec = state.recorder
         if rec is not None:
             try:
-                rec.on_stale_unpack(p)
+                rec.saved_checks.on_stale_unpack(p)
             except Exception:
                 pass
         raise RuntimeError(version_error_message(p))
@@ -399,7 +318,7 @@ def unpack(p):
         rec = state.recorder
         if rec is not None:
             try:
-                rec.on_unpack_check_silent(p)
+                rec.saved_checks.on_unpack_check_silent(p)
             except Exception:
                 pass
     return t

@@ -1,7 +1,7 @@
-"""Saved-tensor callbacks of the Tracker: pack, stale unpack, and the silent-write check at unpack.
+"""Saved-tensor callbacks of a run: pack, stale unpack, and the silent-write check at unpack.
 
-Moved whole out of tracker.py (a mixin of Tracker); every method must never raise into the program.
-See NOTE [Fingerprints of saved tensors] in saved.py.
+A collaborator owned by the run's Tracker (see NOTE [One recorder, its collaborators] in tracker.py);
+every method must never raise into the program. See NOTE [Fingerprints of saved tensors] in saved.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument import saved as saved_mod, watch
+from tensorscope.instrument.fingerprint import checksum
 from tensorscope.instrument.frames import call_segment, line_of, user_frame
 from tensorscope.instrument.recorder import node_name, storage_key
 
@@ -24,7 +24,14 @@ _MAX_WALK = 20_000
 
 
 class SavedChecks:
-    """Tracker's callbacks of the saved-tensor hooks (saved.py)."""
+    """The callbacks of the saved-tensor hooks (saved.py), for one run."""
+
+    def __init__(self, rec):
+        self.rec = rec  # the run's Tracker
+        self.numpy_shared: dict[int, dict] = {}  # storage key -> the `.numpy()`/`from_numpy` sharing it
+        self.unchecked: list = []  # CUDA: (device flag, hazard facts) read once the program has ended
+        self._packs = 0
+        self._next_sweep = 4096
 
     # --- saved tensors ----------------------------------------------------------------
 
@@ -34,45 +41,45 @@ class SavedChecks:
         On the hot path (every tensor autograd saves): no tensor id, no byte range, no
         per-save closure; dead entries of ``pending`` are swept in batches.
         """
-        uf = user_frame(frame, self.user)
+        rec = self.rec
+        uf = user_frame(frame, rec.user)
         if uf is not None:
             p.file = uf.f_code.co_filename
             p.line = line_of(uf)
-        elif self._current_backward is not None:
-            # saved during backward (create_graph), maybe on an autograd worker thread (CUDA):
-            # no user frame there; the user's line is the backward() call
-            p.file = self._current_backward["file"]
-            p.line = self._current_backward["line"]
+        else:
+            running = rec.backward_calls.current
+            if running is not None:
+                # saved during backward (create_graph), maybe on an autograd worker thread (CUDA):
+                # no user frame there; the user's line is the backward() call
+                p.file = running["file"]
+                p.line = running["line"]
         key = storage_key(t)
         p.storage_key = key
         p.orig = weakref.ref(t)
         if p.seq_nr is not None and p.line is not None:
-            self.node_lines[p.seq_nr] = (p.file, p.line)
-        refs = self.pending.get(key)
+            rec.node_lines[p.seq_nr] = (p.file, p.line)
+        refs = rec.pending.get(key)
         if refs is None:
-            self.pending[key] = [weakref.ref(p)]
+            rec.pending[key] = [weakref.ref(p)]
         else:
             refs.append(weakref.ref(p))
         self._packs += 1
         if self._packs >= self._next_sweep:
             self._sweep()
-        if uf is not None and self.allow("saved", uf):
-            p.tid = self.note_tensor(t)
-            self.emit("saved", uf, tensor=p.tid, version=p.version, output=p.is_output)
-
-    _packs = 0
-    _next_sweep = 4096
+        if uf is not None and rec.allow("saved", uf):
+            p.tid = rec.note_tensor(t)
+            rec.emit("saved", uf, tensor=p.tid, version=p.version, output=p.is_output)
 
     def _sweep(self):
         """Drop saved-tensor records whose graph is gone; bound node_lines."""
-        pending = self.pending
+        pending = self.rec.pending
         for key in list(pending):
             alive = [r for r in pending[key] if r() is not None]
             if alive:
                 pending[key] = alive
             else:
                 del pending[key]
-        lines = self.node_lines
+        lines = self.rec.node_lines
         while len(lines) > _MAX_NODE_LINES:
             lines.popitem(last=False)
         self._next_sweep = self._packs + max(4096, 2 * sum(len(v) for v in pending.values()))
@@ -81,11 +88,12 @@ class SavedChecks:
         if p.tid is None:
             t = p.orig() if p.orig is not None else None
             if t is not None:
-                p.tid = self.note_tensor(t)
+                p.tid = self.rec.note_tensor(t)
         return p.tid
 
     def on_stale_unpack(self, p):
-        if self.saved_failure is not None:
+        rec = self.rec
+        if rec.saved_failure is not None:
             return
         node = _current_node()
         self.saved_tid(p)
@@ -96,24 +104,25 @@ class SavedChecks:
             "writes": list(p.writes or []), "silent": list(p.silent or []),
         }
         try:
-            facts["names"] = self.tensor_names.get(p.tid, [])
+            facts["names"] = rec.tensor_names.get(p.tid, [])
         except Exception:
             pass
-        self.saved_failure = facts
+        rec.saved_failure = facts
 
-    def _note_numpy(self, op, t, frame):
+    def note_numpy(self, op, t, frame):
         """A NumPy array and a tensor now share memory: NumPy's writes bump no version counter."""
         try:
             key = storage_key(t)
-            names = self.names_in(frame, [t]).get(id(t), []) if op == "numpy" else []
+            rec = self.rec
+            names = rec.names_in(frame, [t]).get(id(t), []) if op == "numpy" else []
             seg = call_segment(frame)
             log = self.numpy_shared
             if key not in log and len(log) >= _MAX_LOGGED_STORAGES:
                 del log[next(iter(log))]
             log[key] = {"op": op, "file": frame.f_code.co_filename, "line": line_of(frame), "segment": seg,
-                        "alias": seg, "library": None, "bumped": False, "tensor": self.note_tensor(t),
+                        "alias": seg, "library": None, "bumped": False, "tensor": rec.note_tensor(t),
                         "names": names}
-            watch.on_shared(self.pending.get(key))
+            rec.watch.on_shared(rec.pending.get(key))
         except Exception:
             pass
 
@@ -126,7 +135,7 @@ class SavedChecks:
         changed = None  # True/False, a 0-dim bool on the device (CUDA), or None: no fingerprint
         if p.fingerprint is not None:
             try:
-                flag = _TensorBase.ne(saved_mod.checksum(p.tensor), p.fingerprint)
+                flag = _TensorBase.ne(checksum(p.tensor), p.fingerprint)
                 changed = bool(flag) if flag.device.type == "cpu" else flag
             except Exception:
                 changed = None
@@ -134,7 +143,7 @@ class SavedChecks:
         if not p.is_output and p.storage_key is not None:
             try:
                 if storage_key(p.tensor) != p.storage_key:
-                    swap = self.swaps.get(p.tid) or {}
+                    swap = self.rec.swaps.get(p.tid) or {}
             except Exception:
                 pass
         if changed is False or changed is None and not p.silent and swap is None:
@@ -145,14 +154,14 @@ class SavedChecks:
         facts = {
             "tensor": None, "version_at_save": p.version, "version_now": p.tensor._version,
             "saved_file": p.file, "saved_line": p.line, "node": node_name(node) if node is not None else None,
-            "writes": list(p.silent or []) + ([swap] if swap else []), "backward": self._current_backward,
+            "writes": list(p.silent or []) + ([swap] if swap else []), "backward": self.rec.backward_calls.current,
             "changed_at": p.changed_at,
         }
         if changed is None or changed is True:
             facts["tensor"] = self.saved_tid(p)
             if not facts["writes"]:
                 facts["writes"] = self._unseen_writer(p, node)
-            self.add_hazard((facts["tensor"], p.seq_nr), facts)
+            self.rec.add_hazard((facts["tensor"], p.seq_nr), facts)
         elif len(self.unchecked) < _MAX_UNCHECKED:
             # CUDA: nothing is read now; the graph walk for a custom Function is skipped here
             if not facts["writes"]:
@@ -168,8 +177,8 @@ class SavedChecks:
                 if not bool(flag):
                     continue
                 t = orig() if orig is not None else None
-                facts["tensor"] = tid if tid is not None else (self.note_tensor(t) if t is not None else None)
-                self.add_hazard((facts["tensor"], seq), facts)
+                facts["tensor"] = tid if tid is not None else (self.rec.note_tensor(t) if t is not None else None)
+                self.rec.add_hazard((facts["tensor"], seq), facts)
             except Exception:
                 continue
 
@@ -186,7 +195,7 @@ class SavedChecks:
     def _custom_function_on(self, node):
         """The custom autograd.Function whose node consumes ``node``'s output in the graph being
         run: its forward wrote its input without ``ctx.mark_dirty`` (walk bounded by _MAX_WALK)."""
-        roots = self._backward_roots
+        roots = self.rec.backward_calls.roots
         if node is None or not roots:
             return None
         try:
@@ -207,7 +216,7 @@ class SavedChecks:
                         continue
                     if cls is not None and nxt._sequence_nr() == target and not hasattr(nxt, "variable"):
                         fwd = getattr(cls.forward, "__code__", None)
-                        file, line = self.node_line(seq)
+                        file, line = self.rec.node_line(seq)
                         return {"op": "custom_function", "function": cls.__name__,
                                 "file": fwd.co_filename if fwd else file, "line": _def_line(fwd) if fwd else line,
                                 "applied_file": file, "applied_line": line, "segment": None,

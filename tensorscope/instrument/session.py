@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 import torch
 
-from tensorscope.instrument import ddp, saved, snapshot as _snapshot, state, watch
+from tensorscope.instrument import ddp, device as _device, ops as _ops, saved, snapshot as _snapshot, state
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -36,7 +36,7 @@ class _Control:
         if saved.hooks_on_top():
             saved.pop()
         self.patcher.uninstall()
-        watch.reset()
+        self.tracker.watch.reset()
 
 
 @contextmanager
@@ -53,7 +53,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     _device_constructors()
     # --- end device
     if hooks:  # before any wrapper or hook is in place: see NOTE [The version check's text ...]
-        saved.learn_message_style()
+        tracker.message_style = saved.learn_message_style()
     patcher.install()
     ddp.install(tracker, patcher)
     if hooks:
@@ -61,12 +61,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
         saved.push()
     control = _Control(tracker, patcher)
     if device != "auto":
-        from tensorscope.instrument import device as _device
-
         _device.install(device, tracker, patcher)
     if ops:
-        from tensorscope.instrument import ops as _ops
-
         control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
     tracker.active = True
@@ -83,7 +79,7 @@ def resolve_silent(tracker: Tracker) -> None:
     bytes' checksum change?), read after the program, so no synchronisation happens while it runs.
     See NOTE [Fingerprints of saved tensors] in saved.py.
     """
-    tracker.resolve_unchecked()
+    tracker.saved_checks.resolve_unchecked()
 
 
 def release_run_state(tracker: Tracker) -> None:
@@ -120,6 +116,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     nothing reads the tracker's tables again (the command line, not a joined ``inspect()`` block), so
     each is emptied once frozen: the recording replaces them rather than adding to the peak memory.
     """
+    tracker.note_caps()
     facts = tracker.tensor_facts
     tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
     if release:
@@ -143,7 +140,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         sites=tuple(Site(k, f, line, n) for (k, f, line), n in tracker.site_counts.items()),
         aggregated=tracker.aggregated, per_site=tracker.per_site, max_events=tracker.max_events,
         failure=freeze(tracker.failure), saved_failure=freeze(tracker.saved_failure),
-        hazards=freeze(tracker.hazards), backwards=freeze(tracker.backwards), node_lines=tuple(node_lines),
+        hazards=freeze(tracker.hazards), backwards=freeze(tracker.backward_calls.backwards), node_lines=tuple(node_lines),
         ddp_models=freeze(tracker.ddp_models), notes=tuple(tracker.notes),
         snapshot=Snapshot(named=freeze(snap["named"]), alive=tuple(sorted(snap["alive"], key=_tid_order)),
                           view_of=freeze(snap["view_of"]), counters=freeze(snap["counters"]),

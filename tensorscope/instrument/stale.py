@@ -22,6 +22,7 @@ from collections import deque
 import torch
 
 from tensorscope.instrument import saved, state
+from tensorscope.instrument.quiet import quiet
 from tensorscope.instrument.recorder import byte_span, node_name, storage_key
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
@@ -46,14 +47,14 @@ def _saved_names(node) -> tuple[list[str], set]:
 def _read(node, name, attrs):
     """Unpack one saved attribute as PyTorch would: (value, error text or None).
 
-    Under ``saved._quiet``: unpacking a wrapper subclass's output detaches it at dispatch
+    Under ``quiet``: unpacking a wrapper subclass's output detaches it at dispatch
     level, which the subclass would see (and log); the tensor made here is never used.
     """
     attr = "_saved_" + name
     if attr not in attrs:
         attr = "saved_tensors"  # a custom autograd.Function keeps them in ctx.saved_tensors
     try:
-        with saved._quiet():
+        with quiet():
             return getattr(node, attr), None
     except RuntimeError as e:
         return None, str(e)
@@ -69,7 +70,7 @@ def _others_hook(raw) -> bool:
 def _raw_tensor(raw):
     """The saved tensor behind a SavedVariable, read without PyTorch's checks; None for types we skip."""
     try:
-        with saved._quiet():
+        with quiet():
             t = raw.data
             if t is None or saved.unusual(t) is not None:
                 return None
@@ -179,7 +180,7 @@ def tensor_facts(value):
     if not isinstance(value, torch.Tensor):
         return None
     try:
-        with saved._quiet():
+        with quiet():
             if saved.unusual(value) is not None:
                 return None
             span = byte_span(value.shape, value.stride(), value.storage_offset(), value.numel(),

@@ -1,12 +1,21 @@
-"""The callbacks the wrappers and hooks call: turning live tensors into recorded facts.
+"""The recorder of one run: the callbacks the wrappers and hooks call, turning live tensors into
+recorded facts.
 
 Every method here must never raise into the program: each body is guarded, and
 a failure inside tensorscope only loses detail.
+
+NOTE [One recorder, its collaborators]
+``Tracker`` is the one object a run records into (``state.recorder``). It holds the recording
+(``Recorder``: events, ids, storages) and the in-place writes, aliases and copies, and it owns a
+collaborator per concern, each built for the run and holding the recorder it reports to:
+``saved_checks`` (the saved-tensor hooks' callbacks), ``backward_calls`` (each backward and
+autograd.grad), ``failure_graph`` (the failing graph read on the failure path) and ``watch`` (the
+line-by-line watch of exposed saved bytes). A collaborator reads the recorder and the others
+through their public names only: the backward running is ``backward_calls.current``.
 """
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections import OrderedDict
 
@@ -15,10 +24,12 @@ import torch
 from tensorscope.instrument import saved as saved_mod
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
+from tensorscope.instrument.frames import library_name, line_of, receiver, user_frame
 from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
-from tensorscope.instrument.frames import call_segment, library_name, line_of, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
+from tensorscope.instrument.records import PreWrite, write_facts
 from tensorscope.instrument.saved_checks import SavedChecks
+from tensorscope.instrument.watch import Watch
 
 _Tensor = torch.Tensor
 _MAX_LOGGED_STORAGES = 4096  # with 16 writes each: a few MB at most
@@ -29,36 +40,35 @@ _current_thread = threading.current_thread
 _MAIN = threading.main_thread()
 
 
-class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
-    """A Recorder with the callbacks of the wrappers (patches.py) and hooks (saved.py).
-
-    Split by responsibility: in-place writes, aliases, copies and errors here; saved-tensor hooks in
-    saved_checks.py, backward calls in backward_calls.py, the failing graph in failure_graph.py.
-    """
+class Tracker(Recorder):
+    """The recorder of one run (see NOTE [One recorder, its collaborators]): in-place writes,
+    aliases, copies and errors here; the rest in the collaborators it owns."""
 
     active = False
     check_values = False  # fingerprints of saved tensors (see NOTE [Fingerprints of saved tensors])
+    message_style = None  # saved.MessageStyle of the running torch, learnt when saved-tensor hooks go in
 
     def __init__(self, program_path, **kwargs):
         super().__init__(program_path, **kwargs)
-        self.numpy_shared: dict[int, dict] = {}  # storage key -> the `.numpy()`/`from_numpy` sharing it
-        self.unchecked: list = []  # CUDA: (device flag, hazard facts) read once the program has ended
-        self.backwards: list[dict] = []  # earlier backward calls (bounded), for backward-twice
-        # (file, line) of a backward call -> weak references to the leaves of its first walk, for graphs
-        # too large to walk at every call (see NOTE [Walking a large graph once per line])
-        self.site_leaves: dict[tuple, list] = {}
         self.swaps: dict[str, dict] = {}  # tid -> the `x.data = y` that moved it to another storage
-        self.write_log: OrderedDict[int, list] = OrderedDict()  # storage key -> compact in-place writes (bounded)
+        # storage key -> its last in-place writes, as LoggedWrite (bounded; see NOTE [The shapes of a write])
+        self.write_log: OrderedDict[int, list] = OrderedDict()
+        self.watch = Watch(self.user)
+        self.failure_graph = FailureGraph(self)
+        self.backward_calls = BackwardCalls(self)
+        self.saved_checks = SavedChecks(self)
         self.kept = KeptValues()  # aliases the program keeps (see NOTE [Kept values] in kept.py)
         self.index_checks: dict[tuple, int] = {}  # (file, line) -> index writes checked for duplicates
 
     # --- in-place writes ----------------------------------------------------------
 
-    def pre_write(self, target, frame):
+    def pre_write(self, target, frame) -> tuple | None:
         """Before an in-place write: versions of the target, of the tensors saved on its storage,
         and (for a write recorded in detail) of its known storage-mates.
 
-        The hot path of a training loop: every optimizer update is an in-place write.
+        The hot path of a training loop: every optimizer update is an in-place write. So the
+        program's frame is looked up once (the common case, a call from the program's own line,
+        without a call) and its line once, for the per-line count and the write log alike.
         """
         try:
             v0 = target._version
@@ -69,8 +79,13 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
             key = None
         aseq = _get_sequence_nr()
-        uf = user_frame(frame, self.user)
-        detailed = uf is not None and self.allow("write", uf)
+        user = self.user
+        uf = frame if user._verdict.get(frame.f_code.co_filename) is True else user_frame(frame, user)
+        if uf is not None:
+            line = line_of(uf)
+            detailed = self.allow_at("write", uf.f_code.co_filename, line)
+        else:
+            line, detailed = None, False
         mates = None
         if detailed and key is not None and self._storages.get(key) is not None:
             mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
@@ -83,13 +98,46 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
                     p = ref()
                     if p is not None:
                         snap.append((p, p.tensor._version))
-        return (v0, snap, mates, uf, detailed, key, aseq)
+        return v0, snap, mates, uf, detailed, key, aseq, line  # a PreWrite (see NOTE [The shapes of a write])
 
     def post_write(self, pre, target, op, frame, source=None):
+        """After an in-place write: the write log, then (a write recorded in detail, or one into the
+        storage of a saved tensor) the event and the saved tensors it hit."""
         if pre is None:
             return
         try:
-            self._post_write(pre, target, op, frame, source=source)
+            v0, snap, mates, uf, detailed, key, aseq, line = pre  # PreWrite's fields, in order
+            v1 = target._version
+            if key in self.kept.keys:  # a storage with a kept alias: one dict lookup per write
+                self.kept.on_write(self, target, op, frame, uf, key)
+            if key is not None:
+                # The write log: every in-place write, compactly: what the hook-free failure path matches a
+                # stale saved tensor against (see NOTE [Stale saved variable without hooks] in stale.py).
+                # Plain values and code objects only; the source text is worked out on the failure path.
+                # No byte range: views of one base share one version counter, so a write into other bytes
+                # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one.
+                # Each entry is a LoggedWrite's fields, in order (see NOTE [The shapes of a write]).
+                log = self.write_log
+                recs = log.get(key)
+                if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
+                    if len(log) >= _MAX_LOGGED_STORAGES:
+                        log.popitem(last=False)
+                    recs = log[key] = []
+                else:
+                    log.move_to_end(key)
+                    if len(recs) >= _MAX_WRITES_PER_STORAGE:
+                        del recs[0]
+                if uf is not None:
+                    recs.append((aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, line,
+                                 frame.f_code if frame is not None and frame is not uf else None,
+                                 self.tid(target) if detailed else None))
+                    if detailed and _current_thread() is _MAIN:
+                        self.mark(aseq, uf)
+                else:
+                    recs.append((aseq, v0, v1, op, _is_grad_enabled(), None, None, None,
+                                 frame.f_code if frame is not None else None, None))
+            if snap or detailed:
+                self._record_write(v0, v1, snap, mates, uf, detailed, target, op, frame, source)
         except Exception:
             pass
 
@@ -97,59 +145,29 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         """A write known to have left the bytes as they were (DDP's broadcast copying a rank's own values
         back, instrument/ddp.py): recorded, but no tensor saved on its storage counts as written."""
         if pre is not None:
-            self.post_write((pre[0], None) + tuple(pre[2:]), target, op, frame)
+            self.post_write(tuple(PreWrite._make(pre)._replace(saved=None)), target, op, frame)
 
-    def _post_write(self, pre, target, op, frame, data_set_value=None, source=None):
-        v0, snap, mates, uf, detailed, key, aseq = pre
-        v1 = target._version
-        if key in self.kept.keys:  # a storage with a kept alias: one dict lookup per write
-            self.kept.on_write(self, target, op, frame, uf, key)
-        if key is not None:
-            # The write log: every in-place write, compactly: what the hook-free failure path matches a
-            # stale saved tensor against (see NOTE [Stale saved variable without hooks] in stale.py).
-            # Plain values and code objects only; the source text is worked out on the failure path.
-            # No byte range: views of one base share one version counter, so a write into other bytes
-            # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one.
-            log = self.write_log
-            recs = log.get(key)
-            if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
-                if len(log) >= _MAX_LOGGED_STORAGES:
-                    log.popitem(last=False)
-                recs = log[key] = []
-            else:
-                log.move_to_end(key)
-                if len(recs) >= _MAX_WRITES_PER_STORAGE:
-                    del recs[0]
-            if uf is not None:
-                recs.append((aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, line_of(uf),
-                             frame.f_code if frame is not None and frame is not uf else None,
-                             self.tid(target) if detailed else None))
-                if detailed and _current_thread() is _MAIN:
-                    self.mark(aseq, uf)
-            else:
-                recs.append((aseq, v0, v1, op, _is_grad_enabled(), None, None, None,
-                             frame.f_code if frame is not None else None, None))
-        if not snap and not detailed:
-            return
+    def _record_write(self, v0, v1, snap, mates, uf, detailed, target, op, frame, source):
+        """A write recorded in detail, or one into the storage of a saved tensor (explain)."""
         hits = []
         if snap:
             rng = _byte_range(target)
             for p, pv in snap:
                 if p.tensor._version != pv:
                     hits.append((p, True))
-                elif data_set_value is None and op not in saved_mod.NO_DATA_WRITES and ranges_overlap(rng, _byte_range(p.tensor)):
+                elif op not in saved_mod.NO_DATA_WRITES and ranges_overlap(rng, _byte_range(p.tensor)):
                     hits.append((p, False))
         if not hits and not detailed:
             return
-        loc = self._loc(frame, uf)
+        loc = self.location(frame, uf)
         alias = receiver(loc["segment"], op) if loc["library"] is None else loc["segment"]
-        info = {"op": op, "file": loc["file"], "line": loc["line"], "segment": loc["segment"],
-                "alias": alias, "library": loc["library"], "version_before": v0, "version_after": v1,
-                "grad_enabled": torch.is_grad_enabled(), "seq": self.seq + 1}
+        grad_enabled = torch.is_grad_enabled()
+        seq = self.seq + 1
         tid = self.note_tensor(target)
-        info["tensor"] = tid
+        info = write_facts(op, loc["file"], loc["line"], loc["segment"], alias, loc["library"], v0, v1,
+                           grad_enabled, tid, False, seq=seq)
         for p, bumped in hits:
-            self.saved_tid(p)
+            self.saved_checks.saved_tid(p)
             w = dict(info, bumped=bumped)
             if bumped:
                 if p.writes is None:
@@ -166,29 +184,13 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
             if not names and loc["library"] is None and alias and alias.isidentifier():
                 names = [alias]
             if names:
-                self._add_names(tid, names)
+                self.add_names(tid, names)
             also, bumped = self._also_changed(target, mates)
             extra = {"source": self.note_tensor(source)} if isinstance(source, _Tensor) and inspectable(source) else {}
             self.emit("write", uf, op=op, tensor=tid, alias=alias, names=names, version_before=v0, **extra,
                       version_after=v1, also_changed=also, also_bumped=bumped, library=loc["library"],
-                      grad_enabled=info["grad_enabled"], saved_hits=[
+                      grad_enabled=grad_enabled, saved_hits=[
                           {"saved": p.tid, "bumped": b} for p, b in hits])
-
-    def node_line(self, seq):
-        """(file, line) of the forward line that built node ``seq``: exact where a pack hook saw it
-        (explain); else when the events recorded just before and just after the node was built ran
-        in one execution of one line (same frame, same line, later instruction: not the same line
-        in the next iteration of a loop); else (None, None)."""
-        known = self.node_lines.get(seq)
-        if known is not None:
-            return known
-        marks = self.marks
-        i = bisect.bisect_right(marks, seq, key=lambda m: m[0])
-        if 0 < i < len(marks):
-            before, after = marks[i - 1], marks[i]
-            if before[1:4] == after[1:4] and before[4] < after[4]:
-                return after[1], after[2]
-        return None, None
 
     def _also_changed(self, target, mates):
         """Ids of the other live tensors whose bytes the write touched, and those whose version moved."""
@@ -208,17 +210,18 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         """``x.data = y``: x now shares y's storage, without a version bump."""
         try:
             uf = user_frame(frame, self.user)
-            loc = self._loc(frame, uf)
+            loc = self.location(frame, uf)
             tid = self.note_tensor(target)
             src = self.note_tensor(value) if isinstance(value, _Tensor) else None
             self.swaps[tid] = {"op": "data_set", "file": loc["file"], "line": loc["line"],
                                "segment": loc["segment"], "alias": f"{receiver(loc['segment'], 'data') or ''}".strip() or None,
                                "library": loc["library"], "bumped": False, "tensor": tid, "source": src}
-            if uf is not None and pre is not None and pre[4]:
+            pre = PreWrite._make(pre) if pre is not None else None
+            if uf is not None and pre is not None and pre.detailed:
                 names = self.names_in(uf, [target]).get(id(target), [])
-                self._add_names(tid, names)
+                self.add_names(tid, names)
                 self.emit("write", uf, op="data_set", tensor=tid, alias=names[0] if names else None,
-                          names=names, version_before=pre[0] if pre else None,
+                          names=names, version_before=pre.version,
                           version_after=target._version, also_changed=[], library=loc["library"],
                           source=src, grad_enabled=torch.is_grad_enabled(), saved_hits=[])
         except Exception:
@@ -241,7 +244,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
                     src = self.note_tensor(base)
                     tid = self.note_tensor(outs[0])
                     self.tensor_created.setdefault(tid, {
-                        "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op, "source": src})
+                        "file": frame.f_code.co_filename, "line": line_of(frame), "how": op, "source": src})
                     self.emit("copy", frame, op=op, tensor=tid, source=src,
                               requires_grad=bool(outs[0].requires_grad), grad_enabled=torch.is_grad_enabled())
                     return
@@ -252,7 +255,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
                     tid = self.note_tensor(o)
                     ids.append(tid)
                     self.tensor_created.setdefault(tid, {
-                        "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op,
+                        "file": frame.f_code.co_filename, "line": line_of(frame), "how": op,
                         "source": base_id, "shares_version_counter": shares_counter})
             if not ids:
                 return
@@ -269,7 +272,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
         if out is source:  # a no-op "copy" returned its input itself: nothing was made
             return
         if op in ("numpy", "from_numpy") and self.check_values:
-            self._note_numpy(op, source if op == "numpy" else out, frame)
+            self.saved_checks.note_numpy(op, source if op == "numpy" else out, frame)
         if op == "numpy" and isinstance(source, _Tensor):
             self.kept.on_export(source, out)
         elif op in _EXTERNAL and isinstance(out, _Tensor) and _external(first if first is not None else source):
@@ -281,7 +284,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
             if isinstance(out, _Tensor):
                 tid = self.note_tensor(out)
                 self.tensor_created.setdefault(tid, {
-                    "file": frame.f_code.co_filename, "line": frame.f_lineno, "how": op, "source": src})
+                    "file": frame.f_code.co_filename, "line": line_of(frame), "how": op, "source": src})
                 data = {"op": op, "tensor": tid, "requires_grad": bool(out.requires_grad),
                         "grad_enabled": torch.is_grad_enabled()}
                 if src is not None:
@@ -308,7 +311,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
                 return
             tid = self.note_tensor(t)
             names = self.names_in(uf, [t]).get(id(t), [])
-            self._add_names(tid, names)
+            self.add_names(tid, names)
             self.emit("requires_grad", uf, tensor=tid, value=value, how=how, names=names,
                       library=None if uf is frame else library_name(frame))
         except Exception:
@@ -353,7 +356,7 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
             # the instance's own attributes only: reading a lazy property (`probs`) would compute it
             params = any(isinstance(v, _Tensor) and v.requires_grad for v in vars(dist).values())
             tid = self.note_tensor(out)
-            self.tensor_created.setdefault(tid, {"file": frame.f_code.co_filename, "line": frame.f_lineno,
+            self.tensor_created.setdefault(tid, {"file": frame.f_code.co_filename, "line": line_of(frame),
                                                  "how": op, "source": None})
             self.emit("sample", frame, op=op, tensor=tid, distribution=type(dist).__name__,
                       has_rsample=bool(getattr(dist, "has_rsample", False)), params_require_grad=params,
@@ -368,12 +371,15 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
             if self.failure is not None:
                 return
             uf = user_frame(frame, self.user)
-            loc = self._loc(frame, uf)
+            loc = self.location(frame, uf)
             ctx = {"where": where, "op": op, "file": loc["file"], "line": loc["line"],
                    "segment": loc["segment"], "library": loc["library"],
                    "alias": receiver(loc["segment"], op) if loc["library"] is None else loc["segment"],
                    "exception_type": type(e).__name__, "message": str(e)[:2000],
                    "grad_enabled": torch.is_grad_enabled()}
+            transforms = functorch_transforms()
+            if transforms:
+                ctx["transforms"] = transforms
             if isinstance(target, _Tensor):
                 tid = self.note_tensor(target)
                 ctx["tensor"] = tid
@@ -390,26 +396,6 @@ class Tracker(SavedChecks, BackwardCalls, FailureGraph, Recorder):
             self.failure = ctx
         except Exception:
             pass
-
-    # --- helpers ------------------------------------------------------------------------
-
-    def _loc(self, frame, uf):
-        loc = {"file": None, "line": None, "segment": None, "library": None}
-        if uf is not None:
-            loc["file"] = uf.f_code.co_filename
-            loc["line"] = uf.f_lineno
-            loc["segment"] = call_segment(uf)
-        if frame is not None and uf is not frame:
-            loc["library"] = library_name(frame)
-        return loc
-
-    def _add_names(self, tid, names):
-        if not names:
-            return
-        known = self.tensor_names.setdefault(tid, [])
-        for n in names:
-            if n not in known:
-                known.append(n)
 
 
 _REWRAPS = ("tensor", "as_tensor")
@@ -458,3 +444,24 @@ def _decorated_function(frame):
 def make_tracker(program_path, **kwargs) -> Tracker:
     return Tracker(program_path, **kwargs)
 
+
+def functorch_transforms() -> list[str]:
+    """The ``torch.func`` transforms in force, outermost first (``["vmap", "grad"]``), or [].
+
+    NOTE [Transforms at a failure]
+    An op that fails inside ``torch.vmap`` raises the same broadcast error as a plain mismatch, and
+    only whether a vmap level was active tells the two apart (the ``vmap-inplace`` kind). functorch's
+    interpreter stack says so while the failing op is still on the stack; ``get_interpreter_stack``
+    is missing on older releases, where the innermost transform (``peek_interpreter_stack``) is read.
+    """
+    functorch = getattr(torch._C, "_functorch", None)
+    if functorch is None:
+        return []
+    try:
+        stack = functorch.get_interpreter_stack() if hasattr(functorch, "get_interpreter_stack") else None
+        if stack is None and hasattr(functorch, "peek_interpreter_stack"):
+            top = functorch.peek_interpreter_stack()
+            stack = [top] if top is not None else []
+        return [str(i.key()).rsplit(".", 1)[-1].lower() for i in stack or ()]
+    except Exception:  # a transform stack in a state this release does not expect: no fact
+        return []

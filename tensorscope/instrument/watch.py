@@ -15,7 +15,8 @@ by the saving line itself (a training-mode BatchNorm updating the statistics it 
 backward never reads) ends the watch without a finding. Nothing is
 watched when the program has a trace function of its own (a debugger, coverage), on other
 threads, on tensors not on the CPU (a checksum there would synchronise), and after a bounded
-number of line events (the window between the save and backward is then named instead).
+number of line events (the window between the save and backward is then named instead). What is
+watched belongs to the run (``Tracker.watch``); ``reset`` at its end leaves no trace function behind.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument import saved, state
+from tensorscope.instrument.fingerprint import checksum
 
 MAX_WATCHED = 64
 MAX_EVENTS = 50_000  # line events checked in all, per run: the cost stays bounded
@@ -34,10 +35,6 @@ SMALL = 1 << 16  # elements: a buffer-like saved input watched without any NumPy
 
 _MAIN = threading.main_thread()
 _ne = torch._C.TensorBase.ne
-_watched: list = []  # [weakref(Packed), fingerprint at the last check]
-_last = [None, None]  # (file, line) of the last line event of the program
-_events = [0]
-_installed = [False]
 
 
 def exposed_input(p, t) -> bool:
@@ -49,100 +46,105 @@ def exposed_input(p, t) -> bool:
         return False
 
 
-def watch(p) -> None:
-    """Start watching the saved tensor of ``p`` (a ``saved.Packed``)."""
-    try:
-        if (threading.current_thread() is not _MAIN or _events[0] >= MAX_EVENTS or len(_watched) >= MAX_WATCHED
-                or p.tensor.device.type != "cpu"):
-            return
-        if any(ref() is p for ref, _ in _watched):
-            return
-        if not _installed[0] and sys.gettrace() is not None:
-            return  # the program's own tracer (a debugger, coverage): never replaced
-        _watched.append([weakref.ref(p), saved.checksum(p.tensor)])
-        if not _installed[0]:
-            _install(sys._getframe(1))
-    except Exception:
-        pass
+class Watch:
+    """The saved tensors of one run watched line by line (see NOTE [Watching exposed saved bytes])."""
 
+    def __init__(self, user):
+        self.user = user  # the program's files (frames.UserCode)
+        self.watched: list = []  # [weakref(Packed), fingerprint at the last check]
+        self.last = (None, None)  # (file, line) of the last line event of the program
+        self.events = 0  # line events checked
+        self.installed = False
+        # the trace functions, made once: `sys.gettrace() is self._global` must hold while installed
+        self._global = self._on_call
+        self._local = self._on_line
 
-def on_shared(refs) -> None:
-    """NumPy now shares the memory of tensors already saved (``refs``: weak refs to their ``Packed``)."""
-    for ref in list(refs or ()):
-        p = ref()
-        if p is not None and p.fingerprint is not None:
-            watch(p)
-
-
-def _install(frame) -> None:
-    rec = state.recorder
-    user = rec.user if rec is not None else ()
-    _installed[0] = True
-    sys.settrace(_global)
-    while frame is not None:  # frames already running get no 'call' event: trace the program's own
-        if frame.f_code.co_filename in user:
-            frame.f_trace_lines = True
-            frame.f_trace = _local
-        frame = frame.f_back
-
-
-def _uninstall() -> None:
-    if _installed[0]:
-        _installed[0] = False
-        if sys.gettrace() is _global:
-            sys.settrace(None)
-
-
-def reset() -> None:
-    """At the end of a run: nothing watched, no trace function left behind."""
-    _watched.clear()
-    _last[0] = _last[1] = None
-    _events[0] = 0
-    _uninstall()
-
-
-def _global(frame, event, arg):
-    if not _watched:
-        _uninstall()
-        return None
-    rec = state.recorder
-    if rec is None or frame.f_code.co_filename not in rec.user:
-        return None
-    return _local
-
-
-def _local(frame, event, arg):
-    if not _watched or not _installed[0]:
-        return None
-    if event == "line" or event == "return":
-        _check()
-        if event == "line":
-            _last[0], _last[1] = frame.f_code.co_filename, frame.f_lineno
-    return _local
-
-
-def _check() -> None:
-    _events[0] += 1
-    if _events[0] >= MAX_EVENTS:
-        _watched.clear()
-        return
-    keep = []
-    for entry in _watched:
-        p = entry[0]()
-        if p is None:
-            continue
+    def watch(self, p) -> None:
+        """Start watching the saved tensor of ``p`` (a ``saved.Packed``)."""
         try:
-            now = saved.checksum(p.tensor)
-            if bool(_ne(now, entry[1])):
-                entry[1] = now
-                if (_last[0], _last[1]) == (p.file, p.line):
-                    continue  # changed by the saving line itself (a training-mode BatchNorm's own update)
-                if p.tensor._version == p.version and p.changed_at is None and _last[1] is not None:
-                    p.changed_at = (_last[0], _last[1])
-                    continue  # found: no longer watched
+            if (threading.current_thread() is not _MAIN or self.events >= MAX_EVENTS
+                    or len(self.watched) >= MAX_WATCHED or p.tensor.device.type != "cpu"):
+                return
+            if any(ref() is p for ref, _ in self.watched):
+                return
+            if not self.installed and sys.gettrace() is not None:
+                return  # the program's own tracer (a debugger, coverage): never replaced
+            self.watched.append([weakref.ref(p), checksum(p.tensor)])
+            if not self.installed:
+                self._install(sys._getframe(1))
         except Exception:
-            continue
-        keep.append(entry)
-    _watched[:] = keep
-    if not keep:
-        _uninstall()
+            pass
+
+    def on_shared(self, refs) -> None:
+        """NumPy now shares the memory of tensors already saved (``refs``: weak refs to their ``Packed``)."""
+        for ref in list(refs or ()):
+            p = ref()
+            if p is not None and p.fingerprint is not None:
+                self.watch(p)
+
+    def reset(self) -> None:
+        """At the end of a run: nothing watched, no trace function left behind."""
+        self.watched.clear()
+        self.last = (None, None)
+        self.events = 0
+        self._uninstall()
+
+    def _install(self, frame) -> None:
+        self.installed = True
+        sys.settrace(self._global)
+        user = self.user
+        while frame is not None:  # frames already running get no 'call' event: trace the program's own
+            if frame.f_code.co_filename in user:
+                frame.f_trace_lines = True
+                frame.f_trace = self._local
+            frame = frame.f_back
+
+    def _uninstall(self) -> None:
+        if self.installed:
+            self.installed = False
+            if sys.gettrace() is self._global:
+                sys.settrace(None)
+
+    def _on_call(self, frame, event, arg):
+        if not self.watched:
+            self._uninstall()
+            return None
+        if frame.f_code.co_filename not in self.user:
+            return None
+        return self._local
+
+    def _on_line(self, frame, event, arg):
+        if not self.watched or not self.installed:
+            return None
+        if event == "line" or event == "return":
+            self._check()
+            if event == "line":
+                self.last = (frame.f_code.co_filename, frame.f_lineno)
+        return self._local
+
+    def _check(self) -> None:
+        self.events += 1
+        if self.events >= MAX_EVENTS:
+            self.watched.clear()
+            return
+        keep = []
+        last = self.last
+        for entry in self.watched:
+            p = entry[0]()
+            if p is None:
+                continue
+            try:
+                now = checksum(p.tensor)
+                if bool(_ne(now, entry[1])):
+                    entry[1] = now
+                    if last == (p.file, p.line):
+                        continue  # changed by the saving line itself (a training-mode BatchNorm's own update)
+                    if p.tensor._version == p.version and p.changed_at is None and last[1] is not None:
+                        p.changed_at = last
+                        continue  # found: no longer watched
+            except Exception:
+                continue
+            keep.append(entry)
+        self.watched[:] = keep
+        if not keep:
+            self._uninstall()

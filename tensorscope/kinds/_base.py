@@ -4,17 +4,22 @@ A kind module (``tensorscope/kinds/<code with underscores>.py``) defines ``KIND`
 :class:`Kind`), and optionally ``PATTERNS`` (message regexes with their decoders),
 ``advise(fields)`` (concrete wording from decoded message fields), ``explain(ev)``
 (a diagnosis from the report's evidence) and ``recognise(ev)`` (whether the
-evidence shows this kind when no message pattern names it). ``opening(ev)`` is the preamble the
-explainers share; the message wording several kinds decode (tensor type names, node names, devices)
-is in ``_message.py``.
+evidence shows this kind when no message pattern names it). An explainer reads :class:`Evidence`,
+starts from ``site(ev)`` or ``opening(ev)`` and returns ``diagnosis(KIND, ...)`` with places made by
+``where``. The message wording several kinds decode (tensor type names, node names, devices) is in
+``_message.py``; the fixes several kinds propose are in ``_fixes.py``.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
+
+from tensorscope import source
+from tensorscope.source import code_at, display_path
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,72 @@ class Pattern:
     decode: Callable[[re.Match], Optional[dict]] = lambda m: {}
 
 
+@dataclass
+class Evidence:
+    """Everything an explanation may look at: the report and its recorded facts (``tensorscope.recording.Facts``,
+    as mutable copies; tensorscope/verdict.py builds it, never from the live tracker)."""
+
+    doc: dict
+    failure: dict | None
+    saved_failure: dict | None
+    hazards: list
+    backwards: list
+    node_lines: dict
+    created: dict
+    names: dict
+    exception: dict | None
+    parsed: object | None = None
+    by_id: dict = field(default_factory=dict)
+    ddp_models: list = field(default_factory=list)  # one per DistributedDataParallel built (instrument/ddp.py)
+
+    def tensor_names(self, tid: str | None) -> list[str]:
+        if not tid:
+            return []
+        t = self.by_id.get(tid)
+        if t is not None and t["names"]:
+            return list(t["names"])
+        return list(self.names.get(tid, []))
+
+    def label(self, tid: str | None) -> str:
+        names = self.tensor_names(tid)
+        if names:
+            return f"`{names[0]}`"
+        t = self.by_id.get(tid) if tid else None
+        base = t.get("view_of") if t else None
+        if base and self.tensor_names(base):
+            return f"tensor {tid} (a view of `{self.tensor_names(base)[0]}`)"
+        return f"tensor {tid}" if tid else "a tensor"
+
+
+def where(file: str | None, line: int | None, **extra) -> dict | None:
+    """A place as a diagnosis names it: the shown path, the line and its code (None without a line)."""
+    if not line:
+        return None
+    d = {"file": display_path(file), "line": line, "code": code_at(file, line)}
+    d.update(extra)
+    return d
+
+
+def diagnosis(kind: Kind, *, explanation: str, fix: str, culprit=None, saved_by=None, backward=None,
+              tensor=None, other_writes=None, alias_chain=None, title: str | None = None,
+              evidence: list | None = None, graph: dict | None = None) -> dict:
+    """A diagnosis object of ``kind`` (the kind module's ``KIND``) with the stable fields of the JSON contract."""
+    return {
+        "kind": kind.code,
+        "title": title or kind.title,
+        "explanation": explanation,
+        "culprit": culprit,
+        "saved_by": saved_by,
+        "backward": backward,
+        "tensor": tensor,
+        "other_writes": other_writes or [],
+        "alias_chain": alias_chain or [],
+        "fix": fix,
+        "evidence": evidence or [],
+        "graph": graph,
+    }
+
+
 def w(phrase: str) -> str:
     """Return a regex for ``phrase`` where each space matches any whitespace run.
 
@@ -53,6 +124,28 @@ def site(ev) -> tuple[Optional[str], Optional[int], dict]:
         return f.get("file"), f.get("line"), f
     exc = ev.exception or {}
     return exc.get("file"), exc.get("line"), f
+
+
+def tensor_of(ev: Evidence, tid: str | None, names=None) -> dict | None:
+    """The ``tensor`` object of a diagnosis: the tensor's id, names and version now."""
+    if not tid:
+        return None
+    return {"id": tid, "names": list(names or []) or ev.tensor_names(tid), "version_at_save": None,
+            "version_now": (ev.by_id.get(tid) or {}).get("version")}
+
+
+def created_at(ev: Evidence, tid: str | None) -> dict | None:
+    """Where the program created tensor ``tid`` (file, line, how), when a line was recorded."""
+    c = ev.created.get(tid) if tid else None
+    if c and c.get("line"):
+        return c
+    return None
+
+
+def name_of(ev: Evidence, f: dict) -> str:
+    """The name the program knows the failure's tensor by, else the alias it was reached through."""
+    names = f.get("names") or ev.tensor_names(f.get("tensor"))
+    return names[0] if names else (f.get("alias") or "the tensor")
 
 
 def message(ev) -> str:
@@ -103,8 +196,6 @@ def last_event(ev, kind: str, ops, before_seq: Optional[int] = None) -> Optional
 
 def user_files(ev) -> list:
     """The program's own files seen in the run (the raising file first), as the report names them."""
-    import os
-
     out, seen = [], set()
     file, _, _ = site(ev)
     for f in [file] + [e.get("file") for e in (ev.doc or {}).get("events") or []]:
@@ -134,8 +225,6 @@ def opening(ev) -> Optional[Opening]:
             return None  # no line to name: the generic diagnosis is used
         file, line, f, code = at
     """
-    from tensorscope.analysis import source
-
     file, line, f = site(ev)
     if not line:
         return None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope import source
+from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, w, where
 
 KIND = Kind(
     code='backward-twice',
@@ -50,8 +51,162 @@ PATTERNS = (Pattern(
 ),)
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/backward_twice.py)."""
-    from tensorscope.analysis import backward_twice
+def _old_freed(graph: dict, earlier: list[dict]) -> list[dict]:
+    """Freed nodes created before the last earlier backward (the failing one frees its own as it goes)."""
+    if not earlier:
+        return []
+    freed = graph.get("freed") or []
+    known = [n for n in freed if n.get("freed_by") is not None]
+    if known:  # an earlier backward's roots are still alive: we know which nodes it went through
+        return known
+    horizon = max(b.get("seq_now") or 0 for b in earlier)
+    return [n for n in graph.get("freed") or [] if n["seq"] < horizon]
 
-    return backward_twice.explain(ev)
+
+def _freeing_backward(earlier: list[dict], node: dict | None) -> dict | None:
+    """The first earlier backward, without retain_graph, that ran after ``node`` was built."""
+    if node is not None and node.get("freed_by") is not None and node["freed_by"] < len(earlier):
+        return earlier[node["freed_by"]]
+    seq = node["seq"] if node else None
+    freeing = [b for b in earlier if not b.get("retain_graph")]
+    if seq is not None:
+        after = [b for b in freeing if (b.get("seq_now") or 0) > seq]
+        if after:
+            return after[0]
+    return freeing[-1] if freeing else (earlier[-1] if earlier else None)
+
+
+def _carried(f: dict, graph: dict, culprit: dict | None) -> tuple[str | None, str, int | None]:
+    """The tensor that links the failing graph to the freed one: (name, how, line of the link).
+
+    how: "same" (backward on the very same tensor), "carried" (a variable updated from itself in a
+    loop, e.g. an RNN hidden state or a running sum), "shared" (an intermediate both losses use).
+    """
+    horizon = (culprit or {}).get("seq_now") or 0
+    local = graph.get("locals") or []
+    root_names = [n for r in f.get("roots") or [] for n in r.get("names") or []]
+    def earlier(loc):  # in the graph an earlier backward went through (by seq nr when its roots are gone)
+        known = loc.get("in_earlier_graph")
+        return known if known is not None else loc["seq"] < horizon
+
+    for loc in local:
+        if loc["name"] in root_names and earlier(loc):
+            return loc["name"], "same", None
+    linked = [loc for loc in local if loc.get("reaches_freed")]
+    stmt = source.statement_at(f.get("file"), f.get("line"))
+    loop = source.loop_of(stmt) if stmt is not None else None
+    if loop is not None:
+        updates = source.self_updates(source.scope_statements(loop))
+        names = {loc["name"] for loc in linked}
+        for name, s in updates:
+            if name in names:
+                return name, "carried", s.lineno
+    shared = [loc for loc in local if loc.get("in_failing_graph") and earlier(loc)]
+    if shared:
+        best = max(shared, key=lambda loc: loc["seq"])
+        return best["name"], "shared", None
+    return None, "", None
+
+
+def _carried_link(f: dict, first: dict | None) -> dict | None:
+    """The first link into the freed graph, when the freeing backward is this very backward call
+    site run again (a loop): the new graph took in state kept from the previous iteration."""
+    if not first or first.get("retain_graph"):
+        return None
+    if (first.get("file"), first.get("line")) != (f.get("file"), f.get("line")):
+        return None
+    return next((k for k in f.get("links") or [] if k.get("line")), None)
+
+
+def _meeting(how: str | None, name: str | None, op: str, first: dict | None, f: dict, link_line) -> tuple:
+    """(the sentence saying where the two backward calls meet, or None; the fix), by ``how`` (see _carried)."""
+    bline, said = f.get("line"), None
+    label = f"`{name}`" if name else None
+    if how == "same":
+        said = f"Both calls go through the graph of {label}."
+        retain = "torch.autograd.grad(..., retain_graph=True)" if op != "backward()" else f"{name}.backward(retain_graph=True)"
+        fix = (f"If both passes are intended, pass retain_graph=True to the first one at line {first['line'] if first else '?'} "
+               f"(`{retain}`); otherwise run a fresh forward pass before the backward at line {bline}, "
+               "or compute both results in one call.")
+    elif how == "carried":
+        said = (f"{label} is carried from one iteration to the next (line {link_line}: "
+                f"`{source.code(f.get('file'), link_line)}`) without being detached, so each new graph "
+                "still leads into the previous iteration's freed one.")
+        if name in [n for r in f.get("roots") or [] for n in r.get("names") or []]:
+            fix = (f"Accumulate a detached value (`{name} = {name} + loss.item()` or `loss.detach()`) and call "
+                   f"backward() on each iteration's own loss; or detach it each iteration: `{name} = {name}.detach()`.")
+        else:
+            fix = (f"Detach the carried state at the start of each iteration: `{name} = {name}.detach()` "
+                   "(truncated backpropagation through time); use retain_graph=True only if the backward really "
+                   "must reach into earlier iterations.")
+    elif how == "shared":
+        said = f"{label} is shared by the graph of this backward and the one already freed."
+        fix = ("Sum the losses and call backward() once (e.g. `(loss_a + loss_b).backward()`), or pass "
+               f"retain_graph=True to the first backward at line {first['line'] if first else '?'}; "
+               f"otherwise recompute {label} with a fresh forward pass.")
+    else:
+        fix = ("Run a fresh forward pass for each backward(), detach state carried between iterations "
+               "(`h = h.detach()`), or pass retain_graph=True to the first backward if both are intended.")
+    return said, fix
+
+
+def explain(ev: Evidence) -> dict | None:
+    """The diagnosis from the backward calls before the failing one and the freed nodes it reached."""
+    f = ev.failure or {}
+    if f.get("where") != "backward":
+        return None
+    graph = f.get("graph") or {}
+    earlier = list(f.get("backwards_before") or [])
+    old = _old_freed(graph, earlier)
+    top = max(old, key=lambda n: n["seq"]) if old else None
+    first = _freeing_backward(earlier, top)
+    node_file, node_line = ev.node_lines.get(top["seq"], (None, None)) if top else (None, None)
+    name, how, link_line = _carried(f, graph, first)
+    bline = f.get("line")
+    op = "torch.autograd.grad" if first and first.get("op") == "grad" else "backward()"
+    parts = []
+    if first:
+        parts.append(f"Line {first['line']} (`{source.code(first['file'], first['line'])}`) ran {op} without "
+                     "retain_graph=True, which freed the tensors saved in the graph it went through.")
+    if top:
+        parts.append(f"The backward at line {bline} reached {top['node']}"
+                     + (f", built by line {node_line} (`{source.code(node_file, node_line)}`)," if node_line else "")
+                     + " whose saved tensors were already gone.")
+    said, fix = _meeting(how, name, op, first, f, link_line)
+    if said:
+        parts.append(said)
+    tensor = None
+    if name:
+        tid = next((loc["tensor"] for loc in graph.get("locals") or [] if loc["name"] == name), None)
+        tensor = {"id": tid, "names": [name], "version_at_save": None, "version_now": None}
+    culprit = where(first["file"], first["line"], alias=name) if first else where(f.get("file"), bline, alias=name)
+    chain = []
+    link = _carried_link(f, first)
+    if link is not None:
+        # See NOTE [Links into a freed graph]: in a loop, the mistake is the carry, not the backward
+        culprit = where(link["file"], link["line"], alias=name)
+        parts.append(f"Line {link['line']} (`{source.code(link['file'], link['line'])}`) is where this graph takes in "
+                     f"a tensor of the freed one ({link['node']} built on {link['from_node']} from before the "
+                     "previous backward).")
+        chain = [where(first["file"], first["line"],
+                       what=f"{op} without retain_graph=True freed the graph built before it"),
+                 where(link["file"], link["line"],
+                       what=f"takes in a tensor of that freed graph ({link['from_node']})")]
+        if how != "carried":
+            fix = (f"Detach the state that line {link['line']} takes in from the previous iteration (`.detach()` it "
+                   "before that line, once per iteration: truncated backpropagation through time), or build it "
+                   "afresh each iteration; use retain_graph=True only if the backward really must reach into "
+                   "earlier iterations.")
+    return diagnosis(
+        KIND,
+        explanation=" ".join(parts) or "An earlier backward freed the graph this backward needed.",
+        fix=fix,
+        culprit=culprit,
+        saved_by=(where(node_file, node_line, node=top["node"]) if node_line
+                  else ({"node": top["node"], "file": None, "line": None, "code": ""} if top else None)),
+        backward=where(f.get("file"), bline),
+        tensor=tensor,
+        alias_chain=[c for c in chain if c],
+        evidence=["earlier backward calls and their autograd sequence numbers",
+                  "freed graph nodes probed at the failure"],
+    )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, opening, w
+import ast
+
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, fields, opening, user_files, w, where
 
 KIND = Kind(
     code="checkpoint-mismatch",
@@ -50,10 +53,6 @@ def advise(f: dict):
 
 def _checkpoint_calls(ev) -> list:
     """``(file, line)`` of the program's calls of ``checkpoint(...)``, in the files the run saw."""
-    import ast
-
-    from tensorscope.analysis import source
-    from tensorscope.kinds._base import user_files
 
     out = []
     for file in user_files(ev):
@@ -66,9 +65,6 @@ def _checkpoint_calls(ev) -> list:
 
 
 def explain(ev):
-    from tensorscope.analysis.common import diagnosis, where
-    from tensorscope.kinds._base import fields
-
     at = opening(ev)
     if at is None:
         return None
@@ -87,5 +83,5 @@ def explain(ev):
     fix = ("Make the checkpointed function depend only on its inputs: move state it updates (counters, caches, "
            "buffers, `self.x = ...`) out of it, and disable caches such as `use_cache=True` under checkpointing; "
            "pass `debug=True` to `checkpoint(...)` to see the first op that differed.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
                      evidence=["torch.utils.checkpoint compared the recomputed tensors with the saved ones"])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope import source
+from tensorscope.kinds import _ddp
+from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, w, where
 
 KIND = Kind(
     code='ddp-mark-ready-twice',
@@ -57,8 +59,32 @@ def advise(f: dict):
     return None, evidence, []
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/ddp.py)."""
-    from tensorscope.analysis import ddp
-
-    return ddp.ready_twice(ev)
+def explain(ev: Evidence) -> dict | None:
+    """The diagnosis of this kind from the decoded message and the DDP models the program built."""
+    fields = ev.parsed.fields if ev.parsed is not None else {}
+    file, line = _ddp.raised_at(ev)
+    index, name = fields.get("index"), fields.get("name")
+    model = _ddp.model_of(ev, [index] if index is not None else [])
+    if name is None and model is not None and index is not None:
+        name = model["parameters"][index]
+    who = f"`{name}`" if name else (f"the parameter at index {index}" if index is not None else "a parameter")
+    text = (f"DDP received two gradients for {who} in one iteration: a second backward pass went through it, "
+            "from a reentrant activation checkpoint or a use outside the DDP-wrapped forward.")
+    checkpoints = _ddp.reentrant_checkpoints(model)
+    culprit = where(file, line)
+    backward = None
+    if checkpoints:
+        cfile, cline = checkpoints[0]
+        text += (f" Line {cline} (`{source.code(cfile, cline)}`) is a reentrant checkpoint: it runs its layers again "
+                 "inside backward, a second backward pass DDP's hooks see.")
+        culprit, backward = where(cfile, cline), where(file, line)
+        fix = (f"Make the checkpoint at line {cline} non-reentrant: pass `use_reentrant=False` "
+               "(`checkpoint(fn, x, use_reentrant=False)`).")
+    else:
+        if line:
+            text += f" Raised at line {line} (`{source.code(file, line)}`)."
+        fix = ("Use non-reentrant checkpoints (`torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)`); "
+               f"use {who} only inside the DDP model's forward; or pass `static_graph=True` when the graph never "
+               "changes.")
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=backward,
+                     evidence=[f"parameter marked ready twice: {name or index}"])

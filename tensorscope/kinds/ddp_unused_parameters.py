@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope import source
+from tensorscope.kinds import _ddp
+from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, w, where
 
 KIND = Kind(
     code='ddp-unused-parameters',
@@ -40,7 +42,6 @@ KIND = Kind(
 )
 
 
-
 def _decode(m: re.Match) -> dict:
     names = [n.strip() for n in (m["names"] or "").split(",") if n.strip()]
     rank = m["rank"] or m["nrank"]
@@ -74,8 +75,41 @@ def advise(f: dict):
     return None, evidence, fixes
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/ddp.py)."""
-    from tensorscope.analysis import ddp
-
-    return ddp.unused_parameters(ev)
+def explain(ev: Evidence) -> dict | None:
+    """The diagnosis of this kind from the decoded message and the DDP models the program built."""
+    fields = ev.parsed.fields if ev.parsed is not None else {}
+    file, line = _ddp.raised_at(ev)
+    indices = fields.get("indices") or []
+    names = list(fields.get("names") or [])
+    model = _ddp.model_of(ev, indices)
+    if not names and model is not None:
+        names = [model["parameters"][i] for i in indices]
+    owners = _ddp.owners(names)
+    rank = fields.get("rank")
+    on_rank = f" on rank {rank}" if rank is not None else ""
+    if names:
+        listed = ", ".join(f"`{n}`" for n in names)
+        what = f"{listed} got no gradient in the previous iteration{on_rank}"
+        if indices and not fields.get("names"):
+            what += f" (DDP's parameter indices {' '.join(map(str, indices))}{_ddp.built_at(model)})"
+    else:
+        what = f"Some parameters got no gradient in the previous iteration{on_rank}"
+    text = f"{what}: they took no part in computing the loss."
+    skipped = _ddp.skipping_forward(model, owners)
+    if skipped:
+        text += f" The forward that skipped them: {skipped}."
+    if line:
+        text += (f" Line {line} (`{source.code(file, line)}`) started the next forward before DDP's reduction "
+                 "of the previous one could finish.")
+    if fields.get("reason") == "static-graph":
+        text += " The model was built with static_graph=True, and its graph changed between iterations."
+    modules = [o for o in owners if o]
+    if modules:
+        first = modules[0]
+        fix = (f"`{first}` takes no part in the loss: call it in forward, remove it, or freeze it before wrapping "
+               f"(`m.{first}.requires_grad_(False)`, then `DistributedDataParallel(m)`); or pass "
+               "`find_unused_parameters=True` to DistributedDataParallel.")
+    else:
+        fix = "Pass `find_unused_parameters=True` to DistributedDataParallel, or make every parameter take part in the loss."
+    evidence = [f"unused parameters{on_rank}: {', '.join(names)}" if names else "unused parameters: unknown"]
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line), evidence=evidence)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, opening, user_files, w
+import ast
+
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, opening, user_files, w, where
 
 KIND = Kind(
     code="double-backward-unsupported",
@@ -28,9 +31,6 @@ PATTERNS = (Pattern(w("trying to differentiate twice a function that was marked 
 
 def _functions(ev) -> list:
     """Classes in the program's files whose backward is decorated with once_differentiable."""
-    import ast
-
-    from tensorscope.analysis import source
 
     out = []
     for file in user_files(ev):
@@ -43,9 +43,6 @@ def _functions(ev) -> list:
 
 
 def explain(ev):
-    from tensorscope.analysis import source
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
@@ -63,5 +60,5 @@ def explain(ev):
     fix = ("Remove `@once_differentiable` from that backward and compute the gradient with differentiable torch "
            "ops (they are recorded under `create_graph=True`), or do not differentiate the gradient: drop "
            "`create_graph=True` from the first backward/`autograd.grad`.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
                      evidence=["autograd raised while differentiating a once_differentiable gradient"])

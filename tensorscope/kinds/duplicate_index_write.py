@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Evidence, Kind, diagnosis, where
+from tensorscope.source import code_at
 
 KIND = Kind(
     code="duplicate-index-write",
@@ -25,10 +26,7 @@ KIND = Kind(
 )
 
 
-def explain_hazard(ev, hazard: dict):
-    from tensorscope.analysis.common import diagnosis, where
-    from tensorscope.report import code_at
-
+def explain(ev: Evidence, hazard: dict):
     file, line = hazard.get("file"), hazard.get("line")
     code = code_at(file, line)
     tid = hazard.get("tensor")
@@ -42,7 +40,7 @@ def explain_hazard(ev, hazard: dict):
     fix = (f"Accumulate instead: `{receiver}.index_add_(0, idx, values)` or "
            f"`{receiver}.index_put_((idx,), values, accumulate=True)` (for counts, `torch.bincount(idx)`).")
     return diagnosis(
-        KIND.code,
+        KIND,
         explanation=explanation,
         fix=fix,
         culprit=where(file, line, alias=hazard.get("alias")),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, last_event, opening, statement, w
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, last_event, opening, statement, w, where
 
 KIND = Kind(
     code="float-has-no-backward",
@@ -38,9 +39,6 @@ def _backward_receiver(code: str):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
@@ -67,5 +65,5 @@ def explain(ev):
     fix = (f"Keep {target} a tensor until backward(): remove `.item()` where it is made and take `.item()` only "
            f"for logging after backward (e.g. `{name or 'loss'}.backward()` then "
            f"`total += {name or 'loss'}.item()`).")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
                      evidence=["backward() was looked up on a Python number"])

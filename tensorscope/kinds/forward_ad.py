@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, opening, w
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, fields, opening, w, where
 
 KIND = Kind(
     code="forward-ad",
@@ -55,9 +55,6 @@ def advise(f: dict):
 
 
 def explain(ev):
-    from tensorscope.analysis.common import diagnosis, where
-    from tensorscope.kinds._base import fields
-
     at = opening(ev)
     if at is None:
         return None
@@ -82,5 +79,5 @@ def explain(ev):
         text = f"Line {line} (`{code}`) raised a forward-mode AD error: {(f.get('message') or '')[:200]}"
         fix = ("Implement `jvp` (and `setup_context`) for the custom Function, or use reverse mode "
                "(`torch.autograd.grad`) for this derivative.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line),
                      evidence=["forward-mode AD refused the op or the tangent"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, assignable, opening, statement, w
+from tensorscope.kinds._base import Kind, Pattern, assignable, diagnosis, fields, opening, statement, w, where
 
 KIND = Kind(
     code="gradient-shape-mismatch",
@@ -51,9 +51,6 @@ def _receiver(code: str):
 
 
 def explain(ev):
-    from tensorscope.analysis.common import diagnosis, where
-    from tensorscope.kinds._base import fields
-
     at = opening(ev)
     if at is None:
         return None
@@ -70,5 +67,5 @@ def explain(ev):
     else:
         fix = ("Give each output a gradient of its own shape (`torch.ones_like(out)`), or reduce the outputs to "
                "a scalar loss and call `loss.backward()`.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line), backward=where(file, line),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line), backward=where(file, line),
                      evidence=["backward's gradient argument was checked against the output's shape"])

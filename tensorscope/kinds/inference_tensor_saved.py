@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, opening, w
+import ast
+
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, opening, user_files, w, where
 
 KIND = Kind(
     code="inference-tensor-saved",
@@ -29,10 +32,6 @@ PATTERNS = (Pattern(w("Inference tensors cannot be saved for backward.")
 
 def _inference_blocks(ev) -> list:
     """``(file, line)`` of every ``with torch.inference_mode()`` and ``@torch.inference_mode()`` in the run's files."""
-    import ast
-
-    from tensorscope.analysis import source
-    from tensorscope.kinds._base import user_files
 
     def is_mode(node) -> bool:
         node = node.func if isinstance(node, ast.Call) else node
@@ -50,9 +49,6 @@ def _inference_blocks(ev) -> list:
 
 
 def explain(ev):
-    from tensorscope.analysis import source
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
@@ -71,5 +67,5 @@ def explain(ev):
         fix = (f"Replace `torch.inference_mode()` at line {bline} with `torch.no_grad()` (its tensors can then "
                "be used with autograd), or clone the tensors it made before using them with grad "
                "(`x = x.clone()`).")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=None,
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=None,
                      evidence=["the op raised while saving an inference tensor for backward"])

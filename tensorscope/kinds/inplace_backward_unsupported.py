@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, assignable, last_event, opening, statement, w
+from tensorscope import source
+from tensorscope.kinds._base import (
+    assignable,
+    diagnosis,
+    fields,
+    Kind,
+    last_event,
+    opening,
+    Pattern,
+    statement,
+    w,
+    where,
+)
 
 KIND = Kind(
     code="inplace-backward-unsupported",
@@ -55,14 +67,10 @@ def rewrite(code: str):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
     file, line, f, code = at
-    from tensorscope.kinds._base import fields
 
     op = fields(ev).get("op") or "leaky_relu_"
     write = last_event(ev, "write", (op,) if op != "elu_" else ("elu_", "celu_", "selu_"))
@@ -82,5 +90,5 @@ def explain(ev):
     if fix is None:
         fix = (f"Use the out-of-place op (`F.{_OUT_OF_PLACE.get(op, 'leaky_relu')}(x, slope)` instead of `F.{op}`), "
                "or drop `inplace=True` from the activation module.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
                      evidence=["the in-place op's backward refused a negative slope"])

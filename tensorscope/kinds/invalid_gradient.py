@@ -5,7 +5,19 @@ from __future__ import annotations
 import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, opening, statement, user_files, w
+from tensorscope import source
+from tensorscope.kinds._base import (
+    diagnosis,
+    fields,
+    fields as _fields,
+    Kind,
+    opening,
+    Pattern,
+    statement,
+    user_files,
+    w,
+    where,
+)
 
 KIND = Kind(
     code="invalid-gradient",
@@ -78,7 +90,6 @@ def _backward_return(ev, node_name: str, index=None):
     When the gradient returned (at ``index``) is a plain name, the last assignment to that name
     in backward is where it got its shape/dtype/device, so that line is taken instead.
     """
-    from tensorscope.analysis import source
 
     cls = re.sub(r"Backward\d{0,3}$", "", node_name or "")
     for file in user_files(ev):
@@ -129,8 +140,6 @@ _OTHER_SOURCES = {
 
 
 def _other_source(ev, reason: str, fl: dict):
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
@@ -153,14 +162,13 @@ def _other_source(ev, reason: str, fl: dict):
         if found:
             culprit = where(*found)
             what += f"; the hook `{hook}` returns it at line {found[1]}"
-    return diagnosis(KIND.code, title=title, explanation=f"Line {line} (`{code}`) {what}{detail}.", fix=fix,
+    return diagnosis(KIND, title=title, explanation=f"Line {line} (`{code}`) {what}{detail}.", fix=fix,
                      culprit=culprit, backward=where(file, line) if reason.startswith("hook") else None,
                      evidence=[f"autograd checked the gradient against its tensor ({reason})"])
 
 
 def _definition(ev, name: str):
     """``(file, line)`` of ``def name`` in the program's files."""
-    from tensorscope.analysis import source
 
     for file in user_files(ev):
         tree = source.tree(file)
@@ -172,18 +180,12 @@ def _definition(ev, name: str):
 
 
 def explain(ev):
-    from tensorscope.kinds._base import fields as _fields
-
     if _fields(ev).get("reason") in _OTHER_SOURCES:
         return _other_source(ev, _fields(ev)["reason"], _fields(ev))
     return _from_backward_function(ev)
 
 
 def _from_backward_function(ev):
-    from tensorscope.analysis import source
-    from tensorscope.analysis.common import diagnosis, where
-    from tensorscope.kinds._base import fields
-
     at = opening(ev)
     if at is None:
         return None
@@ -203,11 +205,11 @@ def _from_backward_function(ev):
                 + (f" Its backward returns at line {found[1]} (`{source.code(*found)}`)." if found else ""))
         fix = (f"Return {fl.get('expected')} values from {node or 'backward'}, one per forward input in order, with "
                "`None` for an input that needs no gradient (e.g. `return grad_x, None`).")
-        return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
+        return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
                          evidence=["autograd counted the gradients a backward function returned"])
     what = {"device": "the input's device (`grad.to(x.device)`)", "dtype": "the input's dtype (`grad.to(x.dtype)`)"}.get(
         fl.get("reason"), "the input's shape (e.g. `grad.reshape(x.shape)` or `grad.sum_to_size(x.shape)`)")
     fix = (f"Make {node or 'the backward function'} return, at index {index}, a gradient with {what}, where `x` is "
            "that forward input (save its shape/dtype/device on `ctx` in forward).")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
                      evidence=["autograd validated the gradients a backward function returned"])

@@ -9,7 +9,8 @@ write). A view taken and used before the write is no finding.
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind
+from tensorscope.kinds._base import Evidence, Kind, diagnosis, where
+from tensorscope.source import code_at
 from tensorscope.kinds._reads import kept_names, loads_after, roots
 
 KIND = Kind(
@@ -62,11 +63,8 @@ def _fix(op: str, code: str, line) -> str:
     return f"Keep a copy {at}: `.clone()` the view, or read it before the write."
 
 
-def explain_hazard(ev, hazard: dict):
+def explain(ev: Evidence, hazard: dict):
     """A hazard diagnosis, or None when the program never reads the kept value after the write."""
-    from tensorscope.analysis.common import diagnosis, where
-    from tensorscope.report import code_at
-
     kept = hazard.get("kept") or {}
     writes = hazard.get("writes") or []
     first = writes[0] if writes else {}
@@ -93,7 +91,7 @@ def explain_hazard(ev, hazard: dict):
         f"reads it after the write, and nothing raised.{memory}"
     )
     return diagnosis(
-        KIND.code,
+        KIND,
         explanation=explanation,
         fix=_fix(op, kcode, kline),
         culprit=where(wfile, wline, alias=first.get("alias")),

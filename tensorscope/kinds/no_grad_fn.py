@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, fields, opening, w
+from tensorscope import source
+from tensorscope.kinds import _provenance
+from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, fields, opening, w, where
+from tensorscope.source import code_at, display_path
 
 KIND = Kind(
     code='no-grad-fn',
@@ -83,23 +86,83 @@ def advise(f: dict):
 
 def _use(ev, reason: str):
     """A diagnosis for a line that needed a tensor requiring grad other than as backward's root."""
-    from tensorscope.analysis.common import diagnosis, where
 
     at = opening(ev)
     if at is None:
         return None
     file, line, f, code = at
     title, what, fix = _USES[reason]
-    return diagnosis(KIND.code, title=title, explanation=f"Line {line} (`{code}`) {what}.", fix=fix,
+    return diagnosis(KIND, title=title, explanation=f"Line {line} (`{code}`) {what}.", fix=fix,
                      culprit=where(file, line, alias=f.get("alias")),
                      evidence=[f"the message names a tensor that does not require grad ({reason})"])
 
 
+def _backward_root(ev: Evidence) -> dict | None:
+    """backward() on a root with no graph: where the graph was cut (See NOTE [Provenance of a missing graph])."""
+    f = ev.failure or {}
+    if f.get("where") != "backward":
+        return None
+    file, bline = f.get("file"), f.get("line")
+    root = _provenance.root_label(f)
+    roots = f.get("roots") or []
+    tensor = None
+    if roots:
+        r = roots[0]
+        tensor = {"id": r.get("tensor"), "names": r.get("names") or [], "version_at_save": None, "version_now": None}
+    evidence = ["backward roots: requires_grad=False, no grad_fn"]
+    int_root = next((r for r in roots if r.get("dtype") and not r["dtype"].startswith(("float", "complex", "bfloat"))), None)
+    cut, sl, rt, prov = None, None, None, None
+    try:
+        prov = _provenance.recorded_cut(ev, f)
+    except Exception:  # an odd recording must not lose the diagnosis
+        prov = None
+    if prov is None:
+        rt = _provenance.runtime_cut(ev, f)
+    if prov is None and rt is None:
+        try:
+            cut, sl = _provenance.static_cut(ev, f)
+        except Exception:  # an odd program must not lose the diagnosis
+            cut, sl = None, None
+    if prov is not None:
+        e = prov["event"]
+        text, fix = prov["text"], prov["fix"]
+        culprit = _provenance.where_event(e, alias=(e.get("names") or [None])[0])
+        evidence.append(f"recorded {e.get('kind')} event #{e['seq']} ({prov['what']}) at line {e.get('line')}, "
+                        "the first cut of a tensor with a graph since the last backward that succeeded"
+                        if prov["what"] != "no_grad" else
+                        f"recorded grad_mode event #{e['seq']} at line {e.get('line')}: autograd off in that window")
+    elif rt is not None:
+        e, text, fix = rt
+        culprit = {"file": display_path(e.get("file")) if e.get("file") else None, "line": e.get("line"),
+                   "code": code_at(e.get("file"), e.get("line")), "alias": (e.get("names") or [None])[0]}
+        if e.get("library"):
+            culprit["library"] = e["library"]
+        evidence.append(f"recorded {e.get('kind')} event at line {e.get('line')}")
+    elif cut is not None:
+        text, fix = _provenance.static_fix(cut, file, sl, root)
+        culprit = where(file, cut["line"], alias=source.text(cut["expr"]) if cut.get("expr") is not None else None)
+        evidence.append("nothing recorded cut the graph: static backward slice of the root through the program's "
+                        "assignments")
+    else:
+        text = (f"Nothing {root} is computed from requires grad: no input or parameter on its way has "
+                "requires_grad=True, so autograd recorded no graph.")
+        fix = ("Create the tensors you want gradients for with `requires_grad=True` (e.g. "
+               "`w = torch.randn(3, requires_grad=True)`), or use nn.Parameter / a module's parameters.")
+        culprit = where(file, bline)
+    if int_root is not None and cut is None:
+        text += f" ({root} has dtype {int_root['dtype']}: integer tensors never require grad.)"
+    explanation = (f"backward() at line {bline} was called on {root}, which has requires_grad=False and no "
+                   f"grad_fn. " + text)
+    d = diagnosis(KIND, explanation=explanation, fix=fix, culprit=culprit, backward=where(file, bline),
+                  tensor=tensor, evidence=evidence)
+    d["provenance"] = prov["provenance"] if prov is not None else None
+    return d
+
+
 def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/no_grad_fn.py; the other uses here)."""
-    from tensorscope.analysis import no_grad_fn  # the logic stays in analysis/no_grad_fn.py (runtime provenance lives there)
+    """The diagnosis of this kind: a line that needed a tensor requiring grad, or backward() on a root with no graph."""
 
     if fields(ev).get("reason") in _USES:
         return _use(ev, fields(ev)["reason"])
 
-    return no_grad_fn.explain(ev)
+    return _backward_root(ev)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, w
+from tensorscope import source
+from tensorscope.kinds._base import Evidence, Kind, Pattern, created_at, diagnosis, site, tensor_of, w, where
 
 KIND = Kind(
     code='non-float-requires-grad',
@@ -27,7 +29,6 @@ KIND = Kind(
         'Leave integer tensors (indices, labels, masks) without requires_grad.',
     ),
 )
-
 
 
 def _decode(m: re.Match) -> dict:
@@ -62,8 +63,52 @@ def advise(f: dict):
     return None, [], [fix] if fix else []
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
-    from tensorscope.analysis import simple
+def _float_literals(call) -> str | None:
+    """``torch.tensor([1, 2, 3], requires_grad=True)`` with float literals, or None."""
+    if not call.args or not isinstance(call.args[0], (ast.List, ast.Tuple)):
+        return None
+    changed = False
+    for n in ast.walk(call.args[0]):
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            n.value = float(n.value)
+            changed = True
+    return source.text(call) if changed else None
 
-    return simple.non_float_requires_grad(ev)
+
+def explain(ev: Evidence) -> dict | None:
+    """The diagnosis from where the integer tensor was created, or asked to require grad."""
+    file, line, f = site(ev)
+    if not line:
+        return None
+    code = source.code(file, line)
+    tid = f.get("tensor")
+    info = ev.by_id.get(tid) or {}
+    dtype = info.get("dtype")
+    name = (f.get("names") or [None])[0] or source.bound_name(file, line) or f.get("alias")
+    if f.get("where") == "create" or not tid:
+        stmt = source.statement_at(file, line)
+        call = next((n for n in ast.walk(stmt) if isinstance(n, ast.Call) and any(
+            k.arg == "requires_grad" for k in n.keywords)), None) if stmt is not None else None
+        text = (f"Line {line} (`{code}`) creates a tensor with requires_grad=True, but its values are integers, so "
+                "its dtype is an integer type; only floating point (and complex) tensors can require gradients.")
+        fixed = _float_literals(call) if call is not None else None
+        fix = (f"Write float literals: `{fixed}`, or pass `dtype=torch.float32` at line {line}." if fixed else
+               f"Create it as floating point at line {line}: add `dtype=torch.float32` (or call `.float()` before "
+               "requiring grad).")
+        name = source.bound_name(file, line) or name
+    else:
+        created = created_at(ev, tid)
+        origin = f", created at line {created['line']} (`{source.code(created['file'], created['line'])}`)" if created else ""
+        text = (f"Line {line} (`{code}`) asks `{name}` to require grad, but `{name}` has dtype {dtype or 'integer'}"
+                f"{origin}; only floating point (and complex) tensors can require gradients.")
+        lname = (name or "").lower()
+        if any(w in lname for w in ("label", "target", "idx", "index", "indices", "mask", "token", "class")):
+            fix = (f"`{name}` holds integer labels/indices, which need no gradient: remove the requires_grad call at "
+                   f"line {line}. If you really want a trainable tensor, make it float: `{name} = {name}.float()` "
+                   "before requiring grad.")
+        else:
+            fix = (f"Make it floating point before requiring grad: `{name} = {name}.float().requires_grad_()` "
+                   "(or create it with `dtype=torch.float32`).")
+    return diagnosis(KIND, explanation=text, fix=fix,
+                     culprit=where(file, line, alias=name), tensor=tensor_of(ev, tid, [name] if name else None),
+                     evidence=[f"dtype: {dtype}" if dtype else "integer values at creation"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, message, opening, site, statement, w
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, message, opening, site, statement, w, where
 
 KIND = Kind(
     code="non-leaf-grad-none",
@@ -55,7 +56,6 @@ def _grad_reads(code: str) -> list:
 
 def recognise(ev) -> bool:
     """A None error raised on a line that reads ``X.grad`` where X is a non-leaf the report knows."""
-    from tensorscope.analysis import source
 
     if not _NONE_MESSAGE.search(message(ev)):
         return False
@@ -73,9 +73,6 @@ def _non_leaf(ev, name: str):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
@@ -109,7 +106,7 @@ def explain(ev):
     else:
         fix = (f"Read `.grad` of the leaf tensors (the parameters), or call `{name}.retain_grad()` before "
                "backward() to keep this intermediate's gradient.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, evidence=[
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, evidence=[
         f"`{name}` is a non-leaf tensor" if rec is not None else f"line {line} reads `{name}.grad`",
         f"exception: {message(ev)[:300]}"])
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, opening, statement, w
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, opening, statement, w, where
 
 KIND = Kind(
     code="non-leaf-requires-grad",
@@ -31,7 +32,6 @@ PATTERNS = (Pattern(w("you can only change requires_grad flags of leaf variables
 
 def _target(code: str):
     """``(name, value)`` of ``X.requires_grad = V`` or ``X.requires_grad_(V)`` in the line."""
-    from tensorscope.analysis import source
 
     stmt = statement(code)
     if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Attribute) \
@@ -45,8 +45,6 @@ def _target(code: str):
 
 
 def explain(ev):
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
@@ -65,5 +63,5 @@ def explain(ev):
     else:
         fix = ("Cut the graph out of place (`x = x.detach()`) instead of setting requires_grad, or call "
                "`x.retain_grad()` to keep a non-leaf's gradient.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=name),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=name),
                      evidence=["the requires_grad setter raised on a non-leaf tensor"])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, w
+
+from tensorscope import source
+from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, site, tensor_of, w, where
 
 KIND = Kind(
     code='non-scalar-backward',
@@ -37,8 +39,26 @@ def advise(f: dict):
     return None, [], []
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
-    from tensorscope.analysis import simple
-
-    return simple.non_scalar_backward(ev)
+def explain(ev: Evidence) -> dict | None:
+    """The diagnosis from backward's root and its shape: reduce it to a scalar, or pass `gradient`."""
+    file, line, f = site(ev)
+    if not line:
+        return None
+    roots = f.get("roots") or []
+    r = roots[0] if roots else {}
+    name = (r.get("names") or [None])[0]
+    shape = r.get("shape")
+    expr = name or "out"
+    stmt = source.statement_at(file, line)
+    found = source.call_roots(stmt) if stmt is not None else []
+    if found:
+        expr = source.text(found[0])
+    shown = f"shape {tuple(shape)}" if shape is not None else "more than one element"
+    text = (f"Line {line} (`{source.code(file, line)}`) calls backward() on `{expr}`, which has {shown}. "
+            "backward() without a `gradient` argument only works on a single number (a scalar loss): for a "
+            "tensor of several values autograd does not know how to weigh them.")
+    fix = (f"Reduce it to a scalar loss first: `{expr}.sum().backward()` or `{expr}.mean().backward()`; or pass the "
+           f"weights explicitly: `{expr}.backward(gradient=torch.ones_like({expr}))`.")
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=expr),
+                     backward=where(file, line), tensor=tensor_of(ev, r.get("tensor"), r.get("names")),
+                     evidence=[f"backward root shape {shape}"])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, opening, w
+from tensorscope import source
+from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, fields, opening, site, w, where
 from tensorscope.kinds._message import INTS, ints
 
 KIND = Kind(
@@ -115,23 +116,66 @@ def advise(f: dict):
 _NOT_AUTOGRAD = {None, "as-strided-out-of-bounds", "expand-size-mismatch"}
 
 
+def _explain_line(ev: Evidence) -> dict | None:
+    file, line, f = site(ev)
+    exc = ev.exception or {}
+    etype = f.get("exception_type") or exc.get("type") or "An exception"
+    message = f.get("message") or exc.get("message") or ""
+    code = source.code(file, line)
+    lib = f.get("library")
+    text = f"Line {line} (`{code}`) raised {etype}: {message}" if line else f"The program raised {etype}: {message}"
+    if lib:
+        text += f" (inside {lib})"
+    if ev.failure is None and not (ev.parsed is not None and ev.parsed.fields.get("reason")):
+        # no tensor op raised it and PyTorch's wording is not in it: say so instead of inventing a tensor fix
+        text = f"Not a tensor or autograd error: {text[0].lower() + text[1:]}"
+    fix = _other_fix(message, file, line, ev)
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=f.get("alias")),
+                     evidence=[f"exception: {etype}: {message[:300]}"])
+
+
+def _other_fix(message: str, file, line, ev: Evidence) -> str:
+    m = re.search(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", message)
+    if m:
+        return (f"The input has {m[2]} features but the layer expects {m[3]}: make the last dimension of the input "
+                f"{m[3]}, or build the layer as `nn.Linear({m[2]}, {m[4]})`.")
+    m = re.search(r"target size \(torch\.Size\(\[([\d, ]*)\]\)\) that is different to the input size "
+                  r"\(torch\.Size\(\[([\d, ]*)\]\)\)", message)
+    if m:
+        return (f"The target has shape [{m[1]}] and the prediction [{m[2]}]: make them equal, e.g. "
+                "`target.unsqueeze(1)` / `target.view_as(pred)` or `pred.squeeze(1)`.")
+    fields = ev.parsed.fields if ev.parsed is not None else {}
+    if fields.get("reason") == "expand-size-mismatch":
+        return ("expand() can only stretch dimensions of size 1: reshape the tensor first, or use `repeat` for "
+                "real copies.")
+    if fields.get("reason") == "as-strided-out-of-bounds":
+        return ("The sizes and strides given to as_strided() reach past the end of the storage: choose sizes and "
+                "strides within it.")
+    if fields.get("reason") == "inference-tensor-inplace":
+        return "Clone the tensor created under torch.inference_mode() before writing into it (`t = t.clone()`)."
+    if ev.failure is None:
+        where_ = f" at line {line} (`{source.code(file, line)}`)" if line else ""
+        return (f"Not a tensor or autograd error: the {ev.exception.get('type') if ev.exception else 'exception'}"
+                f"{where_} comes from the program's own Python logic, so tensorscope has no tensor fix to offer; "
+                "fix it as a plain Python error.")
+    return (f"PyTorch refused the op at line {line} (`{source.code(file, line)}`): give it the arguments its message "
+            "above asks for (shapes, dtypes, devices).") if line else "Read the message above."
+
+
 def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py), opening with what it is not."""
-    from tensorscope.analysis import simple
-    from tensorscope.kinds._base import fields
+    """The diagnosis of this kind from the evidence, opening with what it is not."""
 
     reason = fields(ev).get("reason")
     if reason in _AUTOGRAD_MISUSE:
-        from tensorscope.analysis.common import diagnosis, where
 
         at = opening(ev)
         if at is not None:
             file, line, f, code = at
             title, what, fix = _AUTOGRAD_MISUSE[reason]
-            return diagnosis(KIND.code, title=title, explanation=f"Line {line} (`{code}`) {what}.", fix=fix,
+            return diagnosis(KIND, title=title, explanation=f"Line {line} (`{code}`) {what}.", fix=fix,
                              culprit=where(file, line, alias=f.get("alias")),
                              evidence=[f"an autograd misuse no failure kind covers ({reason})"])
-    d = simple.other(ev)
+    d = _explain_line(ev)
     text = (d or {}).get("explanation") or ""
     if d is not None and not text.startswith("Not a tensor or autograd") and fields(ev).get("reason") in _NOT_AUTOGRAD:
         d["explanation"] = "Not an autograd failure: " + text[:1].lower() + text[1:]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, w
+import ast
+
+from tensorscope import source
+from tensorscope.kinds._base import Evidence, Kind, Pattern, created_at, diagnosis, name_of, site, tensor_of, w, where
+from tensorscope.kinds._fixes import clone_of
+from tensorscope.source import display_path
 
 KIND = Kind(
     code='overlapping-write',
@@ -42,8 +47,52 @@ def advise(f: dict):
                   "view)."], ["Write to a copy: `x = x.clone()` (or `x.contiguous()`) before the in-place op."]
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
-    from tensorscope.analysis import simple
+def _shape(ev: Evidence, tid: str | None):
+    return (ev.by_id.get(tid) or {}).get("shape") if tid else None
 
-    return simple.overlapping_write(ev)
+
+def _repeat_args(base, target) -> str | None:
+    if not base or not target or len(base) > len(target):
+        return None
+    base = [1] * (len(target) - len(base)) + list(base)
+    if any(b not in (1, t) for b, t in zip(base, target)):
+        return None
+    return ", ".join(str(t if b == 1 else 1) for b, t in zip(base, target))
+
+
+def explain(ev: Evidence) -> dict | None:
+    """The diagnosis from the write and how the written tensor was made (expand, as_strided): give it its own memory."""
+    file, line, f = site(ev)
+    if not line:
+        return None
+    alias = f.get("alias") or name_of(ev, f)
+    code = source.code(file, line)
+    created = created_at(ev, f.get("tensor"))
+    chain, fix_make = [], None
+    text = (f"Line {line} (`{code}`) writes in place into `{alias}`, in which several elements are the same "
+            "memory location (a stride of 0)")
+    if created and created.get("how") in ("expand", "expand_as", "as_strided"):
+        cline = created["line"]
+        ccode = source.code(created["file"], cline)
+        text += f": `{alias}` was made by {created['how']}() at line {cline} (`{ccode}`), which repeats one row of memory"
+        chain.append({"file": display_path(created["file"]), "line": cline, "code": ccode,
+                      "what": f"`{alias}` = {created['how']} of {ev.label(created.get('source'))}: stride 0, no copy"})
+        base, target = _shape(ev, created.get("source")), _shape(ev, f.get("tensor"))
+        rep = _repeat_args(base, target)
+        try:
+            value = source.assigned(source.statement_at(created["file"], cline))[1]
+        except Exception:
+            value = None
+        vtext = source.text(value) if value is not None else ""
+        if vtext:
+            fix_make = f"`{source.bound_name(created['file'], cline) or alias} = {vtext}.clone()`"
+            if rep and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "expand":
+                fix_make += f" or `{source.bound_name(created['file'], cline) or alias} = {source.text(value.func.value)}.repeat({rep})`"
+    text += "; PyTorch refuses the write because its result would depend on the order of the element updates."
+    chain.append({"file": display_path(file), "line": line, "code": code, "what": f"writes in place through `{alias}`"})
+    fix = ("Give the tensor its own memory before writing: " + (f"{fix_make} at line {chain[0]['line']}"
+           if fix_make else f"{clone_of(alias)} (or `.contiguous()`)")
+           + "; or replace `expand` by `repeat`, or write out of place.")
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=alias),
+                     tensor=tensor_of(ev, f.get("tensor"), f.get("names")), alias_chain=chain,
+                     evidence=["the write raised inside its wrapper", "how the written tensor was created"])

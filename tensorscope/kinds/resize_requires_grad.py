@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tensorscope.kinds._base import Kind, Pattern, w
+import ast
+
+from tensorscope import source
+from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, name_of, site, tensor_of, w, where
 
 KIND = Kind(
     code='resize-requires-grad',
@@ -24,8 +27,21 @@ KIND = Kind(
 PATTERNS = (Pattern(w("cannot resize variables that require grad")),)
 
 
-def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py)."""
-    from tensorscope.analysis import simple
-
-    return simple.resize_requires_grad(ev)
+def explain(ev: Evidence) -> dict | None:
+    """The diagnosis from the resize_() call: build a new tensor and copy the old values in."""
+    file, line, f = site(ev)
+    if not line:
+        return None
+    alias = f.get("alias") or name_of(ev, f)
+    code = source.code(file, line)
+    stmt = source.statement_at(file, line)
+    call = next((n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr in ("resize_", "resize_as_")), None) if stmt is not None else None
+    size = ", ".join(source.text(a) for a in call.args) if call is not None else "..."
+    text = (f"Line {line} (`{code}`) resizes `{alias}` in place, but `{alias}` requires grad: autograd cannot "
+            "track a change of shape, so resize_() is refused on tensors that require grad.")
+    fix = (f"Build a new tensor and copy the old values in, e.g. `new = {alias}.detach().new_zeros({size}); "
+           f"new[:{alias}.shape[0]] = {alias}.detach(); {alias} = new.requires_grad_()` (then hand the new tensor "
+           "to the module/optimizer), or `torch.cat` the old and new rows.")
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=alias),
+                     tensor=tensor_of(ev, f.get("tensor"), f.get("names")), evidence=["resize_() raised inside its wrapper"])

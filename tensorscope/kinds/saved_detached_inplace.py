@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, assignable, last_event, opening, statement, w
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, assignable, diagnosis, last_event, opening, statement, w, where
 
 KIND = Kind(
     code="saved-detached-inplace",
@@ -38,9 +39,6 @@ def rewrite(code: str):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
@@ -58,5 +56,5 @@ def explain(ev):
         new = rewrite(wcode)
         if new:
             fix = f"Detach out of place: replace the line with `{new}`."
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
                      evidence=["a saved tensor lost its grad_fn through detach_()"])

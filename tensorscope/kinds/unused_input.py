@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds._base import Kind, Pattern, opening, statement, w
+from tensorscope import source
+from tensorscope.kinds._base import Kind, Pattern, diagnosis, fields, opening, statement, w, where
 
 KIND = Kind(
     code="unused-input",
@@ -52,10 +53,6 @@ def _grad_call(code: str):
 
 
 def explain(ev):
-    from tensorscope.analysis import source
-    from tensorscope.analysis.common import diagnosis, where
-    from tensorscope.kinds._base import fields
-
     at = opening(ev)
     if at is None:
         return None
@@ -97,5 +94,5 @@ def explain(ev):
         fix = (f"Differentiate with respect to the tensor the outputs used: give the new tensor of line {rebound} "
                f"another name (`{name}_new = ...`) so that `{name}` stays the one the graph saw, or compute the "
                f"outputs after line {rebound}. " + fix)
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=culprit,
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit,
                      backward=where(file, line), evidence=["autograd.grad found no path to an input"])

@@ -5,8 +5,27 @@ from __future__ import annotations
 import ast
 import re
 
-from tensorscope.kinds._base import Kind, Pattern, fields, opening, statement, user_files, w
+from tensorscope import source
+from tensorscope.kinds._base import (
+    created_at,
+    diagnosis,
+    Evidence,
+    fields,
+    Kind,
+    name_of,
+    opening,
+    Pattern,
+    site,
+    statement,
+    tensor_of,
+    user_files,
+    w,
+    where,
+)
+from tensorscope.kinds._fixes import clone_of, rewrite_or_clone
 from tensorscope.kinds._message import NAME, node_facts, snake
+from tensorscope.kinds._provenance import no_grad_region
+from tensorscope.source import display_path
 
 KIND = Kind(
     code='view-inplace',
@@ -142,7 +161,6 @@ _HOOK_FUNCTION = "BackwardHookFunction"
 
 def _inplace_modules(ev) -> list:
     """``(file, line, code, name)`` of the program's statements that build a module with ``inplace=True``."""
-    from tensorscope.analysis import source
 
     out = []
     for file in user_files(ev):
@@ -172,7 +190,6 @@ def _clone_argument(code: str, module: str):
 
 def _hooked_output(ev):
     """The diagnosis of an in-place op on the output of a module with a full backward hook."""
-    from tensorscope.analysis.common import diagnosis, where
 
     at = opening(ev)
     if at is None:
@@ -199,14 +216,12 @@ def _hooked_output(ev):
         fixes.append(f"clone its input on this line: `{rewrite}`")
     fixes.append("or observe the gradient with a tensor hook instead (`out.register_hook(fn)` in a forward hook)")
     fix = "The hook is fine; the in-place write is not: " + "; ".join(fixes) + "."
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=f.get("alias")),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=f.get("alias")),
                      evidence=["message reason: custom-function", f"the Function is {_HOOK_FUNCTION}: a module's "
                                "full backward hook"])
 
 
 def _detach_view(ev):
-    from tensorscope.analysis.common import diagnosis, where
-
     at = opening(ev)
     if at is None:
         return None
@@ -221,13 +236,63 @@ def _detach_view(ev):
     fix = (f"Detach out of place and rebind the name: replace the line with `{name} = {name}.detach()`." if simple else
            "Detach out of place and rebind the name (`v = v.detach()`); under DDP with "
            "`gradient_as_bucket_view=True`, zero gradients with `optimizer.zero_grad(set_to_none=True)`.")
-    return diagnosis(KIND.code, explanation=text, fix=fix, culprit=where(file, line, alias=name),
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=name),
                      evidence=["detach_() raised on a view"])
 
 
+def _explain_view(ev: Evidence) -> dict | None:
+    file, line, f = site(ev)
+    if not line:
+        return None
+    fields = ev.parsed.fields if ev.parsed is not None else {}
+    reason = fields.get("reason")
+    op, alias = f.get("op") or "", f.get("alias") or name_of(ev, f)
+    code = source.code(file, line)
+    created = created_at(ev, f.get("tensor"))
+    definition = source.definition(file, line, alias)
+    origin_line = created["line"] if created and created.get("file") == file else (definition.lineno if definition else None)
+    origin = f"line {origin_line} (`{source.code(file, origin_line)}`)" if origin_line else "an earlier line"
+    chain = []
+    if origin_line:
+        chain.append({"file": display_path(file), "line": origin_line, "code": source.code(file, origin_line),
+                      "what": f"`{alias}` is created here as a view"})
+    chain.append({"file": display_path(file), "line": line, "code": code, "what": f"writes in place through `{alias}`"})
+    rewrite = rewrite_or_clone(code, op, alias)
+    if reason == "multiple-views":
+        node = fields.get("op") or (created or {}).get("how") or "a multi-output op"
+        text = (f"`{alias}` comes from {origin}: {node.lower() if isinstance(node, str) else node} returns several "
+                f"views of one tensor, and autograd forbids modifying such views in place. Line {line} (`{code}`) "
+                "does exactly that.")
+        fix = (f"Use the out-of-place op: `{rewrite}`; or clone the view first ({clone_of(alias)}).")
+    elif reason in ("no-grad-view", "inference-mode-view"):
+        region = None
+        if origin_line:
+            st = source.statement_at(file, origin_line)
+            region = no_grad_region(st) if st is not None else None
+        block = f" inside the no-grad block at line {region.lineno} (`{source.code(file, region.lineno)}`)" if region else " in no_grad mode"
+        text = (f"`{alias}` was created as a view at {origin}{block}, and line {line} (`{code}`) modifies it in "
+                "place with grad mode on; autograd cannot tell whether that write should be recorded, so it refuses.")
+        fix = (f"Create the view with grad enabled (move `{source.code(file, origin_line) if origin_line else alias}` "
+               f"out of the no_grad block) if the write should be tracked; or do the write inside the same no_grad "
+               f"block; or clone the view ({clone_of(alias)}) or write out of place: `{rewrite}`.")
+    elif reason == "custom-function":
+        fn = fields.get("op") or "the custom Function"
+        text = (f"`{alias}` is the output of the custom autograd Function {fn} ({origin}), whose forward returns a "
+                f"view of its input. Line {line} (`{code}`) modifies it in place, which would bypass the Function's "
+                "own backward.")
+        fix = (f"Clone the Function's output ({clone_of(alias)}, or return a clone, `x.clone()`, from "
+               f"{fn}.forward), or write out of place: `{rewrite}`.")
+    else:
+        text = f"`{alias}` is a view that autograd does not let line {line} (`{code}`) modify in place."
+        fix = f"Write out of place: `{rewrite}`, or clone the view first ({clone_of(alias)})."
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=alias),
+                     tensor=tensor_of(ev, f.get("tensor"), f.get("names")), alias_chain=chain,
+                     evidence=[f"message reason: {reason}", "where the view was created"])
+
+
 def explain(ev):
-    """The diagnosis of this kind from the evidence (analysis/simple.py; a hooked module's output here)."""
-    from tensorscope.analysis import simple
+    """The diagnosis of this kind from the evidence: a detach_() of a view, a hooked module's output, or a view
+    written in place."""
 
     if fields(ev).get("reason") == "detach-view":
         return _detach_view(ev)
@@ -236,4 +301,4 @@ def explain(ev):
         d = _hooked_output(ev)
         if d is not None:
             return d
-    return simple.view_inplace(ev)
+    return _explain_view(ev)

@@ -18,9 +18,10 @@ Example::
 
 from __future__ import annotations
 
-import html
 import json
 
+from tensorscope.render.html_graph import graph_section
+from tensorscope.render.html_parts import clip, esc, place_link
 from tensorscope.render.text import _describe_event
 
 # Bars of the storage map: the byte axis is this many pixels wide whatever the storage's size.
@@ -82,11 +83,6 @@ svg path.edge{fill:none;stroke:#57606a;stroke-width:1.3}
 """
 
 
-def esc(value) -> str:
-    """HTML-escape anything (quotes included, so it is safe in attributes too)."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
 def render_html(doc: dict, *, fragment: bool = False) -> str:
     """Render a report document as one self-contained HTML page.
 
@@ -105,8 +101,6 @@ def render_html(doc: dict, *, fragment: bool = False) -> str:
         body.append(_finding(d, role, i, anchors))
     for i, (role, d) in enumerate(findings):
         if d.get("graph"):
-            from tensorscope.render.html_graph import graph_section
-
             body.append(graph_section(d, i, names, anchors, _line_codes(doc, findings), role))
     stale = _stale_tensors(doc, findings)
     if doc["storages"]:
@@ -195,15 +189,6 @@ def _line_codes(doc: dict, findings) -> dict:
             if pl and pl.get("line") and pl.get("code"):
                 codes.setdefault((pl.get("file"), pl["line"]), pl["code"])
     return codes
-
-
-def place_link(file, line, anchors: dict) -> str:
-    """``file:line`` as text, linked to its timeline row when there is one."""
-    if not line:
-        return ""
-    label = f"{esc(file or '')}:{esc(line)}"
-    target = anchors.get((file, line))
-    return f'<a href="#{target}">{label}</a>' if target else label
 
 
 def _finding(d: dict, role: str, index: int, anchors: dict) -> str:
@@ -324,7 +309,7 @@ def _storage_svg(s: dict, by_id: dict, colours: dict, stale: set) -> str:
         vc = t.get("version_counter")
         colour = colours.get(vc, "#8c959f")
         cls = "bar" + (" stale-alias" if t["id"] in stale else "") + (" stride0" if stride0 else "")
-        els.append(f'<text x="0" y="{y + 15}"><title>{esc(label)}</title>{esc(_clip(label, 26))}</text>')
+        els.append(f'<text x="0" y="{y + 15}"><title>{esc(label)}</title>{esc(clip(label, 26))}</text>')
         els.append(f'<rect class="track" x="{x0}" y="{y + 3}" width="{_BAR_W}" height="{_ROW_H - 6}"/>')
         if rng:
             lo, hi = rng
@@ -351,10 +336,6 @@ def _storage_svg(s: dict, by_id: dict, colours: dict, stale: set) -> str:
     return (f'<svg class="storage" data-storage="{esc(s["id"])}" width="{width}" height="{y + 6}" '
             f'viewBox="0 0 {width} {y + 6}" role="img" aria-label="{esc(head)}">'
             + (f"<defs>{''.join(defs)}</defs>" if defs else "") + "".join(els) + "</svg>")
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # -- tensors and timeline -------------------------------------------------------------------------

@@ -9,9 +9,7 @@ the timeline; a node holding a stale saved tensor is drawn in red.
 
 from __future__ import annotations
 
-import networkx as nx
-
-from tensorscope.render.html import esc, place_link
+from tensorscope.render.html_parts import clip, esc, place_link
 
 _NODE_W = 290
 _GAP_X = 30
@@ -22,6 +20,8 @@ _MARGIN = 12
 
 def layout(graph: dict) -> dict:
     """Node id -> (x, y) of its box's top-left corner, and the SVG's size under ``None``."""
+    import networkx as nx  # heavy: imported when a graph is drawn
+
     nodes = graph["nodes"]
     ids = [n["id"] for n in nodes]
     g = nx.DiGraph()
@@ -72,10 +72,6 @@ def _mean(values, default) -> float:
 
 def box_height(node: dict) -> int:
     return 3 * _LINE_H + 10 + _LINE_H * len(node.get("saved") or [])
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _saved_label(s: dict, names: dict) -> str:
@@ -158,14 +154,14 @@ def _node_svg(n: dict, xy, root, names: dict, anchors: dict, codes: dict, index:
         link = f'<text class="link" x="{x + 8:.1f}" y="{y + 18 + _LINE_H:.1f}">{loc}</text>'
         els.append(f'<a href="#{target}">{link}</a>' if target else link.replace('class="link"', 'class="muted"'))
         els.append(f'<text class="muted" x="{x + 8:.1f}" y="{y + 18 + 2 * _LINE_H:.1f}">'
-                   f"<title>{esc(code)}</title>{esc(_clip(code, 38))}</text>")
+                   f"<title>{esc(code)}</title>{esc(clip(code, 38))}</text>")
     else:
         els.append(f'<text class="muted" x="{x + 8:.1f}" y="{y + 18 + _LINE_H:.1f}">forward line not known</text>')
     for i, s in enumerate(saved):
         label = _saved_label(s, names)
         els.append(f'<text class="saved{" stale" if s.get("stale") else ""}" data-tensor="{esc(s.get("tensor"))}" '
                    f'x="{x + 8:.1f}" y="{y + 18 + (3 + i) * _LINE_H:.1f}"><title>{esc(label)}</title>'
-                   f"{esc(_clip(label, 38))}</text>")
+                   f"{esc(clip(label, 38))}</text>")
     return (f'<g class="{cls}" id="node-{index}-{esc(n["id"])}" data-node="{esc(n["id"])}" '
             f'data-name="{esc(n.get("name"))}" data-file="{esc(n.get("file"))}" data-line="{esc(line)}">'
             f"<title>{esc(n.get('name'))}</title>" + "".join(els) + "</g>")

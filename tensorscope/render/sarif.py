@@ -21,7 +21,7 @@ import os
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
-from tensorscope import __version__
+from tensorscope.version import __version__
 from tensorscope.kinds import KINDS
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -26,8 +26,11 @@ def renderables(doc: dict, *, full: bool = False, tensor: str | None = None, lin
 
     Default: the summary. ``full``: every tensor, storage and event. ``tensor``: one tensor's
     history, aliases and version changes. ``line``: what one ``FILE:LINE`` did. A clean
-    ``explain`` is one verdict line unless ``report`` asks for the report.
+    ``explain`` is one verdict line unless ``report`` asks for the report. A pasted error text
+    (``explain -``, ``--message``) is its one explanation panel, whatever the options.
     """
+    if doc.get("message") is not None:
+        return [message_panel(doc)]
     if tensor is not None:
         return [Group(*focus.tensor_view(doc, tensor, _describe_event))]
     if line is not None:
@@ -110,6 +113,24 @@ def diagnosis_panel(d: dict, heading: str) -> Panel:
         parts.append(Text(f"also wrote  line {w['line']}  {w.get('code', '')}", style="dim"))
     parts.append(Text.assemble(("fix: ", "bold green"), Text(d.get("fix") or "")))
     return Panel(Group(*parts), title=Text(f"{heading}: {d['kind']}"), border_style="red", expand=True)
+
+
+def message_panel(doc: dict) -> Panel:
+    """The explanation of a pasted error text (explain_text.document): what it decoded, the usual
+    causes and fixes, and the command that finds the line."""
+    d, m = doc["diagnosis"], doc["message"]
+    parts = [Text(d["title"], style="bold"), Text(d["explanation"])]
+    fields = {k: v for k, v in (m.get("fields") or {}).items() if v is not None}
+    if fields:
+        parts.append(Text("decoded: " + ", ".join(f"{k}={v}" for k, v in fields.items())))
+    if d["causes"]:
+        parts.append(Text("usual causes:", style="bold"))
+        parts.extend(Text(f"  - {c}") for c in d["causes"])
+    if d["fixes"]:
+        parts.append(Text("fixes:", style="bold"))
+        parts.extend(Text(f"  - {f}") for f in d["fixes"])
+    parts.append(Text.assemble(("to pinpoint the line and the alias: ", "bold"), m["pinpoint"]))
+    return Panel(Group(*parts), title=Text(f"explain: {d['kind']}"))
 
 
 def _fmt_shape(shape) -> str:

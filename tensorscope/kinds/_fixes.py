@@ -1,79 +1,11 @@
-"""Plain-data helpers shared by the explanations (torch-free)."""
+"""What a fix proposes: the out-of-place form of an in-place write, a clone, and whether an expression
+may be assigned to (torch-free; tests/test_fixes.py checks the op tables against torch)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import ast
 
-from tensorscope.report import code_at, display_path
-
-
-@dataclass
-class Evidence:
-    """Everything an explanation may look at: the report and its recorded facts (``tensorscope.recording.Facts``,
-    as mutable copies; analysis/diagnose.py builds it, never from the live tracker)."""
-
-    doc: dict
-    failure: dict | None
-    saved_failure: dict | None
-    hazards: list
-    backwards: list
-    node_lines: dict
-    created: dict
-    names: dict
-    exception: dict | None
-    parsed: object | None = None
-    by_id: dict = field(default_factory=dict)
-    ddp_models: list = field(default_factory=list)  # one per DistributedDataParallel built (instrument/ddp.py)
-
-    def tensor_names(self, tid: str | None) -> list[str]:
-        if not tid:
-            return []
-        t = self.by_id.get(tid)
-        if t is not None and t["names"]:
-            return list(t["names"])
-        return list(self.names.get(tid, []))
-
-    def label(self, tid: str | None) -> str:
-        names = self.tensor_names(tid)
-        if names:
-            return f"`{names[0]}`"
-        t = self.by_id.get(tid) if tid else None
-        base = t.get("view_of") if t else None
-        if base and self.tensor_names(base):
-            return f"tensor {tid} (a view of `{self.tensor_names(base)[0]}`)"
-        return f"tensor {tid}" if tid else "a tensor"
-
-
-def where(file: str | None, line: int | None, **extra) -> dict | None:
-    if not line:
-        return None
-    d = {"file": display_path(file), "line": line, "code": code_at(file, line)}
-    d.update(extra)
-    return d
-
-
-def diagnosis(kind_code: str, *, explanation: str, fix: str, culprit=None, saved_by=None, backward=None,
-              tensor=None, other_writes=None, alias_chain=None, title: str | None = None,
-              evidence: list | None = None, graph: dict | None = None) -> dict:
-    """A diagnosis object with the stable fields of the JSON contract."""
-    from tensorscope.kinds import get
-
-    kind = get(kind_code)
-    return {
-        "kind": kind_code,
-        "title": title or kind.title,
-        "explanation": explanation,
-        "culprit": culprit,
-        "saved_by": saved_by,
-        "backward": backward,
-        "tensor": tensor,
-        "other_writes": other_writes or [],
-        "alias_chain": alias_chain or [],
-        "fix": fix,
-        "evidence": evidence or [],
-        "graph": graph,
-    }
-
+from tensorscope import source
 
 # In-place Tensor methods with no out-of-place method of the same name minus the underscore
 # (checked against torch in tests/test_fixes.py); a fix never proposes `x.zero(...)`.
@@ -117,8 +49,6 @@ def assignable(expr: str | None) -> bool:
     A call (`trainer.run()`), a label such as "the tensor" or an empty string never is, so a fix never
     proposes `trainer.run() = ...`.
     """
-    import ast
-
     if not expr:
         return False
     try:
@@ -143,10 +73,6 @@ def rewrite_out_of_place(code: str) -> str | None:
     ``h = torch.zeros_like(h)``. Only a target that may stand left of ``=`` (a name, an attribute,
     a subscript) is rewritten, and only to an op that exists.
     """
-    import ast
-
-    from tensorscope.analysis import source
-
     try:
         body = ast.parse(code.strip()).body
     except (SyntaxError, ValueError):
@@ -178,3 +104,13 @@ def clone_of(alias: str | None) -> str:
     if assignable(alias):
         return f"`{alias} = {alias}.clone()`"
     return "a clone of the tensor (`.clone()`) in place of the original"
+
+
+def rewrite_or_clone(segment: str, op: str, alias: str) -> str:
+    """The out-of-place form of an in-place statement (``w -= lr * g`` -> ``w = w - lr * g``), else a clone."""
+    rewritten = rewrite_out_of_place(segment)
+    if rewritten:
+        return rewritten
+    if assignable(alias):
+        return f"{alias} = {alias}.clone()  # then write into the clone"
+    return "x = x.clone()  # x: the tensor written; then write into the clone"

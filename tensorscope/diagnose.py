@@ -1,46 +1,26 @@
-"""Choosing the explanation for a run: the first failure, and every silent hazard, from its recorded facts."""
+"""A report's ``diagnosis``, ``hazards`` and ``recording``: filled from what the run recorded, or again from a
+saved report, with the program's source as it was recorded (tensorscope/verdict.py chooses the explanations).
+
+NOTE [A clean run loads no kind]
+The kinds registry (33 modules) and the message patterns cost about 35 ms of CPU to import (measured on a
+loaded 2-core machine), against a start-up overhead measured in hundredths of a second (README, Performance). A run with no failure, no
+exception and no hazard has nothing to explain, so this module imports tensorscope.verdict only when
+there is something to explain: the one deferred import of a light module that tests/test_layers.py allows.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import linecache
+import os
+import sysconfig
 from contextlib import contextmanager
 from dataclasses import replace
 
-from tensorscope.analysis.common import Evidence, diagnosis, where
-from tensorscope.recording import Facts, Recording, Source, thaw
+from tensorscope import source
+from tensorscope.recording import Facts, Recording, Source
 from tensorscope.report import SCHEMA_VERSION
-
-# The kinds (28 modules) and their explainers are imported only when there is something to
-# explain: a clean run's report does without them (start-up, see README Performance).
-
-
-def __getattr__(name):
-    if name == "EXPLAINERS":  # kind code -> explain(ev) returning a diagnosis dict, or None for the generic one
-        from tensorscope import kinds
-
-        return kinds.EXPLAINERS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _parse(text: str):
-    try:
-        from tensorscope.explain.messages import parse
-    except ImportError:  # pragma: no cover
-        return None
-    try:
-        return parse(text)
-    except Exception:
-        return None
-
-
-def evidence(doc: dict, facts: Facts) -> Evidence:
-    """The explanations' view of a report and its recorded facts (mutable copies: nothing they do
-    changes the recording)."""
-    return Evidence(
-        doc=doc, failure=thaw(facts.failure), saved_failure=thaw(facts.saved_failure), hazards=thaw(facts.hazards),
-        backwards=thaw(facts.backwards), node_lines=facts.node_line_map(),
-        created=thaw(facts.created), names=thaw(facts.names), exception=doc["program"]["exception"],
-        by_id={t["id"]: t for t in doc["tensors"]}, ddp_models=thaw(facts.ddp_models),
-    )
+from tensorscope.source import display_path
 
 
 def attach(doc: dict, recording: Recording) -> Facts:
@@ -92,40 +72,22 @@ def facts_of(doc) -> Facts:
 def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
     """``diagnosis`` and ``hazards`` of ``doc`` from ``facts``, reading the program's source as recorded
     (``recorded``) or as the files hold it now."""
+    doc["diagnosis"], doc["hazards"] = None, []
+    if not _may_read_source(facts, doc):
+        return  # nothing failed and nothing is hazardous (NOTE [A clean run loads no kind])
+    from tensorscope import verdict  # See NOTE [A clean run loads no kind]
+
     with recorded_source(facts.sources if recorded else ()):
-        ev = evidence(doc, facts)
-        doc["diagnosis"] = diagnose(ev)
-        doc["hazards"] = []
-        if ev.hazards:  # the explainers are imported only when there is something to explain
-            doc["hazards"] = explain_hazards(ev)
-
-
-def explain_hazards(ev) -> list:
-    """One diagnosis per hazard: a saved tensor's silent write (no ``kind`` in its facts), else the
-    kind module named by its ``kind`` (``explain_hazard(ev, facts)``, None when it finds nothing)."""
-    from tensorscope import kinds
-    from tensorscope.analysis import silent
-
-    out = []
-    for h in ev.hazards:
-        code = h.get("kind")
-        d = silent.explain(ev, h) if code is None else kinds.MODULE_OF[code].explain_hazard(ev, h)
-        if d is not None:
-            out.append(d)
-    return out
+        verdict.explain(doc, facts)
 
 
 def _may_read_source(facts: Facts, doc: dict) -> bool:
-    """Whether a diagnosis could quote the program: there is a failure, an exception or a hazard."""
+    """Whether there is anything to explain (and so to quote): a failure, an exception or a hazard."""
     return bool(facts.failure or facts.hazards or doc["program"].get("exception"))
 
 
 def _sources(facts: Facts, doc: dict) -> tuple:
     """The program's files the diagnosis may read, as linecache holds them now (NOTE [Recorded source])."""
-    import linecache
-    import os
-    import sysconfig
-
     files: dict[str, None] = {}
     _files_in(facts.to_json(), files)
     exc = doc["program"].get("exception") or {}
@@ -175,13 +137,6 @@ def recorded_source(sources):
     and taken out again afterwards. A file recorded by hash only is read from disk when its content
     still has that hash, and is otherwise empty: no line of another version of it is ever quoted.
     """
-    import hashlib
-    import linecache
-    import os
-
-    from tensorscope.analysis import source as source_mod
-    from tensorscope.report import display_path
-
     saved = {}
     try:
         for s in sources:
@@ -199,7 +154,7 @@ def recorded_source(sources):
                     saved[key] = linecache.cache.get(key)
                 # mtime None: linecache.checkcache leaves the entry alone
                 linecache.cache[key] = (sum(map(len, lines)), None, list(lines), key)
-                source_mod.forget(key)
+                source.forget(key)
         yield
     finally:
         for key, entry in saved.items():
@@ -207,78 +162,4 @@ def recorded_source(sources):
                 linecache.cache.pop(key, None)
             else:
                 linecache.cache[key] = entry
-            source_mod.forget(key)
-
-
-def diagnose(ev: Evidence) -> dict | None:
-    failure = ev.failure
-    exc = ev.exception
-    if failure is not None and not ended_the_program(failure, exc):
-        failure = ev.failure = None  # the program caught that one; explain what ended it, if anything
-    if failure is not None:
-        text = f"{failure.get('exception_type')}: {failure.get('message')}"
-    elif exc is not None and exc.get("type") not in ("KeyboardInterrupt", "SystemExit"):
-        text = f"{exc.get('type')}: {exc.get('message')}"
-    else:
-        return None
-    from tensorscope import kinds
-    from tensorscope.analysis import inplace
-
-    parsed = _parse(text)
-    ev.parsed = parsed
-    code = parsed.kind if parsed is not None else "other"
-    if failure is not None and failure.get("saved"):
-        code = inplace.CODE
-    if code == "other":  # kinds seen in the evidence rather than in the message (a None `.grad` used ...)
-        code = next((c for c, seen in kinds.RECOGNISERS.items() if _safely(seen, ev)), code)
-    explain = kinds.EXPLAINERS.get(code)
-    if explain is not None:
-        try:
-            d = explain(ev)
-        except Exception:  # a surprising program loses detail, never the report
-            d = None
-        if d is not None:
-            return d
-    return generic(ev, code, text)
-
-
-def _safely(recognise, ev) -> bool:
-    try:
-        return bool(recognise(ev))
-    except Exception:  # a surprising program loses the kind, never the report
-        return False
-
-
-def ended_the_program(failure: dict, exc: dict | None) -> bool:
-    """Whether the recorded failure is the exception that ended the program.
-
-    The tracker records the first failure a wrapped call raised; a program may catch it
-    (``try: loss.backward() except RuntimeError: ...``) and then exit 0, exit through
-    ``sys.exit``, or die of another exception. Only the same type with the same text is
-    the same failure: a caught one is never the diagnosis.
-    """
-    if exc is None:
-        return False
-    limit = 2000  # the tracker keeps the first 2,000 characters of the message
-    return (failure.get("exception_type") == exc.get("type")
-            and (failure.get("message") or "")[:limit] == (exc.get("message") or "")[:limit])
-
-
-def generic(ev: Evidence, code: str, text: str) -> dict:
-    """A diagnosis from the kind's knowledge and the line that raised."""
-    from tensorscope.kinds import get
-
-    kind = get(code)
-    failure = ev.failure or {}
-    exc = ev.exception or {}
-    file, line = failure.get("file"), failure.get("line")
-    if not line:
-        file, line = exc.get("file"), exc.get("line")
-    culprit = where(file, line, alias=failure.get("alias"))
-    backward = where(file, line) if failure.get("where") == "backward" else None
-    message = text.split(": ", 1)[-1]
-    explanation = kind.explanation
-    if code == "other":
-        explanation = f"The program raised {text.split(':', 1)[0]}: {message}"
-    return diagnosis(code, explanation=explanation, fix=kind.fixes[0] if kind.fixes else "", culprit=culprit,
-                     backward=backward, evidence=[f"exception: {text[:300]}"])
+            source.forget(key)

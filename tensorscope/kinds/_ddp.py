@@ -1,5 +1,6 @@
-"""DistributedDataParallel's own failures: parameters without a gradient, a gradient ready twice, and
-its broadcasts writing a tensor saved for backward (a version error whose writer is DDP itself).
+"""What the DDP kinds share: the DistributedDataParallel models a program built, the reentrant checkpoints
+in their forwards, and DDP's broadcasts as the writer of a saved tensor (the ddp-* kinds,
+inplace-modified-saved-tensor and silent-saved-tensor-write word them here).
 
 The reducer names parameters by index; the names come from the list recorded when the program
 built its DistributedDataParallel (instrument/ddp.py: plain strings in the reducer's order).
@@ -7,20 +8,19 @@ built its DistributedDataParallel (instrument/ddp.py: plain strings in the reduc
 
 from __future__ import annotations
 
-from tensorscope.analysis import source
-from tensorscope.analysis.common import Evidence, diagnosis, where
-from tensorscope.report import display_path
+import ast
 
-UNUSED = "ddp-unused-parameters"
-READY_TWICE = "ddp-mark-ready-twice"
+from tensorscope import source
+from tensorscope.kinds._base import Evidence
+from tensorscope.source import display_path
 
 
-def _site(ev: Evidence):
+def raised_at(ev: Evidence):
     exc = ev.exception or {}
     return exc.get("file"), exc.get("line")
 
 
-def _model(ev: Evidence, indices) -> dict | None:
+def model_of(ev: Evidence, indices) -> dict | None:
     """The DDP model the indices refer to: the last one built that has that many parameters."""
     need = max(indices, default=-1)
     for model in reversed(ev.ddp_models):
@@ -29,14 +29,14 @@ def _model(ev: Evidence, indices) -> dict | None:
     return None
 
 
-def _built(model: dict | None) -> str:
+def built_at(model: dict | None) -> str:
     if not model or not model.get("line"):
         return ""
     code = source.code(model["file"], model["line"])
     return f"; DistributedDataParallel built at line {model['line']}: `{code}`"
 
 
-def _owners(names: list[str]) -> list[str]:
+def owners(names: list[str]) -> list[str]:
     """`aux.weight`, `aux.bias` -> [`aux`]: the submodules holding the parameters, in order."""
     owners: list[str] = []
     for name in names:
@@ -46,7 +46,7 @@ def _owners(names: list[str]) -> list[str]:
     return owners
 
 
-def _skipping_forward(model: dict | None, owners: list[str]) -> str:
+def skipping_forward(model: dict | None, owners: list[str]) -> str:
     """Where the forward that did not call those submodules is defined, when it is the program's own."""
     if not model:
         return ""
@@ -61,48 +61,8 @@ def _skipping_forward(model: dict | None, owners: list[str]) -> str:
     return "; ".join(parts)
 
 
-def unused_parameters(ev: Evidence) -> dict | None:
-    fields = ev.parsed.fields if ev.parsed is not None else {}
-    file, line = _site(ev)
-    indices = fields.get("indices") or []
-    names = list(fields.get("names") or [])
-    model = _model(ev, indices)
-    if not names and model is not None:
-        names = [model["parameters"][i] for i in indices]
-    owners = _owners(names)
-    rank = fields.get("rank")
-    on_rank = f" on rank {rank}" if rank is not None else ""
-    if names:
-        listed = ", ".join(f"`{n}`" for n in names)
-        what = f"{listed} got no gradient in the previous iteration{on_rank}"
-        if indices and not fields.get("names"):
-            what += f" (DDP's parameter indices {' '.join(map(str, indices))}{_built(model)})"
-    else:
-        what = f"Some parameters got no gradient in the previous iteration{on_rank}"
-    text = f"{what}: they took no part in computing the loss."
-    skipped = _skipping_forward(model, owners)
-    if skipped:
-        text += f" The forward that skipped them: {skipped}."
-    if line:
-        text += (f" Line {line} (`{source.code(file, line)}`) started the next forward before DDP's reduction "
-                 "of the previous one could finish.")
-    if fields.get("reason") == "static-graph":
-        text += " The model was built with static_graph=True, and its graph changed between iterations."
-    modules = [o for o in owners if o]
-    if modules:
-        first = modules[0]
-        fix = (f"`{first}` takes no part in the loss: call it in forward, remove it, or freeze it before wrapping "
-               f"(`m.{first}.requires_grad_(False)`, then `DistributedDataParallel(m)`); or pass "
-               "`find_unused_parameters=True` to DistributedDataParallel.")
-    else:
-        fix = "Pass `find_unused_parameters=True` to DistributedDataParallel, or make every parameter take part in the loss."
-    evidence = [f"unused parameters{on_rank}: {', '.join(names)}" if names else "unused parameters: unknown"]
-    return diagnosis(UNUSED, explanation=text, fix=fix, culprit=where(file, line), evidence=evidence)
-
-
-def _reentrant_checkpoints(model: dict | None) -> list[tuple[str, int]]:
+def reentrant_checkpoints(model: dict | None) -> list[tuple[str, int]]:
     """(file, line) of each `checkpoint(...)` call without `use_reentrant=False` in the model's own forwards."""
-    import ast
 
     found: list[tuple[str, int]] = []
     for fwd in (model or {}).get("forwards", {}).values():
@@ -118,36 +78,6 @@ def _reentrant_checkpoints(model: dict | None) -> list[tuple[str, int]]:
                             if (fwd["file"], call.lineno) not in found:
                                 found.append((fwd["file"], call.lineno))
     return found
-
-
-def ready_twice(ev: Evidence) -> dict | None:
-    fields = ev.parsed.fields if ev.parsed is not None else {}
-    file, line = _site(ev)
-    index, name = fields.get("index"), fields.get("name")
-    model = _model(ev, [index] if index is not None else [])
-    if name is None and model is not None and index is not None:
-        name = model["parameters"][index]
-    who = f"`{name}`" if name else (f"the parameter at index {index}" if index is not None else "a parameter")
-    text = (f"DDP received two gradients for {who} in one iteration: a second backward pass went through it, "
-            "from a reentrant activation checkpoint or a use outside the DDP-wrapped forward.")
-    checkpoints = _reentrant_checkpoints(model)
-    culprit = where(file, line)
-    backward = None
-    if checkpoints:
-        cfile, cline = checkpoints[0]
-        text += (f" Line {cline} (`{source.code(cfile, cline)}`) is a reentrant checkpoint: it runs its layers again "
-                 "inside backward, a second backward pass DDP's hooks see.")
-        culprit, backward = where(cfile, cline), where(file, line)
-        fix = (f"Make the checkpoint at line {cline} non-reentrant: pass `use_reentrant=False` "
-               "(`checkpoint(fn, x, use_reentrant=False)`).")
-    else:
-        if line:
-            text += f" Raised at line {line} (`{source.code(file, line)}`)."
-        fix = ("Use non-reentrant checkpoints (`torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)`); "
-               f"use {who} only inside the DDP model's forward; or pass `static_graph=True` when the graph never "
-               "changes.")
-    return diagnosis(READY_TWICE, explanation=text, fix=fix, culprit=culprit, backward=backward,
-                     evidence=[f"parameter marked ready twice: {name or index}"])
 
 
 # --- DDP as the writer of a saved tensor (inplace-modified-saved-tensor; see NOTE [DDP's broadcasts are
@@ -213,4 +143,3 @@ def silent_write(w: dict) -> tuple[str, str]:
     return how, fix
 
 
-EXPLAINERS = {UNUSED: unused_parameters, READY_TWICE: ready_twice}

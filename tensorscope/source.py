@@ -1,11 +1,53 @@
-"""Reading the user's source with ``ast``: statements, scopes, loops and assignments (torch-free)."""
+"""Reading the user's source: quoting a line, the path a report shows, and statements, scopes, loops and
+assignments with ``ast`` (torch-free; the report, the kinds and the renderers all quote through here)."""
 
 from __future__ import annotations
 
 import ast
+import io
 import linecache
+import os
+import tokenize
 
 _trees: dict = {}
+
+
+def code_at(file: str | None, line: int | None) -> str:
+    """The source of a line as the report quotes it: stripped, without a trailing comment."""
+    if not file or not line:
+        return ""
+    return without_comment(linecache.getline(file, line).strip())
+
+
+def without_comment(text: str) -> str:
+    if "#" not in text:
+        return text
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                return text[:tok.start[1]].rstrip() or text
+    except (tokenize.TokenError, SyntaxError):  # a line of a longer statement
+        pass
+    return text
+
+
+_DISPLAY: dict = {}  # (file, working directory) -> shown path: a report names few files, many times
+
+
+def display_path(file: str | None) -> str | None:
+    if not file:
+        return file
+    key = (file, os.getcwd())
+    shown = _DISPLAY.get(key)
+    if shown is None:
+        try:
+            rel = os.path.relpath(file, key[1])
+        except ValueError:
+            rel = ".."
+        if len(_DISPLAY) > 4096:  # a long-lived process (the API, the pytest plugin)
+            _DISPLAY.clear()
+        shown = _DISPLAY[key] = file if rel.startswith("..") else rel
+    return shown
 
 
 def tree(file: str | None) -> ast.Module | None:
@@ -175,22 +217,9 @@ def call_roots(stmt, method: str = "backward") -> list[ast.AST]:
 
 
 def code(file: str | None, line: int | None) -> str:
-    """The source of a line without its trailing comment, for quoting in sentences."""
-    import io
-    import tokenize
-
-    from tensorscope.report import code_at
-
+    """The source of a line for quoting in sentences: as :func:`code_at`, and '' for a line that is all comment."""
     raw = code_at(file, line)
-    if "#" not in raw:
-        return raw
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(raw).readline):
-            if tok.type == tokenize.COMMENT:
-                return raw[: tok.start[1]].rstrip()
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
-    return raw
+    return "" if raw.startswith("#") else raw
 
 
 def definition(file: str | None, line: int | None, name: str | None) -> ast.stmt | None:

@@ -1,4 +1,4 @@
-"""no-grad-fn: backward() on a tensor with no graph behind it; find where the graph was cut.
+"""Where a graph was cut, for no-grad-fn (backward() on a tensor with no graph behind it) and view-inplace.
 
 Runtime provenance decides (see NOTE [Provenance of a missing graph]): the recorded calls that
 took a tensor which had a graph out of autograd (``.detach()``, ``.data``, ``.item()``,
@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.analysis import source
-from tensorscope.analysis.common import Evidence, diagnosis, where
-from tensorscope.report import code_at, display_path
-
-CODE = "no-grad-fn"
+from tensorscope import source
+from tensorscope.kinds._base import Evidence
+from tensorscope.source import code_at, display_path
 
 _INTEGER_METHODS = {"argmax", "argmin", "argsort", "long", "int", "bool", "short", "byte"}
 _COMPARISONS = {"lt", "le", "gt", "ge", "eq", "ne", "less", "greater", "less_equal", "greater_equal", "not_equal"}
@@ -65,7 +63,7 @@ def _cut_of(node) -> tuple[str, ast.AST] | None:
     return None
 
 
-def _no_grad_region(stmt) -> ast.AST | None:
+def no_grad_region(stmt) -> ast.AST | None:
     """The ``with torch.no_grad():`` (or inference_mode / set_grad_enabled(False)) around a statement."""
     for a in source.ancestors(stmt):
         if isinstance(a, (ast.With, ast.AsyncWith)):
@@ -162,7 +160,7 @@ def _candidates(sl: _Slice) -> list[dict]:
             item.value if isinstance(item, ast.Return) else item)
         anchor = stmt if stmt is not None else item
         if stmt is not None:
-            region = _no_grad_region(stmt)
+            region = no_grad_region(stmt)
             if region is not None:
                 out.append({"what": "no_grad", "depth": depth, "line": region.lineno, "inner": stmt.lineno,
                             "node": region, "expr": None, "order": 0})
@@ -194,7 +192,7 @@ def _numpy_funcs(sl: _Slice) -> list[str]:
     return found
 
 
-def _static(ev: Evidence, f: dict):
+def static_cut(ev: Evidence, f: dict):
     file, line = f.get("file"), f.get("line")
     module = source.tree(file)
     stmt = source.statement_at(file, line)
@@ -207,12 +205,12 @@ def _static(ev: Evidence, f: dict):
     return _pick(_candidates(sl)), sl
 
 
-def _root_label(f: dict) -> str:
+def root_label(f: dict) -> str:
     names = [n for r in f.get("roots") or [] for n in r.get("names") or []]
     return f"`{names[0]}`" if names else "the tensor given to backward()"
 
 
-def _fix_for(c: dict, file: str, sl: _Slice | None, root: str) -> tuple[str, str]:
+def static_fix(c: dict, file: str, sl: _Slice | None, root: str) -> tuple[str, str]:
     """(explanation sentence, fix) for a static cut."""
     what, line = c["what"], c["line"]
     code = source.code(file, line)
@@ -269,13 +267,13 @@ def _fix_for(c: dict, file: str, sl: _Slice | None, root: str) -> tuple[str, str
     return (f"Line {line} (`{code}`) cut the graph.", f"Keep line {line} in torch ops that autograd records.")
 
 
-def _runtime(ev: Evidence, f: dict) -> tuple[dict, str, str] | None:
+def runtime_cut(ev: Evidence, f: dict) -> tuple[dict, str, str] | None:
     """Frozen parameters: ``requires_grad = False`` recorded before the failing backward."""
     events = ev.doc.get("events") or []
     bseq = max((e["seq"] for e in events if e.get("kind") == "backward" and e.get("line") == f.get("line")), default=None)
     before = [e for e in events if bseq is None or e["seq"] < bseq]
     frozen = [e for e in before if e.get("kind") == "requires_grad" and e.get("value") is False]
-    root = _root_label(f)
+    root = root_label(f)
     if frozen:
         e = frozen[-1]
         lines = sorted({x["line"] for x in frozen})
@@ -288,67 +286,6 @@ def _runtime(ev: Evidence, f: dict) -> tuple[dict, str, str] | None:
                 f"at line {e['line']} (e.g. `for p in backbone.parameters(): p.requires_grad = False`), and make "
                 "sure the new head is left trainable.")
     return None
-
-
-def explain(ev: Evidence) -> dict | None:
-    f = ev.failure or {}
-    if f.get("where") != "backward":
-        return None
-    file, bline = f.get("file"), f.get("line")
-    root = _root_label(f)
-    roots = f.get("roots") or []
-    tensor = None
-    if roots:
-        r = roots[0]
-        tensor = {"id": r.get("tensor"), "names": r.get("names") or [], "version_at_save": None, "version_now": None}
-    evidence = ["backward roots: requires_grad=False, no grad_fn"]
-    int_root = next((r for r in roots if r.get("dtype") and not r["dtype"].startswith(("float", "complex", "bfloat"))), None)
-    cut, sl, rt, prov = None, None, None, None
-    try:
-        prov = _provenance(ev, f)
-    except Exception:  # an odd recording must not lose the diagnosis
-        prov = None
-    if prov is None:
-        rt = _runtime(ev, f)
-    if prov is None and rt is None:
-        try:
-            cut, sl = _static(ev, f)
-        except Exception:  # an odd program must not lose the diagnosis
-            cut, sl = None, None
-    if prov is not None:
-        e = prov["event"]
-        text, fix = prov["text"], prov["fix"]
-        culprit = _where_event(e, alias=(e.get("names") or [None])[0])
-        evidence.append(f"recorded {e.get('kind')} event #{e['seq']} ({prov['what']}) at line {e.get('line')}, "
-                        "the first cut of a tensor with a graph since the last backward that succeeded"
-                        if prov["what"] != "no_grad" else
-                        f"recorded grad_mode event #{e['seq']} at line {e.get('line')}: autograd off in that window")
-    elif rt is not None:
-        e, text, fix = rt
-        culprit = {"file": display_path(e.get("file")) if e.get("file") else None, "line": e.get("line"),
-                   "code": code_at(e.get("file"), e.get("line")), "alias": (e.get("names") or [None])[0]}
-        if e.get("library"):
-            culprit["library"] = e["library"]
-        evidence.append(f"recorded {e.get('kind')} event at line {e.get('line')}")
-    elif cut is not None:
-        text, fix = _fix_for(cut, file, sl, root)
-        culprit = where(file, cut["line"], alias=source.text(cut["expr"]) if cut.get("expr") is not None else None)
-        evidence.append("nothing recorded cut the graph: static backward slice of the root through the program's "
-                        "assignments")
-    else:
-        text = (f"Nothing {root} is computed from requires grad: no input or parameter on its way has "
-                "requires_grad=True, so autograd recorded no graph.")
-        fix = ("Create the tensors you want gradients for with `requires_grad=True` (e.g. "
-               "`w = torch.randn(3, requires_grad=True)`), or use nn.Parameter / a module's parameters.")
-        culprit = where(file, bline)
-    if int_root is not None and cut is None:
-        text += f" ({root} has dtype {int_root['dtype']}: integer tensors never require grad.)"
-    explanation = (f"backward() at line {bline} was called on {root}, which has requires_grad=False and no "
-                   f"grad_fn. " + text)
-    d = diagnosis(CODE, explanation=explanation, fix=fix, culprit=culprit, backward=where(file, bline),
-                  tensor=tensor, evidence=evidence)
-    d["provenance"] = prov["provenance"] if prov is not None else None
-    return d
 
 
 # --- runtime provenance (see NOTE [Provenance of a missing graph]) -------------------------------
@@ -445,7 +382,7 @@ def _static_at(file: str | None, line: int | None, what: str) -> dict | None:
     return None
 
 
-def _where_event(e: dict, alias: str | None = None) -> dict:
+def where_event(e: dict, alias: str | None = None) -> dict:
     d = {"file": display_path(e.get("file")) if e.get("file") else None, "line": e.get("line"),
          "code": code_at(e.get("file"), e.get("line")), "alias": alias}
     return d
@@ -475,7 +412,7 @@ def _explain_cut(e: dict, what: str, window: list, root: str) -> tuple[str, str]
         return text, fix
     c = _static_at(file, line, what)
     if c is not None:
-        return _fix_for(c, file, None, root)
+        return static_fix(c, file, None, root)
     label = {"detach": "`.detach()`", "data": "`.data`", "item": "`.item()`", "tolist": "`.tolist()`",
              "numpy": "`.numpy()`", "rewrap": "`torch.tensor(...)`"}.get(what, what)
     return (f"Line {line} (`{code}`) took a tensor that requires grad out of autograd with {label}; {root} was "
@@ -514,11 +451,11 @@ def _weak(what: str) -> bool:
     return what.startswith("integer:") or what == "compare"
 
 
-def _provenance(ev: Evidence, f: dict) -> dict | None:
+def recorded_cut(ev: Evidence, f: dict) -> dict | None:
     """The recorded cut of the failing root's graph: {event, what, text, fix, provenance}."""
     events = ev.doc.get("events") or []
     window, before = _window(events, f)
-    root = _root_label(f)
+    root = root_label(f)
     cuts = [(e, _cut_kind(e)) for e in window]
     cuts = [(e, what) for e, what in cuts if what is not None]
     # a value taken out to Python or NumPy is on the root's way only if the program made a tensor of

@@ -1,1 +1,0 @@
-"""Explanations of failures and hazards, over plain recorded facts (torch-free)."""

@@ -1,0 +1,40 @@
+"""tensorscope's own reads of a tensor, invisible to the program's subclasses and modes.
+
+A program's ``__torch_function__`` subclass or ``TorchDispatchMode`` must not see tensorscope read
+``.shape`` or take a checksum: each guard here switches those off for the reads inside it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class quiet_tf:
+    """Our reads invisible to the program's __torch_function__, with its __torch_dispatch__ left on."""
+
+    __slots__ = ("guard",)
+
+    def __enter__(self):
+        self.guard = torch._C.DisableTorchFunctionSubclass()
+        self.guard.__enter__()
+
+    def __exit__(self, *exc):
+        self.guard.__exit__(*exc)
+
+
+class quiet:
+    """Our own reads and detach invisible to the program's __torch_function__ and dispatch modes
+    (autograd saves a tensor in C++ without either seeing it)."""
+
+    __slots__ = ("guards",)
+
+    def __enter__(self):
+        self.guards = (torch._C.DisableTorchFunctionSubclass(),
+                       torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)))
+        for g in self.guards:
+            g.__enter__()
+
+    def __exit__(self, *exc):
+        for g in reversed(self.guards):
+            g.__exit__(*exc)
+
