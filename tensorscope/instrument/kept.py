@@ -210,6 +210,9 @@ class KeptValues:
                     continue
             except Exception:
                 pass
+            if e.write is not None:  # found already: later writes into its storage are only counted
+                e.writes += 1
+                continue
             if mem is None:
                 mem = memory(target)
             if not _overlap(mem, e.mem):
