@@ -77,7 +77,7 @@ def explain(ev: Evidence, hazard: dict):
     kcode, wcode = code_at(kfile, kline), code_at(wfile, wline)
     label = ev.label(tid)
     n = len(hazard.get("tensors") or [tid])
-    what = f"{label}" + (f" and {n - 1} more tensor(s) kept by the same line" if n > 1 else "")
+    what = f"{label}" + (f" (with {n - 1} more tensor(s) kept by the same line)" if n > 1 else "")
     by = f" ({first['library']})" if first.get("library") else ""
     through = f" through `{first['alias']}`" if first.get("alias") and not first.get("library") else ""
     count = hazard.get("write_count") or 1
