@@ -142,7 +142,9 @@ def test_sarif_and_the_terminal_carry_the_new_hazards(tmp_path):
     assert rc == 5
     results = json.loads(sarif.read_text())["runs"][0]["results"]
     assert [(r["ruleId"], r["level"]) for r in results] == [("duplicate-index-write", "warning")]
-    assert "duplicate-index-write" in stdout and "index_add_" in stdout
+    rc, stdout, _, _ = run_cli("run", "--fail-on", "hazard", str(prog))
+    assert rc == 5
+    assert "duplicate-index-write" in stdout and "index_add_" in stdout and "19_histogram_iadd.py:6" in stdout
 
 
 if __name__ == "__main__":

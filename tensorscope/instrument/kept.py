@@ -230,6 +230,8 @@ class KeptValues:
 
     @staticmethod
     def _where(rec, target, op, frame, uf):
+        if uf is None:  # `opt.zero_grad()` runs inside torch._dynamo's `disable` wrapper: an eager write all the same
+            uf = _program_frame(frame, rec.user)
         loc = rec.location(frame, uf)
         alias = receiver(loc["segment"], op) if loc["library"] is None else loc["segment"]
         return {"op": op, "file": loc["file"], "line": loc["line"], "alias": alias, "library": loc["library"],
@@ -272,3 +274,12 @@ class KeptValues:
         for where, facts in found.items():
             rec.add_hazard(("kept",) + where, facts)
 
+
+
+def _program_frame(frame, user):
+    """The innermost frame of the program's own code at or above ``frame``, through torch's frames of any kind."""
+    while frame is not None:
+        if frame.f_code.co_filename in user:
+            return frame
+        frame = frame.f_back
+    return None
