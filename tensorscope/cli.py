@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
+import stat
 import sys
 from dataclasses import dataclass
 from typing import List, Optional
@@ -232,6 +234,8 @@ def _request(command: str, program: str, args, **options) -> Request:
         args = args[1:]
     if json_ and output is not None:
         usage("--json and --output cannot be combined")
+    if output is not None:
+        options["output"] = checked_output(output)
     if device not in DEVICE_MODES:
         usage(f"--device must be one of {', '.join(DEVICE_MODES)}, not '{device}'")
     if fail_on is not None and fail_on not in FAIL_ON:
@@ -269,16 +273,41 @@ def _main(req: Request) -> int:
     session = Session(command=req.command, program=req.program, argv=list(req.args), source=source,
                       json_mode=req.json, device=req.device, timeout=req.timeout, ops=req.ops,
                       module=req.module, check_values=req.check_values)
+    written = verdict = None
     try:
-        result = session.execute(hold_collector=True)
-        _emit(result.doc, req)
-        verdict = _verdict(result.doc, req)
-        result.doc = None  # freed before the collector is on again (see Session.resume_collector)
+        result = session.execute(hold_collector=True, on_abrupt_end=lambda r: _abrupt_end(r, req))
+        if result.doc is not None:
+            written = _emit(result.doc, req)
+            verdict = _verdict(result.doc, req)
+            result.doc = None  # freed before the collector is on again (see Session.resume_collector)
     finally:
         session.resume_collector()
+        session.release_signals()  # dies by a signal that came while the report was written
+    if verdict is None:  # a forked child of the program returned: it exits as python's would, no report
+        return result.exit_status
     if result.timed_out:
         _err(f"the program did not finish within {req.timeout:g} s and was stopped; the report is partial")
-    return _exit(result, req, verdict)
+    return _exit(result, req, verdict, written)
+
+
+def _abrupt_end(result, req: Request) -> Optional[int]:
+    """The program ended the process itself (``os._exit``, SIGTERM, SIGHUP): write the report now and
+    say which exit status replaces ``os._exit``'s, if any (see NOTE [Ending as python ends])."""
+    try:
+        if result is None:
+            raise RuntimeError("the report could not be built")
+        written = _emit(result.doc, req, raw=True)
+        fail_on_found, found = _verdict(result.doc, req)
+    except Exception:
+        _err("internal error: the report was not written (report it; --traceback cannot show it here)")
+        return ExitCode.INTERNAL
+    if not written:
+        return ExitCode.NOT_WRITTEN
+    if fail_on_found:
+        return ExitCode.FAIL_ON
+    if req.command == "explain":
+        return ExitCode.FOUND if found else ExitCode.OK
+    return None
 
 
 def _reexplain(req: Request) -> int:
@@ -308,17 +337,17 @@ def _reexplain(req: Request) -> int:
         diagnose.reexplain(doc)
     except ValueError as e:
         raise UsageError(f"'{req.program}': {e}")
-    _emit(doc, req)
+    written = _emit(doc, req)
     # session.Result's fields (session imports torch, which nothing here needs)
     return _exit(SimpleNamespace(exit_status=0, interrupted=False, timed_out=False, os_exit=False), req,
-                 _verdict(doc, req))
+                 _verdict(doc, req), written)
 
 
 def _explain_text(req: Request) -> int:
     """`tensorscope explain -` / `--message TEXT`: explain a pasted error text; nothing runs.
 
     Exit 1 when the text is a failure tensorscope knows (5 with --fail-on diagnosis: a pasted
-    failure is a diagnosis, never a hazard), 3 when it is not, 2 when there is no text or the
+    failure is a diagnosis, never a hazard), 3 when it is not, 2 when there is no text, 6 when the
     report cannot be written.
     """
     from tensorscope import explain_text
@@ -333,7 +362,7 @@ def _explain_text(req: Request) -> int:
             _emit(doc, req)
         return ExitCode.UNRECOGNISED
     if not _emit(doc, req):
-        return ExitCode.USAGE
+        return ExitCode.NOT_WRITTEN
     return ExitCode.FAIL_ON if req.fail_on == "diagnosis" else ExitCode.FOUND
 
 
@@ -348,12 +377,14 @@ def rank_path(path: str, rank: int) -> str:
     return os.path.join(head, name)
 
 
-def _emit(doc: dict, req: Request) -> bool:
-    """Write the report where it was asked for: stdout (text or JSON) or a file; False when the
-    file could not be written (said on stderr).
+def _emit(doc: dict, req: Request, raw: bool = False) -> bool:
+    """Write the report where it was asked for: stdout (text or JSON) or a file; False when the file
+    could not be written (the message is said here).
 
     Under torchrun each rank writes its own file (`r.rank0.json`, ...); on the terminal only
-    rank 0 prints, headed "rank 0", unless --all-ranks.
+    rank 0 prints, headed "rank 0", unless --all-ranks. ``raw``: the program ended the process
+    itself, so the report goes to file descriptor 1 past ``sys.stdout``, whose buffer python
+    would have lost (see NOTE [Ending as python ends]).
     """
     from tensorscope.render import form_for_path, render
 
@@ -363,18 +394,19 @@ def _emit(doc: dict, req: Request) -> bool:
         if rank is not None:
             output = rank_path(output, rank)
         form = form_for_path(output)
-        try:
-            with open(output, "w", encoding="utf-8") as f:
-                if form == "json":  # streamed: a large document is never held twice
-                    from tensorscope.render import json as json_form
 
-                    json_form.write(doc, f)
-                else:
-                    f.write(render(doc, form, width=100, color=False, **req.view()))
-        except OSError as e:
-            _err(f"can't write the report to '{output}': {e.strerror}")
-            return False
-        return True
+        def write(f):
+            if form == "json":  # streamed: a large document is never held twice
+                from tensorscope.render import json as json_form
+
+                json_form.write(doc, f)
+            else:
+                f.write(render(doc, form, width=100, color=False, **req.view()))
+
+        failure = write_report(output, write)
+        if failure is not None:
+            _err(f"can't write the report to '{output}': {failure}")
+        return failure is None
     if rank is not None and rank != 0 and not req.all_ranks:
         return True
     if req.json:
@@ -395,9 +427,83 @@ def _emit(doc: dict, req: Request) -> bool:
         if rank is not None:
             text = f"rank {rank}\n{text}"
     # one write: the ranks' reports share the terminal and must not interleave line by line
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    if raw:
+        _write_fd(1, text.encode(getattr(sys.stdout, "encoding", None) or "utf-8", "replace"))
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
     return True
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
+
+
+# --- -o FILE: checked before the program, written atomically ------------------------------------
+
+# NOTE [Atomic report]
+# `-o FILE` is checked before the program starts (its folder exists and is writable, FILE is not a
+# folder), so a wrong path costs nothing; a relative FILE is made absolute against the folder
+# tensorscope started in, wherever the program `os.chdir`s to. The report is written to a new
+# file beside FILE (`.FILE.<pid>.tmp`, the mode FILE has or the umask gives) and renamed over FILE
+# with os.replace only once complete: a full disk, a file size limit or a kill mid-write leaves the
+# previous FILE as it was (a kill may leave the `.tmp` file). Something that is not a regular file
+# (/dev/stdout, a FIFO, /dev/full) is written in place.
+
+
+def checked_output(output: str) -> str:
+    """``-o FILE`` made absolute, once its folder is known to exist and be writable (else UsageError)."""
+    path = os.path.abspath(output)
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise UsageError(f"can't write the report to '{output}': it is a directory")
+    if not os.path.isdir(folder):
+        raise UsageError(f"can't write the report to '{output}': no such directory '{folder}'")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"can't write the report to '{output}': permission denied")
+    if _is_regular_or_new(path) and not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"can't write the report to '{output}': the directory '{folder}' is not writable")
+    return path
+
+
+def _is_regular_or_new(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
+def write_report(path: str, write) -> Optional[str]:
+    """``write(f)`` into ``path`` atomically (see NOTE [Atomic report]); None, or why it failed."""
+    path = os.path.realpath(path)  # through a symlink, as open() writes
+    try:
+        if not _is_regular_or_new(path):
+            with open(path, "w", encoding="utf-8") as f:
+                write(f)
+            return None
+        folder, name = os.path.split(path)
+        tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # the umask applies, as for open()
+    except OSError as e:
+        return e.strerror or str(e)
+    try:
+        try:
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # an existing file keeps its mode
+        except FileNotFoundError:
+            pass
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            return f"{e.strerror or e}; the previous file is untouched"
+        raise
+    return None
 
 
 def _found(doc: dict, fail_on: Optional[str]) -> bool:
@@ -411,36 +517,32 @@ def _found(doc: dict, fail_on: Optional[str]) -> bool:
 
 
 def _verdict(doc: dict, req: Request) -> tuple[bool, bool]:
-    """(whether --fail-on found something, whether explain found a diagnosis or a hazard)."""
-    return _found(doc, req.fail_on), req.command == "explain" and _found(doc, "diagnosis")
+    """(whether --fail-on found something, whether explain found a diagnosis, a hazard or a failed child
+    process: see NOTE [Child processes])."""
+    failed_child = any(c.get("failed") for c in (doc.get("program") or {}).get("children") or [])
+    return _found(doc, req.fail_on), req.command == "explain" and (_found(doc, "diagnosis") or failed_child)
 
 
-def _exit(result, req: Request, verdict: tuple[bool, bool]) -> int:
-    """The exit status of a run or an explain; a program that died by SIGINT or called os._exit
-    ends tensorscope the same way, here."""
+def _exit(result, req: Request, verdict: tuple[bool, bool], written: bool = True) -> int:
+    """The exit status of a run or an explain; a program that died by SIGINT ends tensorscope the
+    same way, here (os._exit and the other signals end it in the session: NOTE [Ending as python ends])."""
     fail_on_found, found = verdict
     if result.interrupted:
         # Die by SIGINT like python does, so shells see 130 and callers see -2.
-        import signal
-
         sys.stdout.flush()
         sys.stderr.flush()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
         return ExitCode.INTERRUPTED
+    if not written:
+        return ExitCode.NOT_WRITTEN
     if result.timed_out:
         return ExitCode.TIMEOUT
     if fail_on_found:
-        code = ExitCode.FAIL_ON
-    elif req.command == "explain":
+        return ExitCode.FAIL_ON
+    if req.command == "explain":
         return ExitCode.FOUND if found else ExitCode.OK
-    else:
-        code = result.exit_status
-    if result.os_exit:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
+    return result.exit_status
 
 
 def _read_program(program: str) -> bytes:

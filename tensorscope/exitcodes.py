@@ -24,6 +24,9 @@ class ExitCode(enum.IntEnum):
     #: --fail-on hazard|diagnosis found what it names; replaces the program's own exit status
     #: (python's handling of the program is untouched otherwise: its output is the same).
     FAIL_ON = 5
+    #: -o FILE could not be written (a full disk, a file size limit, /dev/full): the previous FILE is
+    #: untouched. Replaces the program's status, 5 and 124; a run ended by a signal still dies by it.
+    NOT_WRITTEN = 6
     #: --timeout expired; the partial report is still produced.
     TIMEOUT = 124
     #: interrupted (Ctrl-C / KeyboardInterrupt); like python, the process dies by SIGINT (shells show 130).

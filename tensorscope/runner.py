@@ -10,6 +10,7 @@ exactly as ``python -m module`` (see NOTE [python -m]).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib.machinery
 import os
 import runpy
@@ -20,6 +21,7 @@ import traceback
 import types
 from dataclasses import dataclass, field
 
+from tensorscope import children, exits
 from tensorscope.instrument.frames import is_tensorscope_file
 from tensorscope.instrument.patches import strip_traceback
 
@@ -28,22 +30,17 @@ class ProgramTimeout(BaseException):
     """Raised in the program's main thread when --timeout expires."""
 
 
-class OsExit(BaseException):
-    """Raised instead of ending the process when the program calls os._exit(n)."""
-
-    def __init__(self, status):
-        super().__init__(status)
-        self.status = status
-
-
 @dataclass
 class Outcome:
     exit_status: int = 0
     exception: BaseException | None = None
     interrupted: bool = False
     timed_out: bool = False
-    os_exit: bool = False
-    syntax_error: bool = False
+    os_exit: bool = False  # the program called os._exit
+    signal: int | None = None  # the signal that ended the program (SIGTERM, SIGHUP)
+    forked_child: bool = False  # run returned in a process forked from the one that started it
+    children: list = field(default_factory=list)  # children.Child: the processes the program started
+    held: exits.HeldSignals | None = field(default=None, repr=False)  # released once the report is written
     main_globals: dict | None = field(default=None, repr=False)
 
 
@@ -59,13 +56,11 @@ def _strip_chain(exc: BaseException) -> None:
 
 
 def _exit_status(code) -> int:
-    """Python's handling of ``SystemExit(code)``."""
+    """Python's handling of ``SystemExit(code)``: an int beyond a C long exits 255, as python's -1."""
     if code is None:
         return 0
-    if isinstance(code, bool):
-        return int(code)
-    if isinstance(code, int):
-        return code & 0xFF if code >= 0 else code & 0xFF
+    if isinstance(code, int):  # bool too
+        return code & 0xFF if -(1 << 63) <= code < (1 << 63) else 0xFF
     try:
         sys.stderr.write(f"{code}\n")
     except Exception:
@@ -119,6 +114,11 @@ def compile_program(source: bytes, filename: str):
     return compile(source, filename, "exec", dont_inherit=True)
 
 
+# traceback.walk_stack(None) starts this many frames above its own (generator) frame: python's own
+# walk_stack does the same, so that extract_stack/print_stack start at their caller.
+_WALK_STACK_START = 4
+
+
 def _walk_stack(f):
     """``traceback.walk_stack`` that ends at the program's outermost frame (see NOTE [Invisible frames]).
 
@@ -128,11 +128,10 @@ def _walk_stack(f):
     forward traceback) must not show them.
     """
     if f is None:
-        f = sys._getframe().f_back.f_back.f_back.f_back
+        f = sys._getframe(_WALK_STACK_START)
     while f is not None:
-        filename = f.f_code.co_filename
-        if is_tensorscope_file(filename):
-            if f.f_code is run.__code__:
+        if is_tensorscope_file(f.f_code.co_filename):
+            if f.f_code is _execute.__code__:
                 return
         else:
             yield f, f.f_lineno
@@ -140,21 +139,110 @@ def _walk_stack(f):
 
 
 def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=None, on_end=None,
-        module: str | None = None) -> Outcome:
+        module: str | None = None, on_abrupt_end=None) -> Outcome:
     """Execute compiled program code as ``__main__``; never raises for the program's own errors.
 
     With ``module``, ``code`` is None and the module runs as ``python -m module`` runs it:
-    see NOTE [python -m].
+    see NOTE [python -m]. Each change to the interpreter is one context manager below, undone in
+    reverse order when the program ends. ``on_end()`` runs when the program stops (instrumentation
+    off); ``on_abrupt_end(outcome)`` writes the report when the program ends the process itself
+    (``os._exit``, SIGTERM, SIGHUP: see NOTE [Ending as python ends]) and returns the exit status
+    to end with instead of the program's, or None.
     """
     outcome = Outcome()
-    is_stdin = path == "-"
+    real_os_exit = os._exit
+    with contextlib.ExitStack() as stack:
+        main = stack.enter_context(main_module(path, module))
+        stack.enter_context(program_argv(path, argv, module))
+        stack.enter_context(program_path0(path, module))
+        watch = stack.enter_context(children.watched())
+        ending = exits.Ending(_abrupt_report(main, watch, on_end, on_abrupt_end), real_os_exit)
+        stack.enter_context(exits.os_exit_reports(ending, real_os_exit))
+        stack.enter_context(exits.fatal_signals_report(ending))
+        stack.callback(_flush)
+        stack.callback(_join_threads, outcome)  # as the interpreter does before exiting (os._exit still reports)
+        stack.enter_context(python_excepthook())
+        limit = stack.enter_context(_RecursionLimit())
+        stack.enter_context(program_stack())
+        try:
+            try:
+                with alarm(timeout):
+                    if on_start is not None:
+                        on_start()
+                    _execute(code, main, module, limit)
+            finally:
+                # From here on what runs is tensorscope's (and the program's threads, joined below):
+                # signals wait for the report (see NOTE [Ending as python ends]).
+                outcome.held = exits.HeldSignals(real_os_exit)
+                if on_end is not None:
+                    on_end()
+        except SystemExit as e:
+            outcome.exit_status = _exit_status(e.code)
+        except ProgramTimeout as e:
+            outcome.timed_out = True
+            outcome.exit_status = 124
+            outcome.exception = e
+        except KeyboardInterrupt as e:
+            _strip_chain(e)
+            outcome.exception = e
+            outcome.interrupted = True
+            outcome.exit_status = 130
+            _print_exception(e)
+        except BaseException as e:  # the program's own uncaught exception
+            _strip_chain(e)
+            outcome.exception = e
+            outcome.exit_status = 1
+            _print_exception(e)
+        outcome.main_globals = main.__dict__
+    outcome.forked_child = ending.in_child()
+    outcome.children = watch.children()
+    return outcome
+
+
+def _execute(code, main, module, limit) -> None:
+    """Run the program: the bottom of its stack (``_walk_stack`` ends here)."""
+    probe: dict = {}
+    exec(_PROBE, probe)  # at the depth the program's code runs at
+    limit.calibrate(probe["depth"])
+    if module is not None:
+        # NOTE [python -m]
+        # `python -m name` is runpy._run_module_as_main(name): it finds the module (importing
+        # its parent packages; a package runs its __main__), puts the module's file in argv[0],
+        # sets __name__, __file__, __spec__, __package__, __loader__, __cached__ in the __main__
+        # module installed by main_module, and exits with "<python>: No module named x" (status 1)
+        # when the lookup fails. Calling that same function gives python's semantics, error texts and
+        # the two "<frozen runpy>" frames of its tracebacks; it is called from here directly so
+        # the program runs at the depth it has under python -m (see _RecursionLimit).
+        runpy._run_module_as_main(module)
+    else:
+        exec(code, main.__dict__)
+
+
+def _abrupt_report(main, watch, on_end, on_abrupt_end):
+    """The report of a program that ends the process itself: ``report(status, signum)`` for exits.Ending."""
+
+    def report(status, signum):
+        signal.setitimer(signal.ITIMER_REAL, 0)  # --timeout must not stop the report
+        if on_end is not None:
+            on_end()
+        outcome = Outcome(exit_status=status & 0xFF if signum is None else 128 + signum,
+                          os_exit=signum is None, signal=signum, main_globals=main.__dict__,
+                          children=watch.children())
+        return None if on_abrupt_end is None else on_abrupt_end(outcome)
+
+    return report
+
+
+@contextlib.contextmanager
+def main_module(path: str, module: str | None):
+    """A fresh ``__main__`` module, with the keys python gives it in the same order, for the run."""
     main = types.ModuleType("__main__")
-    g = main.__dict__  # same keys, in the same order, as python's own __main__
+    g = main.__dict__
     g["__annotations__"] = {}
     g["__builtins__"] = builtins
     if module is not None:
         pass  # runpy sets __file__, __loader__, __spec__, __package__ once the module is found
-    elif is_stdin:
+    elif path == "-":
         g["__loader__"] = importlib.machinery.BuiltinImporter
         g["__file__"] = "<stdin>"
     else:
@@ -162,107 +250,89 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         g["__file__"] = main_filename(path)
     if module is None:
         g["__cached__"] = None
-    saved_main = sys.modules.get("__main__")
-    saved_argv = sys.argv
-    saved_path0 = sys.path[0] if sys.path else None
+    saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main
-    sys.argv = ["-m" if module is not None else path, *argv]  # runpy puts the module's file in argv[0]
+    try:
+        yield main
+    finally:
+        sys.modules["__main__"] = saved
+
+
+@contextlib.contextmanager
+def program_argv(path: str, argv: list[str], module: str | None):
+    """``sys.argv`` as python gives it (runpy puts the module's file in argv[0] under -m)."""
+    saved = sys.argv
+    sys.argv = ["-m" if module is not None else path, *argv]
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
+
+@contextlib.contextmanager
+def program_path0(path: str, module: str | None):
+    """``sys.path[0]``: the script's folder, "" for stdin, the working directory under -m."""
     if module is not None:
         folder = os.getcwd()
     else:
-        folder = "" if is_stdin else os.path.dirname(os.path.realpath(path))
+        folder = "" if path == "-" else os.path.dirname(os.path.realpath(path))
+    saved = sys.path[0] if sys.path else None
     if sys.path:
         sys.path[0] = folder
     else:
         sys.path.insert(0, folder)
-    real_os_exit = os._exit
-
-    main_pid = os.getpid()
-
-    def os_exit(status):
-        if os.getpid() != main_pid:  # a forked child (DataLoader worker, multiprocessing): exit now
-            real_os_exit(status)
-        raise OsExit(status)
-
-    os._exit = os_exit
-    real_walk_stack = traceback.walk_stack
-    traceback.walk_stack = _walk_stack
-    real_excepthook = sys.excepthook
-    sys.excepthook = sys.__excepthook__
-    saved_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(saved_limit + 200)
-    probe: dict = {}
-    exec(_PROBE, probe)  # at the depth the program's code will run at
-    limits = _RecursionLimit(saved_limit, saved_limit + 200, probe["depth"])
-    old_alarm = None
-    if timeout:
-        def on_alarm(signum, frame):
-            raise ProgramTimeout()
-
-        old_alarm = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        if on_start is not None:
-            on_start()
-        try:
-            if module is not None:
-                # NOTE [python -m]
-                # `python -m name` is runpy._run_module_as_main(name): it finds the module (importing
-                # its parent packages; a package runs its __main__), puts the module's file in argv[0],
-                # sets __name__, __file__, __spec__, __package__, __loader__, __cached__ in the __main__
-                # module installed above, and exits with "<python>: No module named x" (status 1) when
-                # the lookup fails. Calling that same function gives python's semantics, error texts and
-                # the two "<frozen runpy>" frames of its tracebacks; it is called from here directly so
-                # the program runs at the depth it has under python -m (see _RecursionLimit).
-                runpy._run_module_as_main(module)
-            else:
-                exec(code, main.__dict__)
-        finally:
-            if timeout:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            if on_end is not None:
-                on_end()
-    except SystemExit as e:
-        outcome.exit_status = _exit_status(e.code)
-    except OsExit as e:
-        outcome.exit_status = int(e.status) & 0xFF
-        outcome.os_exit = True
-    except ProgramTimeout as e:
-        outcome.timed_out = True
-        outcome.exit_status = 124
-        outcome.exception = e
-    except KeyboardInterrupt as e:
-        _strip_chain(e)
-        outcome.exception = e
-        outcome.interrupted = True
-        outcome.exit_status = 130
-        _print_exception(e)
-    except BaseException as e:  # the program's own uncaught exception
-        _strip_chain(e)
-        outcome.exception = e
-        outcome.exit_status = 1
-        _print_exception(e)
+        yield
     finally:
-        if timeout and old_alarm is not None:
-            signal.signal(signal.SIGALRM, old_alarm)
-        os._exit = real_os_exit
-        traceback.walk_stack = real_walk_stack
-        limits.restore()
-        sys.excepthook = real_excepthook
-        if not outcome.os_exit:
-            _join_threads()
-        _flush()
-        outcome.main_globals = main.__dict__
-        sys.modules["__main__"] = saved_main
-        sys.argv = saved_argv
-        if saved_path0 is not None and sys.path:
-            sys.path[0] = saved_path0
-    return outcome
+        if saved is not None and sys.path:
+            sys.path[0] = saved
+
+
+@contextlib.contextmanager
+def python_excepthook():
+    """Python's own ``sys.excepthook`` while the program runs (not a host's, such as IPython's)."""
+    saved = sys.excepthook
+    sys.excepthook = sys.__excepthook__
+    try:
+        yield
+    finally:
+        sys.excepthook = saved
+
+
+@contextlib.contextmanager
+def program_stack():
+    """``traceback.walk_stack`` ends at the program's outermost frame (see ``_walk_stack``)."""
+    saved = traceback.walk_stack
+    traceback.walk_stack = _walk_stack
+    try:
+        yield
+    finally:
+        traceback.walk_stack = saved
+
+
+@contextlib.contextmanager
+def alarm(timeout: float | None):
+    """--timeout: ProgramTimeout is raised in the main thread after ``timeout`` seconds."""
+    if not timeout:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise ProgramTimeout()
+
+    saved = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, saved)
 
 
 _PROBE = compile(
     "def f(n):\n    try:\n        return f(n + 1)\n    except RecursionError:\n        return n\n"
     "depth = f(1)\n", "<tensorscope-probe>", "exec")
+_PROBE_HEADROOM = 200
 
 
 class _RecursionLimit:
@@ -273,12 +343,18 @@ class _RecursionLimit:
     shifted by the same amount, so the program sees and sets the numbers it would see.
     """
 
-    def __init__(self, saved: int, probe_limit: int, probe_depth: int):
+    def __enter__(self):
+        self.get, self.set = sys.getrecursionlimit, sys.setrecursionlimit
+        self.saved = self.get()
+        self.set(self.saved + _PROBE_HEADROOM)
+        return self
+
+    def calibrate(self, probe_depth: int) -> None:
+        """Shift the limit by the depth below the program, measured by ``_PROBE`` at the program's depth."""
         # Measured, not counted: C-level calls (exec, typer/click) use recursion levels too.
         # Under plain python a module-level function can recurse `limit - 1` deep.
-        depth = (probe_limit - 1) - probe_depth
-        self.get, self.set = sys.getrecursionlimit, sys.setrecursionlimit
-        real_get, real_set, offset = self.get, self.set, depth
+        offset = (self.saved + _PROBE_HEADROOM - 1) - probe_depth
+        real_get, real_set = self.get, self.set
 
         def getrecursionlimit():
             return real_get() - offset
@@ -292,11 +368,10 @@ class _RecursionLimit:
 
         getrecursionlimit.__doc__ = real_get.__doc__
         setrecursionlimit.__doc__ = real_set.__doc__
-        self.saved = saved
-        real_set(saved + offset)
+        real_set(self.saved + offset)
         sys.getrecursionlimit, sys.setrecursionlimit = getrecursionlimit, setrecursionlimit
 
-    def restore(self):
+    def __exit__(self, *exc):
         sys.getrecursionlimit, sys.setrecursionlimit = self.get, self.set
         self.set(self.saved)
 
@@ -310,7 +385,7 @@ def _print_exception(e: BaseException) -> None:
     _flush()
 
 
-def _join_threads() -> None:
+def _join_threads(outcome: Outcome) -> None:
     """Wait for non-daemon threads, as the interpreter does before exiting.
 
     Like ``threading._shutdown``, first run the callbacks registered with
@@ -332,11 +407,15 @@ def _join_threads() -> None:
                 callback()
             except Exception:
                 pass
-    for t in others:
-        try:
-            t.join()
-        except Exception:
-            pass
+    with outcome.held.interruptible() if outcome.held is not None else contextlib.nullcontext():
+        for t in others:
+            try:
+                t.join()
+            except KeyboardInterrupt:  # Ctrl-C while the program's threads finish: interrupted, as python's
+                outcome.interrupted, outcome.exit_status = True, 130
+                return
+            except Exception:
+                pass
 
 
 def _flush() -> None:

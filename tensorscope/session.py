@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 from dataclasses import dataclass
 
-from tensorscope import report, runner
+from tensorscope import children, report, runner
 
 
 @dataclass
 class Result:
-    doc: dict
+    doc: dict | None  # None in a forked child: it never writes the parent's report
     exit_status: int
     interrupted: bool = False
     timed_out: bool = False
     os_exit: bool = False
+    signal: int | None = None  # the signal that ended the program
 
 
 class Session:
@@ -37,33 +39,50 @@ class Session:
         # whether the program's stdout is a terminal, taken before --json points fd 1 elsewhere
         self.stdout_tty = _is_tty(1)
         self._gc_was_enabled = False  # see resume_collector
+        self._saved_stdout_fd = None  # --json: the real stdout while the program's goes to stderr
+        self.held = None  # exits.HeldSignals while the report is written (see release_signals)
 
-    def execute(self, hold_collector: bool = False) -> Result:
+    def execute(self, hold_collector: bool = False, on_abrupt_end=None) -> Result:
         """Run the program and build its report. With ``hold_collector`` the cyclic collector stays off
-        until ``resume_collector`` (see NOTE [No collector passes while the report is built])."""
+        until ``resume_collector`` (see NOTE [No collector passes while the report is built]).
+
+        ``on_abrupt_end(result)`` writes the report of a program that ends the process itself
+        (``os._exit``, SIGTERM, SIGHUP: see NOTE [Ending as python ends]) and returns the exit status
+        to end with, or None; ``result`` is None when building the report failed. When ``execute`` returns, SIGINT, SIGTERM and SIGHUP are held until
+        ``release_signals``.
+        """
         if not hold_collector:
             try:
-                return self.execute(hold_collector=True)
+                return self.execute(hold_collector=True, on_abrupt_end=on_abrupt_end)
             finally:
                 self.resume_collector()
-        saved_stdout_fd = None
         if self.json_mode:
             # The one JSON document owns stdout: the program's stdout goes to stderr.
             sys.stdout.flush()
-            saved_stdout_fd = os.dup(1)
+            self._saved_stdout_fd = os.dup(1)
             os.dup2(2, 1)
         try:
-            return self._execute()
+            return self._execute(on_abrupt_end)
         finally:
-            if saved_stdout_fd is not None:
-                try:
-                    sys.stdout.flush()
-                except Exception:
-                    pass
-                os.dup2(saved_stdout_fd, 1)
-                os.close(saved_stdout_fd)
+            self._restore_stdout()
 
-    def _execute(self) -> Result:
+    def _restore_stdout(self) -> None:
+        saved, self._saved_stdout_fd = self._saved_stdout_fd, None
+        if saved is not None:
+            try:
+                sys.stdout.flush()
+            except Exception:
+                pass
+            os.dup2(saved, 1)
+            os.close(saved)
+
+    def release_signals(self) -> None:
+        """The report is written: put the signal handlers back, and die by a signal that came meanwhile."""
+        held, self.held = self.held, None
+        if held is not None:
+            held.release()
+
+    def _execute(self, on_abrupt_end) -> Result:
         code = filename = None
         if not self.module:  # a module is found and compiled by runpy, as under python -m
             filename = runner.main_filename(self.program)
@@ -86,9 +105,21 @@ class Session:
                 progress.stop()
                 control.stop()
 
+            def abrupt_end(outcome):  # in whichever thread ended the process: see NOTE [Ending as python ends]
+                self._restore_stdout()
+                try:
+                    result = self._report(tracker, *_recorded(tracker, outcome), outcome, torch.__version__)
+                except Exception:  # the caller says so, and picks the exit status
+                    result = None
+                return None if on_abrupt_end is None else on_abrupt_end(result)
+
             progress.start()
             outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
-                                 on_end=on_end, module=self.program if self.module else None)
+                                 on_end=on_end, module=self.program if self.module else None,
+                                 on_abrupt_end=abrupt_end)
+            self.held = outcome.held
+            if outcome.forked_child:  # the program forked and the child returned: python's exit, no report
+                return Result(None, outcome.exit_status)
             # NOTE [No collector passes while the report is built]
             # The program has ended; building the report allocates one container per fact, and the
             # cyclic collector would walk the program's whole heap again and again meanwhile (a
@@ -101,17 +132,12 @@ class Session:
             self._gc_was_enabled = gc.isenabled()
             gc.disable()
             try:
-                instrument.release_run_state(tracker)
-                snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
-                # nothing after this line sees the tracker's tables (see instrument.session.record)
-                recording = instrument.record(tracker, snap, release=True)
-                del snap
-                distributed = instrument.distributed_info(tracker, torchrun_env())
+                recording, distributed = _recorded(tracker, outcome)
             except BaseException:
                 self.resume_collector()
                 raise
         try:
-            return self._report(tracker, recording, outcome, torch.__version__, distributed)
+            return self._report(tracker, recording, distributed, outcome, torch.__version__)
         except BaseException:
             self.resume_collector()
             raise
@@ -129,7 +155,7 @@ class Session:
             gc.collect(0)
             gc.enable()
 
-    def _report(self, tracker, recording, outcome, torch_version, distributed) -> Result:
+    def _report(self, tracker, recording, distributed, outcome, torch_version) -> Result:
         from tensorscope import diagnose
 
         path = self.program
@@ -141,6 +167,7 @@ class Session:
             "argv": [path, *self.argv],
             "exit_status": outcome.exit_status,
             "exception": exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
+            "children": [child.to_json() for child in outcome.children],
         }
         doc = report.build(recording, command=self.command, program=program,
                            torch_version=torch_version, device_mode=self.device, distributed=distributed)
@@ -148,10 +175,17 @@ class Session:
             doc["notes"].append(f"stopped after --timeout {self.timeout:g} s: the report is partial")
         if outcome.interrupted:
             doc["notes"].append("interrupted (KeyboardInterrupt): the report is partial")
+        if outcome.signal is not None:
+            doc["notes"].append(f"ended by {signal.Signals(outcome.signal).name}: the report is partial")
+        if children.note(outcome.children):
+            doc["notes"].append(children.note(outcome.children))
+        if outcome.os_exit:
+            doc["notes"].append(f"the program called os._exit({outcome.exit_status}): the report is what it "
+                                "had done by then")
         diagnose.attach(doc, recording)
         outcome.main_globals = None
-        return Result(doc, outcome.exit_status, interrupted=outcome.interrupted,
-                      timed_out=outcome.timed_out, os_exit=outcome.os_exit)
+        return Result(doc, outcome.exit_status, interrupted=outcome.interrupted, timed_out=outcome.timed_out,
+                      os_exit=outcome.os_exit, signal=outcome.signal)
 
     def _static_doc(self, e, filename) -> dict:
         """The report of a program that did not compile (see NOTE [One document skeleton])."""
@@ -233,6 +267,18 @@ class Progress:
                 pass
 
 
+def _recorded(tracker, outcome) -> tuple:
+    """(recording, distributed) of the run; nothing after this sees the tracker's tables
+    (see instrument.session.record)."""
+    from tensorscope.instrument import session as instrument
+
+    instrument.release_run_state(tracker)
+    snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
+    recording = instrument.record(tracker, snap, release=True)
+    del snap
+    return recording, instrument.distributed_info(tracker, torchrun_env())
+
+
 def torchrun_env() -> dict | None:
     """Rank, local rank and world size when torchrun's environment is present, else None."""
     try:
@@ -259,4 +305,13 @@ def exception_info(exc, user) -> dict | None:
         if tb.tb_frame.f_code.co_filename in user:
             file, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
         tb = tb.tb_next
-    return {"type": type(exc).__name__, "message": str(exc), "file": report.display_path(file), "line": line}
+    return {"type": type(exc).__name__, "message": exception_message(exc), "file": report.display_path(file),
+            "line": line}
+
+
+def exception_message(exc: BaseException) -> str:
+    """``str(exc)``, or python's own placeholder when the exception's ``__str__`` raises."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<exception str() failed>"

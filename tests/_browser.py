@@ -97,7 +97,7 @@ def load(page: Path, workdir: Path, screenshot: Path | None = None) -> Element:
     if screenshot is not None:
         cmd.append(f"--screenshot={screenshot}")
     cmd += ["--dump-dom", page.resolve().as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=workdir)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=workdir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "<html" in proc.stdout, proc.stderr[-2000:]
     return parse(proc.stdout)

@@ -16,7 +16,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SNIPPETS_DIR = REPO / "snippets"
 SCHEMA_PATH = REPO / "tensorscope" / "schema" / "report.schema.json"
-DEFAULT_TIMEOUT = 120
+DEFAULT_TIMEOUT = 900  # guards a hang, not speed: a niced run on a loaded 2-core machine takes minutes
 
 
 def _env() -> dict[str, str]:

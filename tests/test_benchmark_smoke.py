@@ -30,7 +30,7 @@ def bench(tmp_path_factory):
     proc = subprocess.run(
         [sys.executable, str(RUN), "--scale", "0.01", "--repeats", "1", "--warmup", "0", "--jobs", "2",
          "--timeout", "120", "--torch-threads", "1", "--workloads", ",".join(WORKLOADS), "--out", str(out)],
-        cwd=str(REPO), capture_output=True, text=True, timeout=300,
+        cwd=str(REPO), capture_output=True, text=True, timeout=900,
     )
     return proc, out
 

@@ -63,7 +63,7 @@ MODE_NOTE = "saved tensors inside the program's TorchDispatchMode are not inspec
 
 def _explain(cwd, *args):
     p = subprocess.run([PY, "-m", "tensorscope", "explain", "--json", *args], cwd=cwd, env=_env(),
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=900)
     return p.returncode, json.loads(p.stdout), p.stderr
 
 
@@ -112,7 +112,7 @@ def test_the_programs_own_dispatch_mode_is_still_noted(docs):
 def test_eager_bug_around_an_inductor_compiled_function(docs, folder, tmp_path):
     env_dir = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # cold: the compile-worker pool starts
     p = subprocess.run([PY, "-m", "tensorscope", "explain", "--json", "bug.py", "inductor"], cwd=folder,
-                       env={**_env(), **env_dir}, capture_output=True, text=True, timeout=600)
+                       env={**_env(), **env_dir}, capture_output=True, text=True, timeout=900)
     doc = json.loads(p.stdout)
     _same_diagnosis(docs["plain"][1], doc, folder)
     assert MODE_NOTE not in doc["notes"]

@@ -46,7 +46,7 @@ PROGRAMS = {
 
 
 def _run(args, cwd, env=None):
-    p = subprocess.run(args, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=120)
+    p = subprocess.run(args, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=900)
     return p.returncode, p.stdout, p.stderr
 
 

@@ -17,7 +17,7 @@ import pytest
 from _cli import _env, validate_against_schema
 
 PY = sys.executable
-TIMEOUT = 120
+TIMEOUT = 900  # guards a hang, not speed: a niced run on a loaded 2-core machine takes minutes
 
 FILES = {
     # a script whose arguments look like tensorscope's own options

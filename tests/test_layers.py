@@ -223,10 +223,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 # Cycles that other work of issue 18 removes (the composed recorder); each entry must still be a cycle.
-KNOWN_CYCLES = [
-    ["tensorscope.instrument.patches", "tensorscope.instrument.provenance"],
-    ["tensorscope.instrument.saved", "tensorscope.instrument.watch"],
-]
+KNOWN_CYCLES: list = []  # none is left
 
 
 def test_no_import_cycle_among_tensorscope_modules():

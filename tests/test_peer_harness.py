@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 def _harness(out, *extra):
     return subprocess.run([sys.executable, str(HARNESS), str(SAMPLE), "--out", str(out), *extra],
-                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")

@@ -52,12 +52,12 @@ def _run_on_ptys(tmp_path, stdout_tty: bool):
         t = threading.Thread(target=lambda: got.setdefault("out", drain(out_primary)))
         t.start()
         tty = drain(err_primary)
-        proc.wait(timeout=120)
+        proc.wait(timeout=900)
         t.join()
         out = got["out"].replace(b"\r\n", b"\n")
     else:
         tty = drain(err_primary)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=900)
     return proc.returncode, out, tty.decode()
 
 
@@ -80,5 +80,5 @@ def test_no_progress_line_in_a_pipe(tmp_path):
     prog = tmp_path / "slow.py"
     prog.write_text(SLOW)
     proc = subprocess.run([sys.executable, "-m", "tensorscope", "run", "-o", str(tmp_path / "r.json"), str(prog)],
-                          capture_output=True, cwd=tmp_path, timeout=120)
+                          capture_output=True, cwd=tmp_path, timeout=900)
     assert proc.returncode == 0 and proc.stdout == b"done\n" and proc.stderr == b""

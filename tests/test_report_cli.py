@@ -23,7 +23,7 @@ def _cli(*args, cwd=REPO, env=None):
     e.pop("FORCE_COLOR", None)
     e.update(env or {})
     p = subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=e, capture_output=True,
-                       text=True, timeout=300)
+                       text=True, timeout=900)
     return p.returncode, p.stdout, p.stderr
 
 

@@ -22,6 +22,7 @@ import json
 
 from tensorscope.render.html_graph import graph_section
 from tensorscope.render.html_parts import clip, esc, place_link
+from tensorscope.render.summary import failed_children
 from tensorscope.render.text import _describe_event
 
 # Bars of the storage map: the byte axis is this many pixels wide whatever the storage's size.
@@ -142,6 +143,10 @@ def _verdict(doc: dict) -> str:
     elif hazards:
         cls, head = "hazard", f"Hazard (nothing raised): {esc(hazards[0]['kind'])}"
         sub = esc(hazards[0]["title"])
+    elif failed_children(doc):  # never "clean": see NOTE [Child processes]
+        bad = failed_children(doc)
+        cls, head = "fail", f"{len(bad)} child process{'es' if len(bad) != 1 else ''} failed"
+        sub = esc(f"pid {', '.join(str(c['pid']) for c in bad)}: not recorded")
     else:
         cls = "ok"
         head = "Backward is clean, no hazard" if doc["command"] == "explain" else "No failure, no hazard"

@@ -88,6 +88,11 @@ def verdict(doc, counts=None) -> Text:
     elif exc:
         t.append(f"the program ended with {exc['type']}", style="bold yellow")
         t.append(f"; {_plural(n, 'backward call')}, hazards: none")
+    elif failed_children(doc):  # never "clean": see NOTE [Child processes]
+        bad = failed_children(doc)
+        t.append(f"{_plural(len(bad), 'child process', 'child processes')} failed", style="bold red")
+        t.append(f" (pid {', '.join(str(c['pid']) for c in bad)}; not recorded); "
+                 f"{_plural(n, 'backward call')} here, hazards: none")
     else:
         t.append("clean", style="bold green")
         if n:
@@ -95,6 +100,11 @@ def verdict(doc, counts=None) -> Text:
         else:
             t.append(": no backward call; hazards: none")
     return t
+
+
+def failed_children(doc) -> list:
+    """The program's child processes that failed (see NOTE [Child processes])."""
+    return [c for c in (doc.get("program") or {}).get("children") or [] if c.get("failed")]
 
 
 def headline(doc, counts) -> Text:

@@ -1,0 +1,137 @@
+"""Child processes the program starts: named in the report with how they ended.
+
+NOTE [Child processes]
+tensorscope records the process it runs, not its children. A forked child (multiprocessing's fork
+start method, DataLoader workers, torch.multiprocessing's hogwild workers) carries a copy of the
+recording that ends with it; a spawned or exec'd child (multiprocessing spawn and forkserver,
+``subprocess`` running python) runs plain python. So the report names each child, its pid and
+how it ended, and a child that failed is never reported as clean. Children are seen where they
+start (``os.fork``; ``_posixsubprocess.fork_exec``, which both ``subprocess`` and multiprocessing's
+spawn call) and where the program waits for them (``os.waitpid``, which ``Popen.wait`` and
+``multiprocessing.Process.join`` call). A child nobody waited for is looked at without reaping it
+(``waitid`` with WNOWAIT), so the program's own atexit handlers still find it.
+"""
+
+from __future__ import annotations
+
+import _posixsubprocess
+import contextlib
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+
+from tensorscope.instrument.transparent import named
+
+
+@dataclass
+class Child:
+    pid: int
+    start: str  # "fork", or "exec" (subprocess, multiprocessing spawn/forkserver)
+    argv: list | None = None  # the command line of an exec'd child
+    exit_status: int | None = None  # as subprocess's returncode: negative when a signal ended it
+
+    @property
+    def failed(self) -> bool:
+        """Ended badly: a forked or python child that exited non-zero or was killed. Other programs
+        (``grep``, ``git``) say things with their status that the program reads itself."""
+        if self.exit_status in (0, None):
+            return False
+        return self.start == "fork" or bool(self.argv) and os.path.basename(self.argv[0]).startswith("python")
+
+    def to_json(self) -> dict:
+        return {"pid": self.pid, "start": self.start, "argv": self.argv, "exit_status": self.exit_status,
+                "failed": self.failed}
+
+
+class Watch:
+    """The children started while ``watched`` was on, in start order."""
+
+    def __init__(self):
+        self.started: dict[int, Child] = {}
+
+    def children(self) -> list:
+        """Every child, each with how it ended as far as known now."""
+        for child in self.started.values():
+            if child.exit_status is None:
+                child.exit_status = _peek(child.pid)
+        return list(self.started.values())
+
+
+@contextlib.contextmanager
+def watched():
+    """Record the children the program starts while the block runs; yields a ``Watch``."""
+    watch = Watch()
+    started = watch.started
+    parent = os.getpid()
+    real_fork, real_waitpid, real_fork_exec = os.fork, os.waitpid, _posixsubprocess.fork_exec
+    real_subprocess_fork_exec = getattr(subprocess, "_fork_exec", None)
+
+    def fork():
+        pid = real_fork()
+        if pid > 0 and os.getpid() == parent:
+            started[pid] = Child(pid, "fork")
+        return pid
+
+    def fork_exec(*args):
+        pid = real_fork_exec(*args)
+        if os.getpid() == parent:
+            try:
+                argv = [os.fsdecode(a) for a in args[0]]
+            except Exception:
+                argv = None
+            started[pid] = Child(pid, "exec", argv)
+        return pid
+
+    def waitpid(*args):
+        pid, status = real_waitpid(*args)
+        child = started.get(pid) if pid > 0 else None
+        if child is not None and (os.WIFEXITED(status) or os.WIFSIGNALED(status)):
+            child.exit_status = os.waitstatus_to_exitcode(status)
+        return pid, status
+
+    fork_exec = named(fork_exec, real_fork_exec)
+    os.fork, os.waitpid, _posixsubprocess.fork_exec = named(fork, real_fork), named(waitpid, real_waitpid), fork_exec
+    if real_subprocess_fork_exec is not None:
+        subprocess._fork_exec = fork_exec
+    try:
+        yield watch
+    finally:
+        os.fork, os.waitpid, _posixsubprocess.fork_exec = real_fork, real_waitpid, real_fork_exec
+        if real_subprocess_fork_exec is not None:
+            subprocess._fork_exec = real_subprocess_fork_exec
+
+
+def _peek(pid: int) -> int | None:
+    """How an unwaited child ended, leaving it to be waited for; None while it runs (or if reaped)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except (ChildProcessError, OSError, AttributeError):
+        return None
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def note(children: list) -> str | None:
+    """The report's note about the children, or None without any."""
+    if not children:
+        return None
+    failed = [c for c in children if c.failed]
+    running = [c for c in children if c.exit_status is None]
+    text = (f"{len(children)} child process{'es' if len(children) != 1 else ''} ran outside the recording "
+            "(their tensors and backward calls are not in this report: see program.children)")
+    if failed:
+        text += "; failed: " + ", ".join(f"pid {c.pid} ({_how(c.exit_status)})" for c in failed)
+    if running:
+        text += f"; {len(running)} still running or not waited for"
+    return text
+
+
+def _how(status: int) -> str:
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exit status {status}"

@@ -1,0 +1,220 @@
+"""How a run ends the process when the program does not return to tensorscope.
+
+NOTE [Ending as python ends]
+Under plain python ``os._exit(n)`` ends the process at once, from any thread, and cannot be
+caught; SIGTERM and SIGHUP (the default action) end it by the signal, without a traceback; an
+uncaught KeyboardInterrupt ends it by SIGINT. Under tensorscope each of them first writes the
+report, then ends the process the same way:
+
+- ``os._exit`` is replaced by a function that writes the report and calls the real one. Nothing
+  is raised, so no ``except`` or ``finally`` of the program runs.
+- SIGTERM and SIGHUP get a handler while their disposition is the default. The program does not
+  see it: ``signal.getsignal`` answers SIG_DFL, ``signal.signal`` returns SIG_DFL for it, and
+  setting SIG_DFL puts it back. A handler the program installs replaces it, as under python.
+- The report gets at most ``GRACE`` seconds; then the process ends anyway, without it (the file
+  at ``-o`` is then the previous one, untouched: see NOTE [Atomic report] in cli.py).
+- A forked child (a DataLoader worker, a multiprocessing fork) ends at once, as under python,
+  and never writes the parent's report.
+
+After the program, while the report is built and written, SIGINT, SIGTERM and SIGHUP are held
+(``HeldSignals``): the report is finished, then the process dies by the first of them; a second
+one ends it at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from tensorscope.instrument.transparent import named
+
+#: seconds the report may take once the program ended the process (os._exit, SIGTERM, SIGHUP)
+GRACE = 10.0
+
+FATAL = (signal.SIGTERM, signal.SIGHUP)  # their default action ends the process
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# the real functions: the program sees wrappers of them during the run (fatal_signals_report)
+_signal, _getsignal = signal.signal, signal.getsignal
+
+
+def die_by(signum: int, real_exit=os._exit, flush: bool = False) -> None:
+    """End the process by ``signum`` as its default action does (from the main thread), else
+    with 128 + signum, the status a shell shows for it. ``flush``: write out what ``sys.stdout``
+    and ``sys.stderr`` hold first (the default action, like ``os._exit``, loses it)."""
+    if flush:
+        _flush()
+    try:
+        _signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    except (ValueError, OSError):  # not the main thread: the disposition cannot be changed
+        pass
+    real_exit(128 + signum)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _say(text: str) -> None:
+    try:
+        os.write(2, f"tensorscope: {text}\n".encode())
+    except OSError:
+        pass
+
+
+class Ending:
+    """The end of one run's process by the program (see NOTE [Ending as python ends]).
+
+    ``report(status, signum)`` writes the report and returns the exit status to use instead of
+    ``status`` (or None); ``real_exit`` is the real ``os._exit``.
+    """
+
+    def __init__(self, report, real_exit):
+        self.pid = os.getpid()
+        self._report = report
+        self._real_exit = real_exit
+        self._lock = threading.Lock()
+        self._started = False
+
+    def in_child(self) -> bool:
+        """True in a process forked from the one that started the program."""
+        return os.getpid() != self.pid
+
+    def end(self, status: int | None = None, signum: int | None = None) -> None:
+        """Write the report (at most GRACE seconds), then ``os._exit(status)`` or die by ``signum``."""
+        with self._lock:
+            first, self._started = not self._started, True
+        if not first:  # a second ending: a signal ends the process at once; a thread waits for the first
+            if signum is not None:
+                die_by(signum, self._real_exit)
+            threading.Event().wait()
+        watchdog = threading.Timer(GRACE, self._late, (status, signum))
+        watchdog.daemon = True
+        watchdog.start()
+        held = HeldSignals(self._real_exit) if threading.current_thread() is threading.main_thread() else None
+        replaced = None
+        try:
+            replaced = self._report(status, signum)
+        except BaseException:  # the report is lost (a Ctrl-C meanwhile); the process ends as python's would
+            pass
+        if signum is not None:
+            die_by(signum, self._real_exit)
+        if held is not None and held.pending is not None:
+            die_by(held.pending, self._real_exit)
+        self._real_exit(status if replaced is None else replaced)
+
+    def _late(self, status, signum) -> None:
+        _say(f"the report took more than {GRACE:g} s; ending without it")
+        self._real_exit(status if signum is None else 128 + signum)
+
+
+@contextlib.contextmanager
+def os_exit_reports(ending: Ending, real_exit):
+    """``os._exit(n)`` writes the report, then exits with n (see NOTE [Ending as python ends])."""
+
+    def _exit(status):
+        os.WEXITSTATUS(status)  # os._exit's own TypeError/OverflowError for a status that is not a C int
+        if ending.in_child():
+            real_exit(status)
+        ending.end(status=status)
+
+    os._exit = named(_exit, real_exit)
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+
+
+@contextlib.contextmanager
+def fatal_signals_report(ending: Ending):
+    """SIGTERM and SIGHUP write the report, then the process dies by them (see NOTE [Ending as python ends])."""
+    real_signal, real_getsignal = _signal, _getsignal
+
+    def handler(signum, frame):
+        try:
+            if not ending.in_child():
+                ending.end(signum=signum)
+        finally:  # a forked child, or anything going wrong: the default action, as under python
+            die_by(signum)
+
+    handler.tensorscope_default = True  # stands for SIG_DFL (see HeldSignals.release)
+
+    ours = [s for s in FATAL if real_getsignal(s) == signal.SIG_DFL]
+
+    def signal_(signalnum, handler_):
+        if signalnum in ours and not callable(handler_) and handler_ == signal.SIG_DFL:
+            handler_ = handler
+        previous = real_signal(signalnum, handler_)
+        return signal.SIG_DFL if previous is handler else previous
+
+    def getsignal(signalnum):
+        current = real_getsignal(signalnum)
+        return signal.SIG_DFL if current is handler else current
+
+    for s in ours:
+        real_signal(s, handler)
+    signal.signal, signal.getsignal = named(signal_, real_signal), named(getsignal, real_getsignal)
+    try:
+        yield
+    finally:
+        signal.signal, signal.getsignal = real_signal, real_getsignal
+        for s in ours:
+            if real_getsignal(s) is handler:
+                real_signal(s, signal.SIG_DFL)
+
+
+class HeldSignals:
+    """Hold SIGINT, SIGTERM and SIGHUP while the report is written (main thread only).
+
+    The first one is kept in ``pending`` for ``release`` to die by; a second one ends the
+    process at once. Signals the program's environment ignores (``nohup``) stay ignored.
+    """
+
+    def __init__(self, real_exit=os._exit):
+        self.pending: int | None = None
+        self._interruptible = False
+        self._real_exit = real_exit
+        self._previous = {}
+        for s in HELD:
+            try:
+                if _getsignal(s) == signal.SIG_IGN:
+                    continue
+                self._previous[s] = _signal(s, self._hold)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
+    def _hold(self, signum, frame):
+        if signum == signal.SIGINT and self._interruptible and self.pending is None:
+            raise KeyboardInterrupt
+        if self.pending is not None:
+            die_by(signum, self._real_exit)
+        self.pending = signum
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        """Ctrl-C raises KeyboardInterrupt meanwhile (while the program's threads are joined)."""
+        self._interruptible = True
+        try:
+            yield
+        finally:
+            self._interruptible = False
+
+    def release(self) -> None:
+        """Put the handlers back; die by the signal held meanwhile, if one came."""
+        previous, self._previous = self._previous, {}
+        for s, h in previous.items():
+            if getattr(h, "tensorscope_default", False):  # the run is over: its handler stood for SIG_DFL
+                h = signal.SIG_DFL
+            try:
+                _signal(s, h if h is not None else signal.SIG_DFL)
+            except (ValueError, OSError, TypeError):
+                pass
+        if self.pending is not None:  # the program is over: python would have flushed its output
+            die_by(self.pending, self._real_exit, flush=True)

@@ -1,0 +1,361 @@
+"""Faults: under `tensorscope run -o FILE` a program ends exactly as under `python prog.py`, and the
+report survives (docs/faults.md).
+
+Each test runs plain python and the real CLI on a program in tests/programs/faults/, compares the
+exit status and output, and reads the report file. Expected values come from python's own run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from _cli import DEFAULT_TIMEOUT, _env, validate_against_schema
+
+REPO = Path(__file__).resolve().parents[1]
+FAULTS = REPO / "tests" / "programs" / "faults"
+PY = sys.executable
+NOT_WRITTEN = 6  # ExitCode.NOT_WRITTEN, documented in docs/faults.md
+_ADDR = re.compile(rb"0x[0-9a-fA-F]+")
+
+
+def _run(cmd, cwd, **kw):
+    p = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, timeout=DEFAULT_TIMEOUT, **kw)
+    return p.returncode, _ADDR.sub(b"0xADDR", p.stdout), _ADDR.sub(b"0xADDR", p.stderr)
+
+
+def pair(prog: str, *args: str, cwd: Path, report: Path, options=(), **kw):
+    """(python's (rc, stdout, stderr), tensorscope's) for `run -o REPORT PROG ARGS`, run concurrently."""
+    path = str(FAULTS / prog)
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(_run, [PY, path, *args], cwd, **kw)
+        ts = pool.submit(_run, [PY, "-m", "tensorscope", "run", *options, "-o", str(report), path, *args], cwd, **kw)
+        return py.result(), ts.result()
+
+
+def read_report(path: Path) -> dict:
+    doc = json.loads(path.read_text())
+    validate_against_schema(doc)
+    return doc
+
+
+def no_temporary_files(folder: Path) -> list:
+    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+# --- os._exit (rows 1, 2) -------------------------------------------------------------------------
+
+def test_os_exit_from_a_thread_ends_the_process_at_once(tmp_path):
+    report = tmp_path / "r.json"
+    py, ts = pair("os_exit_in_thread.py", cwd=tmp_path, report=report)
+    assert py[0] == 9 and b"still alive" not in py[1], py
+    assert ts == py
+    doc = read_report(report)
+    assert doc["program"]["exit_status"] == 9
+    assert any("os._exit(9)" in n for n in doc["notes"]), doc["notes"]
+    assert doc["events_summary"]["recorded"] > 0  # what the program did before is there
+
+
+def test_os_exit_cannot_be_caught(tmp_path):
+    report = tmp_path / "r.json"
+    py, ts = pair("os_exit_caught.py", cwd=tmp_path, report=report)
+    assert py[0] == 4 and b"caught" not in py[1] and b"finally" not in py[1], py
+    assert ts == py
+    assert read_report(report)["program"]["exit_status"] == 4
+
+
+def test_os_exit_in_run_without_o_prints_the_report_once(tmp_path):
+    """The report goes past sys.stdout's buffer, which os._exit loses under python (pipe: nothing flushed)."""
+    path = str(FAULTS / "os_exit_caught.py")
+    rc, out, err = _run([PY, "-m", "tensorscope", "run", path], tmp_path)
+    assert rc == 4, err
+    assert out.count(b"tensorscope run ") == 1 and b"os._exit(4)" in out, out
+    assert b"\ncaught\n" not in out and b"\nfinally\n" not in out
+
+
+# --- the report file (rows 3, 4, 8) and kill -9 -----------------------------------------------------
+
+def _limit_file_size():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))  # the report is larger (python ignores SIGXFSZ)
+
+
+def test_full_disk_leaves_the_previous_report(tmp_path):
+    report = tmp_path / "r.json"
+    report.write_text('{"previous": true}\n')
+    py, ts = pair("os_exit_caught.py", cwd=tmp_path, report=report, preexec_fn=_limit_file_size)
+    assert ts[0] == NOT_WRITTEN, ts
+    assert ts[1] == py[1]
+    message = ts[2][len(py[2]):].decode()
+    assert ts[2].startswith(py[2]) and message.count("\n") == 1, ts[2]
+    assert "can't write the report" in message and "previous file is untouched" in message, message
+    assert report.read_text() == '{"previous": true}\n'
+    assert no_temporary_files(tmp_path) == []
+
+
+def test_dev_full(tmp_path):
+    rc, out, err = _run([PY, "-m", "tensorscope", "run", "-o", "/dev/full", str(FAULTS / "exit_huge.py")], tmp_path)
+    assert rc == NOT_WRITTEN, (rc, err)
+    assert b"No space left on device" in err and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_output_is_checked_before_the_program_starts(tmp_path, where):
+    marker = tmp_path / "ran.txt"
+    output = tmp_path / "missing" / "r.json" if where == "missing folder" else tmp_path
+    rc, out, err = _run([PY, "-m", "tensorscope", "run", "-o", str(output), str(FAULTS / "marker.py"), str(marker)],
+                        tmp_path)
+    assert rc == 2 and out == b"", (rc, out, err)
+    assert err.decode().count("\n") == 1 and b"can't write the report" in err, err
+    assert not marker.exists(), "the program ran before -o was checked"
+
+
+def test_read_only_folder_as_a_non_root_user(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    marker = tmp_path / "ran.txt"
+    cmd = [PY, "-m", "tensorscope", "run", "-o", str(folder / "r.json"), str(FAULTS / "marker.py"), str(marker)]
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        preexec = None
+    else:  # as root, permissions do not bind: become nobody, if nobody can run this python at all
+        for p in (tmp_path, *tmp_path.parents):
+            if os.stat(p).st_mode & 0o005 != 0o005:
+                pytest.skip(f"{p} is closed to other users: cannot run as nobody here")
+        tmp_path.chmod(0o777)
+        folder.chmod(0o755)  # root's, so read-only to nobody
+
+        def preexec():
+            os.setgid(65534)
+            os.setuid(65534)
+
+        probe = subprocess.run([PY, "-c", "import tensorscope, torch"], cwd=tmp_path, env=_env(),
+                               preexec_fn=preexec, capture_output=True, timeout=DEFAULT_TIMEOUT)
+        if probe.returncode != 0:
+            pytest.skip(f"nobody cannot run {PY} here: {probe.stderr[-200:]!r}")
+    try:
+        p = subprocess.run(cmd, cwd=tmp_path, env=_env(), preexec_fn=preexec, capture_output=True,
+                           timeout=DEFAULT_TIMEOUT)
+    finally:
+        folder.chmod(0o755)
+    assert p.returncode == 2 and b"not writable" in p.stderr, p
+    assert not marker.exists()
+
+
+def test_relative_output_is_resolved_where_tensorscope_started(tmp_path):
+    report = tmp_path / "r.json"
+    path = str(FAULTS / "chdir_relative.py")
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(_run, [PY, path, "py_out"], tmp_path)
+        ts = pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", "r.json", path, "ts_out"], tmp_path)
+        py, ts = py.result(), ts.result()
+    assert ts[0] == py[0] == 0 and ts[1] == py[1].replace(b"py_out", b"ts_out")
+    assert read_report(report)["program"]["exit_status"] == 0
+    assert not (tmp_path / "ts_out" / "r.json").exists()
+
+
+def _wait_for(proc, text: bytes, stream) -> bytes:
+    """What ``stream`` gave until ``text`` appeared (read past its buffer: communicate() reads the rest)."""
+    seen = b""
+    deadline = time.monotonic() + DEFAULT_TIMEOUT
+    while text not in seen and time.monotonic() < deadline:
+        chunk = os.read(stream.fileno(), 65536)
+        if not chunk:
+            break
+        seen += chunk
+    assert text in seen, seen
+    return seen
+
+
+def test_kill_9_leaves_the_previous_report(tmp_path):
+    report = tmp_path / "r.json"
+    report.write_text("previous\n")
+    proc = subprocess.Popen([PY, "-m", "tensorscope", "run", "-o", str(report), "tests/programs/forever_loop.py"],
+                            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(proc, b"ready\n", proc.stdout)
+        proc.kill()
+        assert proc.wait(timeout=DEFAULT_TIMEOUT) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert report.read_text() == "previous\n"
+
+
+# --- signals (rows 5, 6) ------------------------------------------------------------------------------
+
+def _signalled(cmd, signum, cwd, ready=b"ready\n"):
+    proc = subprocess.Popen(cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = _wait_for(proc, ready, proc.stdout)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=DEFAULT_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, first + out, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_fatal_signal_writes_the_report_then_dies_by_it(tmp_path, signum):
+    report = tmp_path / "r.json"
+    report.write_text("previous\n")
+    prog = "tests/programs/forever_loop.py"
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(_signalled, [PY, prog], signum, REPO)
+        ts = pool.submit(_signalled, [PY, "-m", "tensorscope", "run", "-o", str(report), prog], signum, REPO)
+        py, ts = py.result(), ts.result()
+    assert py == (-signum, b"ready\n", b"")
+    assert ts == py
+    doc = read_report(report)
+    assert doc["program"]["exit_status"] == 128 + signum
+    assert f"ended by {signal.Signals(signum).name}: the report is partial" in doc["notes"]
+
+
+def test_sigterm_loses_buffered_output_as_python_does(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # stdout block-buffered in a pipe, as by default
+    report = tmp_path / "r.json"
+    path = str(FAULTS / "buffered_then_term.py")
+
+    def killed(cmd):
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            err = _wait_for(proc, b"ready\n", proc.stderr)
+            proc.send_signal(signal.SIGTERM)
+            out, rest = proc.communicate(timeout=DEFAULT_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return proc.returncode, out, err + rest
+
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(killed, [PY, path])
+        ts = pool.submit(killed, [PY, "-m", "tensorscope", "run", "-o", str(report), path])
+        py, ts = py.result(), ts.result()
+    assert py == (-signal.SIGTERM, b"", b"ready\n")
+    assert ts == py
+    assert read_report(report)["program"]["exit_status"] == 128 + signal.SIGTERM
+
+
+def test_the_programs_own_sigterm_handler_keeps_working(tmp_path):
+    report = tmp_path / "r.json"
+    path = str(FAULTS / "sigterm_handler.py")
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(_signalled, [PY, path], signal.SIGTERM, tmp_path)
+        ts = pool.submit(_signalled, [PY, "-m", "tensorscope", "run", "-o", str(report), path], signal.SIGTERM,
+                         tmp_path)
+        py, ts = py.result(), ts.result()
+    assert py[0] == 3 and py[1] == b"default 0 0\nprevious 0\nready\nhandled SIGTERM\n", py  # 0: SIG_DFL
+    assert ts == py
+    assert read_report(report)["program"]["exit_status"] == 3
+
+
+def test_second_ctrl_c_while_the_report_is_built(tmp_path):
+    """The program ends by KeyboardInterrupt; Ctrl-C again while tensorscope builds a large report: the
+    report is still written whole, and the process dies by SIGINT as python's does."""
+    report = tmp_path / "r.json"
+    path = str(FAULTS / "interrupt_big_report.py")
+    py = _run([PY, path], tmp_path)
+    assert py[0] == -signal.SIGINT and py[2].endswith(b"KeyboardInterrupt\n"), py
+    proc = subprocess.Popen([PY, "-m", "tensorscope", "run", "-o", str(report), path], cwd=tmp_path, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        err = _wait_for(proc, b"\nKeyboardInterrupt\n", proc.stderr)  # the program has ended
+        proc.send_signal(signal.SIGINT)
+        out, rest = proc.communicate(timeout=DEFAULT_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, rest)
+    assert (out, err + rest) == (py[1], py[2])
+    doc = read_report(report)
+    assert doc["program"]["exit_status"] == 130 and doc["tensors"], doc["program"]
+    assert any(n.startswith("interrupted") for n in doc["notes"]), doc["notes"]
+
+
+# --- exceptions and exit statuses (rows 7, 10) --------------------------------------------------------
+
+@pytest.mark.parametrize("prog,status", [("str_raises.py", 1), ("exit_huge.py", 255)])
+def test_exit_as_python(tmp_path, prog, status):
+    report = tmp_path / "r.json"
+    py, ts = pair(prog, cwd=tmp_path, report=report)
+    assert py[0] == status
+    assert ts == py
+    doc = read_report(report)
+    assert doc["program"]["exit_status"] == status
+    if prog == "str_raises.py":
+        assert doc["program"]["exception"]["message"] == "<exception str() failed>"
+
+
+# --- children (rows 9, 11) ------------------------------------------------------------------------------
+
+def test_forked_children_never_write_the_parents_report(tmp_path):
+    report = tmp_path / "r.json"
+    py, ts = pair("fork_child.py", cwd=tmp_path, report=report)
+    assert py[0] == 0 and b"late child done" in py[1], py  # the late child outlives the parent
+    assert ts == py
+    doc = read_report(report)
+    children = doc["program"]["children"]
+    assert [c["start"] for c in children] == ["fork", "fork"] and children[0]["exit_status"] == 0
+    assert not children[0]["failed"]
+    # without -o the report is printed once, by the parent
+    rc, out, err = _run([PY, "-m", "tensorscope", "run", str(FAULTS / "fork_child.py")], tmp_path)
+    assert rc == 0 and out.count(b"tensorscope run ") == 1, out
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_hogwild_workers_that_raise_are_never_clean(tmp_path, method):
+    path = str(FAULTS / "hogwild.py")
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(_run, [PY, path, method], tmp_path)
+        ts = pool.submit(_run, [PY, "-m", "tensorscope", "explain", path, method], tmp_path)
+        py, ts = py.result(), ts.result()
+    assert py[0] == 0 and py[1] == b"exit codes [1, 1]\n", py
+    for worker in (b"worker 0 failed", b"worker 1 failed"):
+        assert worker in py[2] and worker in ts[2], ts[2]
+    assert ts[0] == 1, ts  # explain: something failed
+    assert b"clean" not in ts[1] and b"2 child processes failed" in ts[1], ts[1]
+
+
+def test_subprocess_and_dataloader_workers_are_named(tmp_path):
+    report = tmp_path / "r.json"
+    py, ts = pair("children_exec.py", cwd=tmp_path, report=report)
+    assert py[0] == 0 and b"subprocess 3 child says hi" in py[1], py
+    assert ts == py
+    doc = read_report(report)
+    children = doc["program"]["children"]
+    assert children[0]["start"] == "exec" and children[0]["argv"][1] == "-c"
+    assert children[0]["exit_status"] == 3 and children[0]["failed"]
+    workers = children[1:]
+    assert len(workers) == 2 and all(c["start"] == "fork" and c["exit_status"] == 0 for c in workers), children
+    assert any("3 child processes ran outside the recording" in n for n in doc["notes"]), doc["notes"]
+    # the saved report explained again, as a page: a failed child is never "clean" there either
+    rc, out, err = _run([PY, "-m", "tensorscope", "explain", "-o", "r.html", str(report)], tmp_path)
+    assert rc == 1, err
+    page = (tmp_path / "r.html").read_text()
+    assert "1 child process failed" in page and "is clean" not in page
+
+
+
+def test_the_exit_code_table_lists_every_exit_code():
+    from tensorscope.exitcodes import ExitCode
+
+    text = (REPO / "docs" / "faults.md").read_text()
+    table = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
+    assert documented == {int(code) for code in ExitCode}
