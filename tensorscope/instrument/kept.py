@@ -198,12 +198,14 @@ class KeptValues:
             return
         mem = None
         dead = False
+        # the tensors the written one was taken from (`tmp = y.detach(); tmp.mul_(2)` writes y on purpose)
+        made_from = [e.source() for e in entries if e.source is not None and e.ref() is target]
         for e in entries:
             k = e.ref()
             if k is None:
                 dead = True
                 continue
-            if k is target:
+            if k is target or any(m is k for m in made_from):
                 continue
             try:
                 if target._base is k:  # a write through a view of the kept value: the program's own
