@@ -48,6 +48,43 @@ def skeleton(*, command: str, program: dict | None, torch_version: str | None, d
     }
 
 
+# NOTE [Memory groups]
+# A storage id (``s1``) names one StorageImpl. Distinct storages can read the same bytes:
+# ``torch.from_numpy(a)`` and ``torch.as_tensor(a)`` of one array, ``torch.from_numpy(t.numpy())``,
+# two ``torch.frombuffer`` over one buffer, DLPack. Each storage of the report carries ``memory``
+# (``m1``): storages on one device whose byte ranges ``[data_ptr, data_ptr + nbytes)`` overlap get
+# the same id, so shared memory is visible while both storage objects stay listed. Ids in the
+# order of the storages' ids; a storage of unknown address or size is a group of its own.
+
+
+def memory_groups(storages) -> None:
+    """Set ``memory`` on each storage dict (see NOTE [Memory groups]); linear after one sort."""
+    storages = sorted(storages, key=lambda s: int(s["id"][1:]))
+    group: dict[str, int] = {}
+    spans = sorted((s["device"] or "", s["data_ptr"], s["data_ptr"] + s["nbytes"], i)
+                   for i, s in enumerate(storages) if s.get("data_ptr") and s.get("nbytes"))
+    parent = list(range(len(storages)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    last = None  # (device, end, index) of the running union
+    for device, start, end, i in spans:
+        if last is not None and last[0] == device and start < last[1]:
+            parent[find(i)] = find(last[2])
+            last = (device, max(end, last[1]), last[2])
+        else:
+            last = (device, end, i)
+    for i, s in enumerate(storages):
+        root = find(i)
+        if root not in group:
+            group[root] = len(group) + 1
+        s["memory"] = f"m{group[root]}"
+
+
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,
           distributed: dict | None = None) -> dict:
     """Assemble the report document of a run (schema_version 2, see NOTE [One document skeleton]).
@@ -114,6 +151,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
         s = storages.setdefault(sid, {"id": sid, "device": entry["device"], "nbytes": facts.storage_nbytes,
                                       "data_ptr": facts.storage_ptr, "tensors": []})
         s["tensors"].append(entry["id"])
+    memory_groups(storages.values())
     counters: dict[str, list] = {}
     for entry in tensors:
         if entry["version_counter"]:

@@ -22,7 +22,8 @@ def explain(doc: dict, facts: Facts) -> None:
     """Fill ``diagnosis`` and ``hazards`` of ``doc`` from ``facts``."""
     ev = evidence(doc, facts)
     doc["diagnosis"] = diagnose(ev)
-    # a hazard kind may find nothing left to say (a NaN the diagnosis already explains)
+    # a hazard kind may find nothing left to say (a NaN the diagnosis already explains; a kept value
+    # that is not read again)
     doc["hazards"] = [d for d in (explain_hazard(ev, h) for h in ev.hazards) if d is not None]
 
 
@@ -45,7 +46,7 @@ def evidence(doc: dict, facts: Facts) -> Evidence:
     )
 
 
-def explain_hazard(ev: Evidence, hazard: dict) -> dict:
+def explain_hazard(ev: Evidence, hazard: dict) -> dict | None:
     """The diagnosis of one recorded hazard, by the explainer of the hazard kind it names."""
     return kinds.HAZARD_EXPLAINERS[hazard.get("kind") or kinds.SILENT_WRITE](ev, hazard)
 

@@ -48,8 +48,9 @@ import torch
 
 from tensorscope import compat
 from tensorscope.instrument import saved, state
-from tensorscope.instrument import gradhooks, provenance
+from tensorscope.instrument import gradhooks, indexwrite, provenance
 from tensorscope.instrument.frames import is_tensorscope_file, strip_traceback
+from tensorscope.instrument.indexwrite import INDEX_WRITES
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
 
@@ -81,7 +82,8 @@ COPY_METHODS = ("clone", "contiguous", "to", "cuda", "cpu", "new_tensor", "doubl
                 "numpy", "item", "tolist", "new_zeros", "new_ones", "new_empty", "new_full", "type")
 FACTORIES = ("tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
              "randint", "arange", "linspace", "eye", "zeros_like", "ones_like", "empty_like",
-             "full_like", "rand_like", "randn_like", "randperm", "clone", "stack", "cat")
+             "full_like", "rand_like", "randn_like", "randperm", "clone", "stack", "cat",
+             "frombuffer", "from_dlpack", "asarray")
 
 
 def _hide_sequence_protocol(cls) -> None:
@@ -150,6 +152,8 @@ def make_write(op, orig):
         finally:
             _local.in_write = False
         rec.post_write(pre, target, op, frame, args[1] if op == "copy_" and len(args) > 1 else None)
+        if op in INDEX_WRITES:
+            indexwrite.check(rec, op, args, kwargs, frame)
         return out
 
     return named(write, orig)
@@ -218,6 +222,26 @@ def make_copy(op, orig, kind="copy"):
         return out
 
     return named(copy, orig)
+
+
+def make_state_dict(orig):
+    """``module.state_dict()`` on a program line: its tensors are aliases the program may keep
+    (see NOTE [Kept values] in kept.py)."""
+    def state_dict(*args, **kwargs):
+        rec = state.recorder
+        if rec is None or not rec.active:
+            return orig(*args, **kwargs)
+        try:
+            out = orig(*args, **kwargs)
+        except BaseException as e:
+            strip_traceback(e)
+            raise
+        frame = sys._getframe(1)
+        if frame.f_code.co_filename in rec.user and not kwargs.get("keep_vars"):
+            rec.kept.on_state_dict(rec, out, frame)
+        return out
+
+    return named(state_dict, orig)
 
 
 def make_requires_grad(orig):
@@ -465,6 +489,7 @@ class Patcher:
         self._set(torch.autograd.graph, "disable_saved_tensors_hooks",
                   named(saved.disable_saved_tensors_hooks, torch.autograd.graph.disable_saved_tensors_hooks))
         self._set(torch, "compile", make_compile(torch.compile))
+        self._set(torch.nn.Module, "state_dict", make_state_dict(torch.nn.Module.state_dict))
         self._set(warnings, "_showwarnmsg", named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
         for owner, name, value in compat.saved_hooks_patches():  # see NOTE [Which saved-tensor hooks are on top]

@@ -108,6 +108,7 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
             tracker.describe_storage = True  # the storage map's sizes: see describe()
             snap = _snapshot.take(tracker, main_globals, exc)
             snap["memory"] = _memory(tracker, main_globals, exc)
+            tracker.kept.finish(tracker, snap["named"])  # see NOTE [Kept values] in kept.py
             return snap
     finally:
         tracker.describe_storage = False

@@ -26,6 +26,7 @@ from tensorscope.instrument.growth import Growth
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
 from tensorscope.instrument.frames import _LINES, COMPILER, library_name, line_of, receiver, user_frame
+from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
 from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
 from tensorscope.instrument.records import PreWrite, write_facts
 from tensorscope.instrument.saved_checks import SavedChecks
@@ -59,6 +60,8 @@ class Tracker(Recorder):
         self.saved_checks = SavedChecks(self)
         self.growth = Growth(self)  # live bytes per name at sampled step boundaries (see NOTE [Sampling growth])
         self.values = None  # the non-finite checks (nonfinite.ValueWatch), installed by session.active
+        self.kept = KeptValues()  # aliases the program keeps (see NOTE [Kept values] in kept.py)
+        self.index_checks: dict[tuple, int] = {}  # (file, line) -> index writes checked for duplicates
 
     # --- in-place writes ----------------------------------------------------------
 
@@ -129,6 +132,8 @@ class Tracker(Recorder):
         try:
             v0, snap, mates, uf, detailed, key, aseq, line = pre  # PreWrite's fields, in order
             v1 = target._version
+            if key in self.kept.keys:  # a storage with a kept alias: one dict lookup per write
+                self.kept.on_write(self, target, op, frame, uf, key)
             if key is not None:
                 # The write log: every in-place write, compactly: what the hook-free failure path matches a
                 # stale saved tensor against (see NOTE [Stale saved variable without hooks] in stale.py).
@@ -250,6 +255,7 @@ class Tracker(Recorder):
 
     def on_alias(self, op, base, out, frame, shares_counter):
         try:
+            self.kept.on_alias(self, op, base, out if isinstance(out, (list, tuple)) else (out,), frame)
             if not self.allow("alias", frame):
                 return
             outs = out if isinstance(out, (list, tuple)) else (out,)
@@ -291,6 +297,10 @@ class Tracker(Recorder):
             return
         if op in ("numpy", "from_numpy") and self.check_values:
             self.saved_checks.note_numpy(op, source if op == "numpy" else out, frame)
+        if op == "numpy" and isinstance(source, _Tensor):
+            self.kept.on_export(source, out)
+        elif op in _EXTERNAL and isinstance(out, _Tensor) and _external(first if first is not None else source):
+            self.kept.keep(self, op, out, None, frame)
         try:
             if not self.allow(kind, frame):
                 return
@@ -413,6 +423,12 @@ class Tracker(Recorder):
 
 
 _REWRAPS = ("tensor", "as_tensor")
+
+
+def _external(value) -> bool:
+    """Whether a tensor made from `value` may read its memory: a NumPy array, a buffer, a DLPack capsule."""
+    return (hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__")
+            or isinstance(value, (memoryview, bytearray)) or type(value).__name__ == "PyCapsule")
 
 
 def _holds_graph(value, budget=4096) -> bool:

@@ -1,0 +1,287 @@
+"""Values the program keeps that share memory with a tensor it later writes in place.
+
+NOTE [Kept values]
+A "snapshot" that is not one: ``best = model.state_dict()``, ``init = w.detach()``, ``prev = w.data``,
+``row = w[0]``, ``t = torch.from_numpy(a)``. Each is an alias: it reads the same bytes as the tensor it
+came from, so the optimizer step, ``zero_()``, ``copy_`` or ``+=`` on that tensor changes the kept value
+too, and nothing raises. tensorscope records three things, all cheap:
+
+- the keeping: an alias taken on a program line (``.detach()``, ``.data``, a view of a leaf tensor, every
+  tensor of a ``state_dict()``, a tensor made over NumPy's or a buffer's memory), filed under its
+  storage key with a weak reference, its memory range and the line;
+- the first write after it: the write path of every in-place op does one dict lookup of the written
+  storage here (see NOTE [Hot path] in patches.py); only a storage with a kept alias goes further, and
+  a write counts when its bytes overlap the kept value's and it is not a write through the kept value
+  itself (the program changing its own copy on purpose);
+- the end: a kept value still alive when the program ends, whose memory a later write changed, is
+  handed on as a hazard (``kept-value-changed``). Whether the program read it after the write is
+  decided from the program's text by the kind's explainer (kinds/kept_value_changed.py).
+
+Memory, not storage objects: ``torch.from_numpy(a)`` and ``torch.as_tensor(a)`` over one array, or
+``from_numpy(t.numpy())``, are distinct storages over the same bytes (see NOTE [Memory groups] in
+report.py). A kept value made over outside memory is also filed under the key of every storage whose
+memory it overlaps (the other tensors made over the same array, the tensor whose ``.numpy()`` made
+it), so a write through either side is seen.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from tensorscope.instrument.frames import line_of, receiver
+from tensorscope.instrument.recorder import storage_key
+
+_Tensor = torch.Tensor
+_MAX_KEPT = 4096  # live kept values tracked at once (a bound: the report says when it was reached)
+_MAX_EXPORTS = 256  # `.numpy()` results remembered, to link a later `from_numpy` of them
+#: ops that make a tensor over memory torch did not allocate (NumPy's, a buffer's, DLPack's)
+EXTERNAL = frozenset({"from_numpy", "as_tensor", "frombuffer", "from_dlpack", "asarray"})
+#: alias ops that keep a value whatever the base (a view of a non-leaf is an intermediate of a forward)
+_KEEPING = frozenset({"detach", "data", "state_dict"})
+
+
+def memory(t):
+    """(device, start, end): the absolute bytes a tensor reads, or None."""
+    try:
+        n = t.numel()
+        size = t.element_size()
+        ptr = t.data_ptr()
+        if n == 0 or not ptr:
+            return None
+        lo = hi = 0
+        for s, st in zip(t.shape, t.stride()):
+            if st >= 0:
+                hi += (s - 1) * st
+            else:
+                lo += (s - 1) * st
+        return (t.device, ptr + lo * size, ptr + (hi + 1) * size)
+    except Exception:
+        return None
+
+
+def _array_memory(a):
+    """(device, start, end) of a NumPy array's bytes, or None."""
+    try:
+        start = a.__array_interface__["data"][0]
+        n = a.nbytes
+        if not start or not n:
+            return None
+        return (torch.device("cpu"), start, start + n)
+    except Exception:
+        return None
+
+
+def _overlap(a, b) -> bool:
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
+class _Kept:
+    __slots__ = ("ref", "tid", "op", "file", "line", "source", "version", "mem", "key", "write", "writes",
+                 "external", "shares_counter", "write_key")
+
+    def __init__(self, ref, tid, op, file, line, source, version, mem, key, external, shares_counter):
+        self.ref, self.tid, self.op, self.file, self.line = ref, tid, op, file, line
+        self.source, self.version, self.mem, self.key = source, version, mem, key
+        self.external, self.shares_counter = external, shares_counter
+        self.write = None
+        self.write_key = None
+        self.writes = 0
+
+
+class KeptValues:
+    """The kept aliases of one run, by storage key (``keys``: what the write path looks up)."""
+
+    def __init__(self):
+        self.keys: dict[int, list] = {}
+        self.n = 0
+        self.full = False
+        self.exports: list = []  # (weakref of the tensor, its storage key, memory) of `.numpy()` calls
+
+    # --- keeping ---------------------------------------------------------------------------------
+
+    def on_alias(self, rec, op, base, outs, frame):
+        """An alias taken on a program line: keep it when it may be a snapshot (see NOTE [Kept values])."""
+        if op not in _KEEPING:
+            if not isinstance(base, _Tensor) or base.grad_fn is not None:
+                return
+        for out in outs:
+            if isinstance(out, _Tensor):
+                self.keep(rec, op, out, base if isinstance(base, _Tensor) else None, frame)
+
+    def on_state_dict(self, rec, sd, frame):
+        """``module.state_dict()`` called on a program line: each tensor in it is a detached alias."""
+        try:
+            values = list(sd.values())[:_MAX_KEPT]
+        except Exception:
+            return
+        for v in values:
+            if isinstance(v, _Tensor):
+                self.keep(rec, "state_dict", v, None, frame)
+
+    def on_export(self, t, array):
+        """``t.numpy()``: a later ``from_numpy`` of the array reads ``t``'s bytes through another storage."""
+        try:
+            if len(self.exports) >= _MAX_EXPORTS:
+                self.exports = [e for e in self.exports if e[0]() is not None][-_MAX_EXPORTS // 2:]
+            self.exports.append((weakref.ref(t), storage_key(t), _array_memory(array)))
+        except Exception:
+            pass
+
+    def keep(self, rec, op, t, base, frame):
+        try:
+            if self.n >= _MAX_KEPT:
+                self._prune()
+                if self.n >= _MAX_KEPT:
+                    if not self.full:
+                        self.full = True
+                        rec.note(f"more than {_MAX_KEPT:,} kept aliases alive at once: later ones were not "
+                                 "checked for writes (kept-value-changed)")
+                    return
+            key = storage_key(t)
+            mem = memory(t)
+            if mem is None:
+                return
+            src = weakref.ref(base) if base is not None else None  # its id is taken at the end, if at all
+            external = op in EXTERNAL
+            entry = _Kept(weakref.ref(t), None, op, frame.f_code.co_filename, line_of(frame), src, t._version,
+                          mem, key, external, op != "data" and not external)
+            self._file(key, entry)
+            self.n += 1
+            if external:
+                self._link(entry)
+        except Exception:
+            pass
+
+    def _file(self, key, entry):
+        entries = self.keys.get(key)
+        if entries is None:
+            self.keys[key] = [entry]
+        else:
+            entries.append(entry)
+
+    def _link(self, entry):
+        """File an entry over outside memory under every storage known to read the same bytes."""
+        others = set()
+        for key, entries in list(self.keys.items()):
+            if key == entry.key:
+                continue
+            for e in entries:
+                if e.external and e.ref() is not None and _overlap(e.mem, entry.mem):
+                    others.add(key)
+                    self._file(entry.key, e)  # and the other way round: a write through this one
+                    break
+        for ref, key, mem in self.exports:
+            if key != entry.key and ref() is not None and _overlap(mem, entry.mem):
+                others.add(key)
+        for key in others:
+            self._file(key, entry)
+
+    def _prune(self):
+        n = 0
+        for key in list(self.keys):
+            alive = [e for e in self.keys[key] if e.ref() is not None]
+            if alive:
+                self.keys[key] = alive
+                n += len({id(e) for e in alive if e.key == key})
+            else:
+                del self.keys[key]
+        self.n = n
+
+    # --- writes ----------------------------------------------------------------------------------
+
+    def on_write(self, rec, target, op, frame, uf, key):
+        """An in-place write into a storage with kept aliases (the write path's one lookup matched)."""
+        entries = self.keys.get(key)
+        if not entries:
+            return
+        mem = None
+        dead = False
+        # the tensors the written one was taken from (`tmp = y.detach(); tmp.mul_(2)` writes y on purpose)
+        made_from = [e.source() for e in entries if e.source is not None and e.ref() is target]
+        for e in entries:
+            k = e.ref()
+            if k is None:
+                dead = True
+                continue
+            if k is target or any(m is k for m in made_from):
+                continue
+            try:
+                if target._base is k:  # a write through a view of the kept value: the program's own
+                    continue
+            except Exception:
+                pass
+            if e.write is not None:  # found already: later writes into its storage are only counted
+                e.writes += 1
+                continue
+            if mem is None:
+                mem = memory(target)
+            if not _overlap(mem, e.mem):
+                continue
+            e.writes += 1
+            if e.write is None:
+                e.write = self._where(rec, target, op, frame, uf)
+                e.write_key = key
+        if dead:
+            alive = [e for e in entries if e.ref() is not None]
+            if alive:
+                self.keys[key] = alive
+            else:
+                del self.keys[key]
+
+    @staticmethod
+    def _where(rec, target, op, frame, uf):
+        if uf is None:  # `opt.zero_grad()` runs inside torch._dynamo's `disable` wrapper: an eager write all the same
+            uf = _program_frame(frame, rec.user)
+        loc = rec.location(frame, uf)
+        alias = receiver(loc["segment"], op) if loc["library"] is None else loc["segment"]
+        return {"op": op, "file": loc["file"], "line": loc["line"], "alias": alias, "library": loc["library"],
+                "tensor": rec.note_tensor(target), "version": target._version}
+
+    # --- the end ---------------------------------------------------------------------------------
+
+    def finish(self, rec, named: dict) -> None:
+        """Hand each kept value that a later write changed, and that is still alive, on as a hazard: one
+        per keeping line and writing line (a `state_dict()` of ten tensors changed by one `step()` is one)."""
+        seen = set()
+        found: dict = {}
+        for entries in list(self.keys.values()):
+            for e in entries:
+                if id(e) in seen or e.write is None:
+                    continue
+                seen.add(id(e))
+                k = e.ref()
+                if k is None:
+                    continue
+                try:
+                    version_now = k._version
+                except Exception:
+                    version_now = None
+                tid = rec.note_tensor(k)
+                base = e.source() if e.source is not None else None
+                where = (e.file, e.line, e.write.get("file"), e.write.get("line"))
+                facts = found.get(where)
+                if facts is not None:
+                    facts["tensors"].append(tid)
+                    continue
+                found[where] = {
+                    "kind": "kept-value-changed", "tensor": tid, "tensors": [tid], "names": list(named.get(tid, ())),
+                    "kept": {"op": e.op, "file": e.file, "line": e.line, "source": rec.note_tensor(base) if base is not None else None},
+                    "writes": [e.write], "write_count": e.writes,
+                    "version_at_keep": e.version, "version_now": version_now,
+                    "shares_version_counter": e.shares_counter,
+                    "distinct_storage": e.key != e.write_key,
+                }
+        for where, facts in found.items():
+            rec.add_hazard(("kept",) + where, facts)
+
+
+
+def _program_frame(frame, user):
+    """The innermost frame of the program's own code at or above ``frame``, through torch's frames of any kind."""
+    while frame is not None:
+        if frame.f_code.co_filename in user:
+            return frame
+        frame = frame.f_back
+    return None

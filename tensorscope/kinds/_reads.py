@@ -1,0 +1,116 @@
+"""Whether the program reads a kept value after a write, from its text (torch-free).
+
+NOTE [Read after the write]
+A kept alias is only a problem when the program uses it after the write changed it: a view
+taken and read before the write is fine. Whether a value is read at run time would need a hook
+on every op, so the program's text answers instead: the names the keeping statement bound
+(``best = ...``, ``self.best = ...``, ``snaps.append(...)``, ``d[k] = ...``) and the program's names
+for the kept tensor, loaded on a line after the writing line, or anywhere in a loop around the
+writing line (its next iteration reads after the write). A keeping line whose file cannot be read
+counts as read: the hazard is reported rather than hidden.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import re
+
+_ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_ADDERS = ("append", "extend", "insert", "update", "setdefault", "add", "__setitem__")
+
+
+def _tree(file):
+    lines = linecache.getlines(file) if file else []
+    if not lines:
+        return None
+    try:
+        return ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _target_names(node) -> list[str]:
+    """``x`` for a name, ``.attr`` for an attribute, the root of a subscript."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return ["." + node.attr]
+    if isinstance(node, ast.Subscript):
+        return _target_names(node.value)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [n for e in node.elts for n in _target_names(e)]
+    if isinstance(node, ast.Starred):
+        return _target_names(node.value)
+    return []
+
+
+def _statement(tree, line):
+    """The innermost simple statement spanning ``line``."""
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") \
+                and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    return best
+
+
+def kept_names(file, line) -> list[str]:
+    """The names the statement at ``file:line`` bound its value to (``.attr`` for an attribute)."""
+    tree = _tree(file)
+    if tree is None or not line:
+        return []
+    st = _statement(tree, line)
+    if st is None:
+        return []
+    if isinstance(st, ast.Assign):
+        return [n for t in st.targets for n in _target_names(t)]
+    if isinstance(st, (ast.AnnAssign, ast.AugAssign)):
+        return _target_names(st.target)
+    if isinstance(st, ast.Return):
+        return []
+    names = []
+    for node in ast.walk(st):  # `snaps.append(w.detach())`, `store[k].copy_(...)`
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ADDERS:
+            names += _target_names(node.func.value)
+    return names
+
+
+def roots(names) -> list[str]:
+    """The root name of each of the program's names for a tensor bound directly or in a container
+    (``best['fc.weight']`` -> ``best``); a module's parameter (``model.fc.weight``) names no kept value."""
+    out = []
+    for n in names:
+        m = _ROOT.match(n)
+        if m and (m.end() == len(n) or n[m.end()] == "["):
+            out.append(m.group())
+    return out
+
+
+def loads_after(file, keep_line, write_line, names) -> bool:
+    """Whether one of ``names`` is loaded after ``write_line`` (see NOTE [Read after the write])."""
+    tree = _tree(file)
+    if tree is None or not keep_line or not write_line:
+        return True
+    wanted = {n for n in names if not n.startswith(".")}
+    attrs = {n[1:] for n in names if n.startswith(".")}
+    if not wanted and not attrs:
+        return True
+    keep = _statement(tree, keep_line)
+    skip = range(keep.lineno, (keep.end_lineno or keep.lineno) + 1) if keep is not None else range(0)
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))
+             and n.lineno <= write_line <= (n.end_lineno or n.lineno)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in wanted:
+            pass
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in attrs:
+            pass
+        else:
+            continue
+        line = node.lineno
+        if line in skip:
+            continue
+        if line > write_line or any(lp.lineno <= line <= (lp.end_lineno or lp.lineno) for lp in loops):
+            return True
+    return False

@@ -1,0 +1,103 @@
+"""The `kept-value-changed` kind: a value the program kept shares memory with a tensor it later wrote in place, so the kept value silently changed.
+
+The instrumentation records the keeping (an alias taken on a program line), the first write into its
+bytes through another tensor, and whether it was still alive at the end (see NOTE [Kept values] in
+instrument/kept.py). This explainer adds the last condition, from the program's text: the kept value is
+read after the write (a name it was bound to is loaded on a later line, or anywhere in a loop around the
+write). A view taken and used before the write is no finding.
+"""
+
+from __future__ import annotations
+
+from tensorscope.kinds._base import Evidence, Kind, diagnosis, where
+from tensorscope.source import code_at
+from tensorscope.kinds._reads import kept_names, loads_after, roots
+
+KIND = Kind(
+    code="kept-value-changed",
+    title="A value the program kept shares memory with a tensor written in place later, so it silently changed.",
+    explanation=(
+        "`state_dict()`, `.detach()`, `.data`, a view, `torch.from_numpy` and `torch.as_tensor` of an array "
+        "return tensors that read the same bytes as their source, not copies. When the program keeps one "
+        "as a snapshot (a best model, previous weights, an initial value) and the source is later written "
+        "in place (the optimizer step, `zero_()`, `copy_`, `+=`), the snapshot changes with it. Nothing "
+        "raises: a comparison, a restore or a checkpoint silently uses the new values."
+    ),
+    causes=(
+        "`best = model.state_dict()` kept as the best model while training goes on.",
+        "`prev = w.detach()` or `init = w.data` kept to compare against later weights.",
+        "`torch.from_numpy(a)` or `torch.as_tensor(a)` kept while the array or another tensor over it is written.",
+    ),
+    fixes=(
+        "Copy when keeping: `copy.deepcopy(model.state_dict())`, `w.detach().clone()`.",
+        "Make a tensor that owns its memory from an array: `torch.tensor(a)` or `torch.from_numpy(a.copy())`.",
+        "Read the kept value before the write, if a view was all that was needed.",
+    ),
+    hazard=True,
+)
+
+_WHY = {
+    "state_dict": "`state_dict()` returns the module's tensors detached, not copied",
+    "detach": "`.detach()` returns a tensor over the same memory",
+    "data": "`.data` returns a tensor over the same memory (with its own version counter)",
+    "from_numpy": "`torch.from_numpy` makes a tensor over the array's own memory",
+    "as_tensor": "`torch.as_tensor` of an array makes a tensor over the array's own memory",
+    "asarray": "`torch.asarray` of an array makes a tensor over the array's own memory",
+    "frombuffer": "`torch.frombuffer` makes a tensor over the buffer's own memory",
+    "from_dlpack": "`torch.from_dlpack` makes a tensor over the producer's own memory",
+}
+
+
+def _fix(op: str, code: str, line) -> str:
+    at = f"at line {line}" if line else "where it is kept"
+    if op == "state_dict":
+        return (f"Keep a copy {at}: `copy.deepcopy(model.state_dict())`, or "
+                "`{k: v.detach().clone() for k, v in model.state_dict().items()}`; `torch.save` to a file also copies.")
+    if op in ("from_numpy", "as_tensor", "asarray", "frombuffer", "from_dlpack"):
+        return (f"Give the kept tensor its own memory {at}: `torch.tensor(a)` copies, as does "
+                "`torch.from_numpy(a.copy())`; or `.clone()` the tensor you keep.")
+    if op == "data":
+        return f"Keep a copy {at}: `.detach().clone()` instead of `.data`."
+    if op == "detach":
+        return f"Keep a copy {at}: `.detach().clone()`."
+    return f"Keep a copy {at}: `.clone()` the view, or read it before the write."
+
+
+def explain(ev: Evidence, hazard: dict):
+    """A hazard diagnosis, or None when the program never reads the kept value after the write."""
+    kept = hazard.get("kept") or {}
+    writes = hazard.get("writes") or []
+    first = writes[0] if writes else {}
+    kfile, kline, op = kept.get("file"), kept.get("line"), kept.get("op") or ""
+    wfile, wline = first.get("file"), first.get("line")
+    tid = hazard.get("tensor")
+    names = kept_names(kfile, kline) + roots((hazard.get("names") or []) + ev.tensor_names(tid))
+    if kfile == wfile and not loads_after(kfile, kline, wline, names):
+        return None
+    kcode, wcode = code_at(kfile, kline), code_at(wfile, wline)
+    label = ev.label(tid)
+    n = len(hazard.get("tensors") or [tid])
+    what = f"{label}" + (f" (with {n - 1} more tensor(s) kept by the same line)" if n > 1 else "")
+    by = f" ({first['library']})" if first.get("library") else ""
+    through = f" through `{first['alias']}`" if first.get("alias") and not first.get("library") else ""
+    count = hazard.get("write_count") or 1
+    memory = (" The write went through a different storage object over the same memory (see the storages' "
+              "`memory` group)." if hazard.get("distinct_storage") else "")
+    explanation = (
+        f"{what} was kept at line {kline} (`{kcode}`): {_WHY.get(op, f'`{op}` returns a view, not a copy')}. "
+        f"Line {wline} (`{wcode}`{by}) then wrote into that memory in place{through}"
+        + (f" ({count} writes in all)" if count > 1 else "")
+        + ", so the kept value changed with it and no longer holds what it held when it was kept; the program "
+        f"reads it after the write, and nothing raised.{memory}"
+    )
+    return diagnosis(
+        KIND,
+        explanation=explanation,
+        fix=_fix(op, kcode, kline),
+        culprit=where(wfile, wline, alias=first.get("alias")),
+        tensor={"id": tid, "names": ev.tensor_names(tid) or list(hazard.get("names") or []),
+                "version_at_save": hazard.get("version_at_keep"), "version_now": hazard.get("version_now")},
+        alias_chain=[d for d in (where(kfile, kline, what=f"kept by `{op}`: an alias, not a copy"),) if d],
+        evidence=[f"kept at line {kline} by `{op}`; its bytes written at line {wline} through another tensor; "
+                  "alive at the end and read after the write"],
+    ) | {"kept_at": where(kfile, kline, how=op)}
