@@ -10,6 +10,8 @@ import torch
 
 from tensorscope.instrument.quiet import quiet as _quiet
 
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _PERIOD = 1 << 20  # weights kept per (dtype, device): at most 8 MiB each
