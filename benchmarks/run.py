@@ -19,6 +19,9 @@ are all counted) under each mode:
 ``tensorscope-text``
     ``python -m tensorscope run W``: the default terminal report on stdout (a file
     here, so rich renders it plain at 80 columns)
+``tensorscope-no-retention`` (opt-in)
+    ``tensorscope`` with ``TENSORSCOPE_NO_RETENTION=1``: without the retention walks (docs/retention.md),
+    to show their cost beside ``tensorscope``
 ``anomaly``
     ``python benchmarks/anomaly.py W`` -- ``torch.autograd.set_detect_anomaly(True)``
     then ``runpy.run_path(W, run_name="__main__")``: PyTorch's own debugging aid,
@@ -166,11 +169,15 @@ def build_modes(python: str, selected: list[str], extra: list[str]) -> list[Mode
         # the default terminal report, written to stdout (a file here: rich renders it at 80 columns)
         "tensorscope-text": Mode("tensorscope-text", [python, "-m", "tensorscope", "run"], False),
         "anomaly": Mode("anomaly", [python, str(BENCH_DIR / "anomaly.py")], False),
+        # opt-in (--modes ...,tensorscope-no-retention): the same run without the retention walks (growth samples
+        # at backward calls, Memory held at the end), to show what they cost beside `tensorscope`
+        "tensorscope-no-retention": Mode("tensorscope-no-retention", ["env", "TENSORSCOPE_NO_RETENTION=1", python, "-m",
+                                                                      "tensorscope", "run", "-o", "{report}"], True),
     }
     modes: list[Mode] = []
     for name in selected:
         if name not in builtin:
-            raise SystemExit(f"run.py: unknown built-in mode {name!r} (known: {', '.join(BUILTIN_MODES)})")
+            raise SystemExit(f"run.py: unknown built-in mode {name!r} (known: {', '.join(builtin)})")
         modes.append(builtin[name])
     for spec in extra:
         name, sep, prefix = spec.partition("=")

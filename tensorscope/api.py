@@ -88,6 +88,27 @@ class Report:
         """The timeline: creations, aliases, in-place writes, saves and backward calls, with file:line."""
         return self.doc["events"]
 
+    @property
+    def memory(self) -> dict | None:
+        """The top holders of memory when the block exited (see docs/retention.md)."""
+        return self.doc.get("memory")
+
+    def holders(self, tensor) -> list[str]:
+        """Who keeps ``tensor`` alive now: the reference paths from the caller's names to it, or to its
+        storage, as text (``history -> [17] -> .grad_fn MmBackward0 -> saved `self```).
+
+        Walks the caller's frames as they are at this call (not when the block exited), without a
+        ``gc`` pass and without keeping anything alive. Example::
+
+            >>> rep.holders(x)
+            ['cache -> [\'k\']']
+        """
+        frame = sys._getframe(1)
+        try:
+            return holders(tensor, frame)
+        finally:
+            del frame
+
     def to_json(self) -> str:
         """The report as ``tensorscope run --json`` prints it."""
         from tensorscope.render import render
@@ -116,6 +137,25 @@ class Report:
         d = self._doc["diagnosis"]
         return (f"<tensorscope.Report: {len(self._doc['tensors'])} tensors, {len(self._doc['events'])} events, "
                 f"diagnosis {d['kind'] if d else None}, {len(self._doc['hazards'])} hazards>")
+
+
+def holders(tensor, frame=None) -> list[str]:
+    """The reference paths from the names of ``frame`` (the caller's, by default) and its callers to
+    ``tensor`` or its storage, as text; ``[]`` when none is found within the walk's budget."""
+    import torch
+
+    from tensorscope.instrument import retention
+    from tensorscope.instrument.frames import UserCode
+
+    if frame is None:
+        frame = sys._getframe(1)
+    user = UserCode(frame.f_code.co_filename)
+    try:
+        with torch.no_grad():
+            paths = retention.holders_of(tensor, frame, user)
+    finally:
+        del frame
+    return [" -> ".join(s.get("label", "?") for s in p) for p in paths]
 
 
 def html(doc: dict) -> str:

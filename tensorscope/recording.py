@@ -158,6 +158,7 @@ class Snapshot:
     has_grad: dict = field(default_factory=dict)  # tid -> bool (a leaf's ``.grad`` is set) or None
     roles: dict = field(default_factory=dict)  # tid -> parameter / buffer / optimizer_state
     optimizers: tuple = ()  # {name, type, parameters, state_keys}
+    memory: Optional[dict] = None  # the top holders of memory at the end (instrument/retention.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ def skeleton(*, command: str, program: dict | None, torch_version: str | None, d
         "recording": None,
         "distributed": distributed,
         "message": None,  # what explain_text.document decoded from a pasted error text
+        "memory": None,  # what the program's names hold at the end (instrument/retention.py, docs/retention.md)
     }
 
 
@@ -146,5 +147,6 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
                         "per_site_limit": recording.per_site, "max_events": recording.max_events, "sites": sites},
         optimizers=[{"name": o["name"], "type": o["type"], "parameters": list(o["parameters"]),
                      "state_keys": list(o["state_keys"])} for o in snap.optimizers],
+        memory=plain(snap.memory) if snap.memory is not None else None,  # docs/retention.md
     )
     return doc

@@ -7,16 +7,18 @@ every method must never raise into the program.
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import torch
 
-from tensorscope.instrument import links, stale
+from tensorscope.instrument import links, retention, stale
 from tensorscope.instrument.failure_graph import _MAX_WALK, _is_freed_error
 from tensorscope.instrument.frames import receiver, user_frame
 from tensorscope.instrument.recorder import inspectable, node_name
 
 _Tensor = torch.Tensor
+_MAIN = threading.main_thread()
 _MAX_BACKWARDS = 256
 # NOTE [Walking a large graph once per line]
 # A backward event lists the leaves it reached (``leaves_with_grad``), found by walking the graph
@@ -112,6 +114,16 @@ class BackwardCalls:
         except Exception:
             return None
 
+    def _carried_holders(self, roots, uf, failure) -> list:
+        """The retention paths from the program's names into the freed graph (see NOTE [Retention walks])."""
+        try:
+            freed = [n["seq"] for n in (failure.get("graph") or {}).get("freed") or ()]
+            if not freed or uf is None:
+                return []
+            return retention.carried_holders(uf, self.rec.user, freed, exclude=roots)
+        except Exception:
+            return []
+
     def _leaves(self, roots):
         """The leaf tensors a backward from `roots` accumulates into (AccumulateGrad nodes), and the
         number of nodes walked."""
@@ -173,6 +185,8 @@ class BackwardCalls:
                 event["leaves_with_grad"] = got
             ctx["leaves"] = None
             roots, uf = ctx.pop("_roots", None), ctx.pop("_frame", None)
+            if error is None and threading.current_thread() is _MAIN:
+                rec.growth.boundary(uf)  # see NOTE [Sampling growth]
             if error is not None and rec.failure is None:
                 for r in roots or []:
                     rec.note_tensor(r)
@@ -185,6 +199,7 @@ class BackwardCalls:
                 if _is_freed_error(failure["message"]):
                     failure["graph"] = rec.failure_graph.freed_facts(roots or [], uf, failure["backwards_before"])
                     failure["links"] = links.find(roots or [], failure["backwards_before"], rec.node_line)
+                    failure["holders"] = self._carried_holders(roots or [], uf, failure)
                     for n in (failure["graph"] or {}).get("freed", []):
                         if n["seq"] not in rec.node_lines:
                             file, line = rec.node_line(n["seq"])

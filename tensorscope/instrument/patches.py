@@ -119,6 +119,14 @@ def _target(args, kwargs):
 _local = threading.local()
 
 
+def _programs(frame, user) -> bool:
+    """``frame`` runs the program's own code: the cached verdict read without a call (``in user``
+    only for a file not seen before)."""
+    fn = frame.f_code.co_filename
+    verdict = user._verdict.get(fn)
+    return verdict is True or verdict is None and fn in user
+
+
 def make_write(op, orig):
     def write(*args, **kwargs):
         rec = state.recorder
@@ -179,8 +187,8 @@ def make_alias(op, orig, shares_counter):
             strip_traceback(e)
             raise
         frame = sys._getframe(1)
-        if frame.f_code.co_filename in rec.user and inspectable(out if not isinstance(out, (list, tuple)) else out[0] if out else None):
-            rec.on_alias(op, _target(args, kwargs), out, frame, shares_counter)
+        if _programs(frame, rec.user) and inspectable(out if not isinstance(out, (list, tuple)) else out[0] if out else None):
+            rec.on_alias(op, args[0] if args else _target(args, kwargs), out, frame, shares_counter)
         return out
 
     return named(alias, orig)
@@ -197,16 +205,16 @@ def make_copy(op, orig, kind="copy"):
             rec.on_error(e, op, _target(args, kwargs), sys._getframe(1), kind)
             strip_traceback(e)
             raise
-        src = _target(args, kwargs)
+        src = args[0] if args else _target(args, kwargs)
         if out is src:
             # `x.to("cpu")` on a CPU tensor, `x.contiguous()` on a contiguous one, `x.float()` on a
             # float32, `torch.as_tensor(x)`: torch returns `x` itself, so nothing was copied or made
             return out
         frame = sys._getframe(1)
-        if (frame.f_code.co_filename in rec.user and (not isinstance(out, _Tensor) or inspectable(out))
+        if (_programs(frame, rec.user) and (not isinstance(out, _Tensor) or inspectable(out))
                 and (not isinstance(src, _Tensor) or inspectable(src))):
-            rec.on_copy(op, _target(args, kwargs) if kind == "copy" else None, out, frame, kind, kwargs,
-                        first=_target(args, kwargs) if kind == "create" else None)
+            rec.on_copy(op, src if kind == "copy" else None, out, frame, kind, kwargs,
+                        first=src if kind == "create" else None)
         return out
 
     return named(copy, orig)

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 import torch
 
-from tensorscope.instrument import ddp, device as _device, ops as _ops, saved, snapshot as _snapshot, state
+from tensorscope.instrument import ddp, device as _device, ops as _ops, retention, saved, saving, snapshot as _snapshot, state
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -56,6 +56,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
         tracker.message_style = saved.learn_message_style()
     patcher.install()
     ddp.install(tracker, patcher)
+    saving.install(tracker, patcher)  # torch.save of a view writes its whole storage (docs/retention.md)
     if hooks:
         tracker.check_values = True  # see NOTE [Fingerprints of saved tensors]
         saved.push()
@@ -100,10 +101,44 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         with torch._C.DisableTorchFunction():
             resolve_silent(tracker)
             tracker.describe_storage = True  # the storage map's sizes: see describe()
-            return _snapshot.take(tracker, main_globals, exc)
+            snap = _snapshot.take(tracker, main_globals, exc)
+            snap["memory"] = _memory(tracker, main_globals, exc)
+            return snap
     finally:
         tracker.describe_storage = False
         tracker.active = active_before
+
+
+def _memory(tracker, main_globals, exc) -> dict | None:
+    """The report's ``memory`` object (see NOTE [Retention walks]); None if the walk failed."""
+    if not tracker.growth.enabled:
+        return None
+    try:
+        return retention.held(tracker, main_globals, exc, tracker.growth)
+    except Exception:
+        return None
+
+
+def retention_findings(tracker, memory: dict | None) -> list:
+    """Raw hazard facts of memory that grew across steps, and of live views pinning a larger storage."""
+    out = []
+    try:
+        out = tracker.growth.findings()
+    except Exception:
+        pass
+    grown = {f["holder"] for f in out}  # a view already reported as growth under its holder
+    seen = set()
+    for v in (memory or {}).get("pinned_views") or ():
+        holder = v["path"][0]["label"] if v.get("path") else None
+        if holder in grown or (holder, v.get("line")) in seen:
+            continue  # one finding per holder and slicing line: a list of 12 pinning slices is one mistake
+        seen.add((holder, v.get("line")))
+        out.append({"kind": "view-pins-storage", "retention": True, "holder": v["path"][0]["label"],
+                    "where": None, "path": v["path"], "bytes_per_step": 0, "nodes_per_step": 0,
+                    "bytes": v["storage_nbytes"], "nbytes": v["nbytes"], "storage_nbytes": v["storage_nbytes"],
+                    "alloc": {"file": v["file"], "line": v["line"], "how": v["how"]} if v.get("line") else None,
+                    "tensor": v["tensor"], "at_end": True})
+    return out
 
 
 def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
@@ -138,12 +173,12 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         sites=tuple(Site(k, f, line, n) for (k, f, line), n in tracker.site_counts.items()),
         aggregated=tracker.aggregated, per_site=tracker.per_site, max_events=tracker.max_events,
         failure=freeze(tracker.failure), saved_failure=freeze(tracker.saved_failure),
-        hazards=freeze(tracker.hazards), backwards=freeze(tracker.backward_calls.backwards), node_lines=tuple(node_lines),
+        hazards=freeze(tracker.hazards + retention_findings(tracker, snap.get("memory"))), backwards=freeze(tracker.backward_calls.backwards), node_lines=tuple(node_lines),
         ddp_models=freeze(tracker.ddp_models), notes=tuple(tracker.notes),
         snapshot=Snapshot(named=freeze(snap["named"]), alive=tuple(sorted(snap["alive"], key=_tid_order)),
                           view_of=freeze(snap["view_of"]), counters=freeze(snap["counters"]),
                           has_grad=freeze(snap["has_grad"]), roles=freeze(snap.get("roles", {})),
-                          optimizers=freeze(snap.get("optimizers", []))),
+                          optimizers=freeze(snap.get("optimizers", [])), memory=freeze(snap.get("memory"))),
     )
 
 

@@ -22,9 +22,10 @@ from collections import OrderedDict
 import torch
 
 from tensorscope.instrument import saved as saved_mod
+from tensorscope.instrument.growth import Growth
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
-from tensorscope.instrument.frames import library_name, line_of, receiver, user_frame
+from tensorscope.instrument.frames import _LINES, COMPILER, library_name, line_of, receiver, user_frame
 from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
 from tensorscope.instrument.records import PreWrite, write_facts
 from tensorscope.instrument.saved_checks import SavedChecks
@@ -56,6 +57,7 @@ class Tracker(Recorder):
         self.failure_graph = FailureGraph(self)
         self.backward_calls = BackwardCalls(self)
         self.saved_checks = SavedChecks(self)
+        self.growth = Growth(self)  # live bytes per name at sampled step boundaries (see NOTE [Sampling growth])
 
     # --- in-place writes ----------------------------------------------------------
 
@@ -64,8 +66,9 @@ class Tracker(Recorder):
         and (for a write recorded in detail) of its known storage-mates.
 
         The hot path of a training loop: every optimizer update is an in-place write. So the
-        program's frame is looked up once (the common case, a call from the program's own line,
-        without a call) and its line once, for the per-line count and the write log alike.
+        program's frame, its line (for the per-line count and the write log alike) and the count
+        are found here without a call in the common case: what ``user_frame``, ``line_of`` and
+        ``allow_at`` do, for files already classified and lines already seen (see NOTE [Hot path]).
         """
         try:
             v0 = target._version
@@ -76,11 +79,31 @@ class Tracker(Recorder):
         except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
             key = None
         aseq = _get_sequence_nr()
-        user = self.user
-        uf = frame if user._verdict.get(frame.f_code.co_filename) is True else user_frame(frame, user)
+        verdict = self.user._verdict
+        uf = frame
+        while uf is not None:  # user_frame, inlined
+            v = verdict.get(uf.f_code.co_filename)
+            if v is True:
+                break
+            if v is None:  # a file not classified yet
+                uf = user_frame(uf, self.user)
+                break
+            uf = None if v is COMPILER else uf.f_back
         if uf is not None:
-            line = line_of(uf)
-            detailed = self.allow_at("write", uf.f_code.co_filename, line)
+            code = uf.f_code
+            entry = _LINES.get((id(code), uf.f_lasti))  # line_of, inlined for a line seen before
+            line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
+            site = ("write", code.co_filename, line)  # allow_at, inlined
+            counts = self.site_counts
+            n = counts.get(site, 0) + 1
+            counts[site] = n
+            if n > self.per_site or len(self.events) >= self.max_events:
+                self.aggregated += 1
+                if n <= self.per_site:
+                    self.log_full = True
+                detailed = False
+            else:
+                detailed = True
         else:
             line, detailed = None, False
         mates = None

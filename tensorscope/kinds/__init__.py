@@ -49,6 +49,7 @@ MODULES = (
     "saved_detached_inplace", "checkpoint_mismatch", "forward_ad", "invalid_gradient", "vmap_inplace",
     "functorch_transform",
     "other", "silent_saved_tensor_write",
+    "graph_kept_alive", "view_pins_storage", "hook_holds_tensors", "container_grows",
 )
 
 _mods = [importlib.import_module(f"{__name__}.{name}") for name in MODULES]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+
 from tensorscope import source
+from tensorscope.kinds import _retention
 from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, w, where
 
 KIND = Kind(
@@ -197,6 +200,10 @@ def explain(ev: Evidence) -> dict | None:
                    "before that line, once per iteration: truncated backpropagation through time), or build it "
                    "afresh each iteration; use retain_graph=True only if the backward really must reach into "
                    "earlier iterations.")
+    held = _retained(ev, f, first, op)
+    if held is not None:  # the line that kept the freed graph reachable: See NOTE [The retaining line]
+        said, culprit, chain, fix = held
+        parts.append(said)
     return diagnosis(
         KIND,
         explanation=" ".join(parts) or "An earlier backward freed the graph this backward needed.",
@@ -210,3 +217,42 @@ def explain(ev: Evidence) -> dict | None:
         evidence=["earlier backward calls and their autograd sequence numbers",
                   "freed graph nodes probed at the failure"],
     )
+
+
+def _retained(ev, f: dict, first: dict | None, op: str):
+    """(sentence, culprit, chain, fix) from the retention paths into the freed graph, or None."""
+    held = _held_into_freed(ev, f)
+    if held is None:
+        return None
+    stmt_file, stmt, holder, steps = held
+    line = stmt.lineno
+    code = source.code(stmt_file, line)
+    said = (f"`{holder}` still reaches the freed graph ({_retention.path_text(steps)}): line {line} (`{code}`) "
+            "stored it where this iteration reads it, without detaching it.")
+    chain = [c for c in [where(first["file"], first["line"], what=f"{op} without retain_graph=True freed the "
+                               "graph built before it") if first else None,
+                         where(stmt_file, line, what="keeps a tensor of that graph for the next iteration")] if c]
+    return said, where(stmt_file, line, alias=holder), chain, _detach_fix(code, holder)
+
+def _held_into_freed(ev, f):
+    """(file, statement, holder, path) of the line that stored what carries the freed graph into this backward."""
+    for h in f.get("holders") or ():
+        file, stmt, _ = _retention.retaining_line(ev, {"path": h.get("path"), "holder": h.get("holder")})
+        if stmt is not None:
+            return file, stmt, _retention.holder_name(h.get("path")) or h.get("holder"), h.get("path")
+    return None
+
+
+def _detach_fix(code: str, holder: str) -> str:
+    """Detach what the retaining line stores: ``self.h = h`` -> ``self.h = h.detach()``."""
+    try:
+        stmt = ast.parse(code.strip()).body[0]
+    except (SyntaxError, ValueError, IndexError):
+        stmt = None
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and isinstance(stmt.targets[0], ast.Attribute):
+        return (f"Detach what is kept for the next iteration: `{source.text(stmt.targets[0])} = {stmt.value.id}.detach()` "
+                "(truncated backpropagation through time); use retain_graph=True only if backward really must "
+                "reach into earlier iterations.")
+    return (f"Detach `{holder}` before the next iteration uses it, at this line or right before it "
+            f"(`{holder} = {holder}.detach()`, for a tuple `{holder} = tuple(h.detach() for h in {holder})`): "
+            "each iteration's graph then starts fresh.")

@@ -58,6 +58,9 @@ def tensor_view(doc, query: str, describe) -> list:
             c = t["created"]
             out.append(line(f"  created {c.get('file')}:{c.get('line')} ({c.get('how')})  ", (c.get("code") or "", "dim"),
                             crop=False))
+        held = ((doc.get("memory") or {}).get("paths") or {}).get(t["id"])
+        if held:
+            out.append(line("  held by: " + " -> ".join(held), crop=False))
         aliases = []
         if t.get("view_of"):
             aliases.append(f"view of {t['view_of']} {', '.join(names.get(t['view_of']) or [])}".rstrip())

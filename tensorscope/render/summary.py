@@ -312,8 +312,39 @@ def renderables(doc, panels) -> list:
     for h in doc.get("hazards") or []:
         out.append(panels(h, "Hazard (nothing raised)"))
     same = _same_module_roots([t for t in doc["tensors"] if t.get("role") in ("parameter", "buffer")])
-    for section in (aliasing(doc, by_id, same), modules(doc), other_named(doc), timeline(doc, counts)):
+    for section in (memory_held(doc), aliasing(doc, by_id, same), modules(doc), other_named(doc),
+                    timeline(doc, counts)):
         if section:
             out.append(Text("", end="\n"))
             out.extend(section)
     return [Group(*out)]
+
+
+def _bytes(n) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+MEMORY_ROWS = 5
+
+
+def memory_held(doc) -> list:
+    """"Memory held": the names holding the most bytes at the end (or at the exception), with their paths."""
+    mem = doc.get("memory") or {}
+    holders = [h for h in mem.get("holders") or () if h.get("bytes")][:MEMORY_ROWS]
+    if not holders:
+        return []
+    total = f"{_bytes(mem.get('total_bytes') or 0)} in {mem.get('storages', 0)} storages"
+    if mem.get("cuda_allocated") is not None:
+        total += f"; CUDA {_bytes(mem['cuda_allocated'])} allocated"
+    out = [line(("Memory held", "bold"), f" ({total} reached from the program's names)", crop=False)]
+    for h in holders:
+        path = " -> ".join(h.get("path") or [])
+        what = f"{h.get('tensors', 0)} tensor{'s' if h.get('tensors') != 1 else ''}"
+        if h.get("graph_nodes"):
+            what += f", {h['graph_nodes']} graph nodes"
+        out.append(line(f"  {_bytes(h['bytes']):>9}  ", (h["name"], "bold"), f" ({h.get('type')}, {h.get('where')}; "
+                        f"{what})", (f"  largest: {path}" if path and " -> " in path else "", "dim"), crop=False))
+    return out

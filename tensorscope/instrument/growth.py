@@ -1,0 +1,209 @@
+"""Growth across iterations: live bytes per name, sampled at step boundaries (backward calls).
+
+NOTE [Sampling growth]
+A step boundary is a backward() or autograd.grad call that returned, on the program's main thread.
+At boundaries 2 to 6 and then at 8, 16, 32, ... (``due``), a retention walk (see NOTE [Retention
+walks]) from the frames of the backward call measures the bytes and graph nodes each of the
+program's names holds, and which storages. A name grows when its bytes (or, for a graph kept alive,
+its graph nodes) went up at each of its last three samples, with new storages each time; then the
+finding names it, the path to the largest storage new at the last sample, that storage's allocating
+line, and the bytes per step (backward call) between those samples. Memory that is flat (a list of
+``.item()`` floats, detached values, a removed hook, a bounded cache full before the last samples)
+does not grow at its last samples. The walk costs one pass over what the program holds, at about a
+dozen boundaries of a long run (see benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from tensorscope.instrument import retention
+from tensorscope.instrument.retention import PIN_MIN_BYTES, PIN_RATIO
+from tensorscope.instrument.recorder import node_name
+
+_EARLY = frozenset({2, 3, 4, 5, 6})
+WALK_BUDGET = 20_000
+# a container of tensors without a graph is reported from this growth per step (a list of detached
+# scalars or of small predictions is not); a graph kept alive, a hook or a pinned view from any growth
+MIN_CONTAINER_BYTES_PER_STEP = 64 * 1024
+
+
+def due(n: int) -> bool:
+    return n in _EARLY or (n >= 8 and n & (n - 1) == 0)
+
+
+class Growth:
+    """The samples of one run (plain data: storage addresses, byte counts, labels)."""
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+        self.boundaries = 0
+        self.samples: list[dict] = []
+        self.seconds = 0.0
+        # TENSORSCOPE_NO_RETENTION=1: no samples and no Memory held (benchmarks/run.py's comparison mode)
+        self.enabled = not os.environ.get("TENSORSCOPE_NO_RETENTION")
+
+    def boundary(self, frame) -> None:
+        """A backward call returned: sample at the boundaries ``due`` picks. Never raises."""
+        self.boundaries += 1
+        if frame is None or not self.enabled or not due(self.boundaries):
+            return
+        t0 = time.perf_counter()
+        tracker = self.tracker
+        active, tracker.active = tracker.active, False
+        roots = snaps = walk = None
+        try:
+            with torch._C.DisableTorchFunction():
+                roots, snaps = retention.frame_roots(frame, tracker.user)
+                walk = retention.Walk(tracker.user, budget=WALK_BUDGET).run(roots)
+                roots = None
+                self.samples.append(self._sample(walk))
+        except Exception:
+            pass
+        finally:
+            if walk is not None:
+                walk.release()
+            if snaps:
+                retention.empty(snaps)
+            roots = snaps = walk = None
+            tracker.active = active
+            self.seconds += time.perf_counter() - t0
+
+    def _sample(self, walk) -> dict:
+        keys: dict[int, set] = {}
+        for key, (nbytes, r, _) in walk.storages.items():
+            keys.setdefault(r, set()).add(key)
+        rb = walk.root_bytes()
+        prev = self.samples[-1]["roots"] if self.samples else {}
+        before = self.samples[-2]["roots"] if len(self.samples) > 1 else {}
+        roots = {}
+        for r, info in enumerate(walk.roots):
+            name = info["name"]
+            if name in roots:
+                continue
+            entry = {"where": info["where"], "type": info["type"], "bytes": rb.get(r, 0),
+                     "nodes": walk.nodes.get(r, 0), "keys": frozenset(keys.get(r, ()))}
+            old = prev.get(name)
+            new = entry["keys"] - old["keys"] if old is not None else entry["keys"]
+            grew = old is not None and (entry["bytes"] > old["bytes"] or entry["nodes"] > old["nodes"])
+            if grew:
+                # storages new at the previous sample and still held now: what is kept, not what is replaced
+                # each step (a `.grad`, this step's batch)
+                older = before.get(name)
+                kept = (old["keys"] - older["keys"]) & entry["keys"] if older is not None else frozenset()
+                entry["witness"] = self._witness(walk, r, kept or new)
+            roots[name] = entry
+        return {"step": self.boundaries, "truncated": walk.truncated, "roots": roots}
+
+    def _witness(self, walk, r, new_keys) -> dict:
+        """The path to the largest storage new under root ``r``, or to its graph."""
+        best = None
+        for key in new_keys:
+            nbytes, _, tid = walk.storages[key]
+            if best is None or nbytes > best[0]:
+                best = (nbytes, tid)
+        target = best[1] if best is not None else walk.first_node.get(r)
+        if target is None:
+            return {}
+        steps = walk.path(target)
+        out = {"path": steps, "storage_nbytes": best[0] if best else 0}
+        obj = walk.obj(target)
+        if isinstance(obj, torch.Tensor):
+            try:
+                out["nbytes"] = obj.numel() * obj.element_size()
+                out["is_view"] = obj._base is not None
+                out["shape"] = list(obj.shape)
+            except Exception:
+                pass
+            out["alloc"] = self._alloc(obj, walk, target)
+        else:
+            out["alloc"] = self._node_alloc(obj)
+        return out
+
+    def _alloc(self, t, walk, target) -> dict | None:
+        """Where the retained memory was allocated: the tensor's recorded creation, or the forward line
+        of the graph node that saved it, or of its own grad_fn."""
+        tracker = self.tracker
+        try:
+            tid = tracker.tid(t)
+            c = tracker.tensor_created.get(tid)
+            if c and c.get("file") in tracker.user:
+                return {"file": c["file"], "line": c["line"], "how": c.get("how")}
+        except Exception:
+            pass
+        parent = walk._parent.get(target)
+        if parent is not None and parent[1].get("via") == "saved":
+            found = self._node_alloc(walk.obj(parent[0]))
+            if found:
+                return found
+        try:
+            base = t._base
+            gf = t.grad_fn if base is None else base.grad_fn
+        except Exception:
+            gf = None
+        return self._node_alloc(gf)
+
+    def _node_alloc(self, node) -> dict | None:
+        if node is None:
+            return None
+        try:
+            seq = node._sequence_nr()
+            file, line = self.tracker.node_line(seq)
+        except Exception:
+            return None
+        if line is None:
+            return None
+        return {"file": file, "line": line, "how": node_name(node)}
+
+    def findings(self) -> list[dict]:
+        """Raw facts of each name that grew at its last three samples (torch-free)."""
+        return findings(self.samples)
+
+
+def family(witness: dict, nodes_grew: bool) -> str:
+    vias = {s.get("via") for s in witness.get("path") or ()}
+    if vias & {"hook", "closure"}:
+        return "hook-holds-tensors"
+    if vias & {"grad_fn", "saved", "next", "ctx"} or nodes_grew:
+        return "graph-kept-alive"
+    if witness.get("is_view") and (witness.get("storage_nbytes") or 0) >= PIN_RATIO * max(1, witness.get("nbytes") or 0) \
+            and (witness.get("storage_nbytes") or 0) >= PIN_MIN_BYTES:
+        return "view-pins-storage"
+    return "container-grows"
+
+
+def findings(samples: list[dict]) -> list[dict]:
+    out = []
+    if len(samples) < 3:
+        return out
+    last3 = samples[-3:]
+    for name, entry in last3[-1]["roots"].items():
+        series = [s["roots"].get(name) for s in last3]
+        if any(e is None for e in series):
+            continue
+        b = [e["bytes"] for e in series]
+        n = [e["nodes"] for e in series]
+        grew_bytes = b[0] < b[1] < b[2] and all(series[i]["keys"] - series[i - 1]["keys"] for i in (1, 2))
+        grew_nodes = n[0] < n[1] < n[2]
+        if not (grew_bytes or grew_nodes):
+            continue
+        witness = series[2].get("witness") or {}
+        steps = last3[2]["step"] - last3[0]["step"]
+        per_step = (b[2] - b[0]) // steps if grew_bytes else 0
+        fam = family(witness, grew_nodes)
+        if fam == "container-grows" and per_step < MIN_CONTAINER_BYTES_PER_STEP:
+            continue
+        if fam == "view-pins-storage" and not grew_bytes:
+            continue
+        out.append({
+            "kind": fam, "retention": True, "holder": name, "holder_type": entry["type"], "where": entry["where"],
+            "path": witness.get("path") or [{"via": "name", "label": name, "type": entry["type"]}],
+            "bytes_per_step": per_step, "nodes_per_step": (n[2] - n[0]) // steps if grew_nodes else 0,
+            "bytes": b[2], "steps": [s["step"] for s in last3], "bytes_at": b,
+            "alloc": witness.get("alloc"), "nbytes": witness.get("nbytes"),
+            "storage_nbytes": witness.get("storage_nbytes"), "shape": witness.get("shape"),
+        })
+    return out

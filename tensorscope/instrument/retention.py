@@ -1,0 +1,587 @@
+"""Who keeps it alive: reference paths from the program's names to its tensors, storages and graph nodes.
+
+NOTE [Retention walks]
+A retention walk starts at the program's names (its globals, and the locals of its frames) and goes
+breadth-first through what holds what, the way a PyTorch user would say it: containers (``[17]``,
+``['k']``), attributes of modules and of the program's own objects (``.h``), closures and hook dicts
+(``._forward_hooks[3]``, a hook's captured ``acts``), the autograd graph (``.grad_fn``,
+``next_functions``, saved tensors read through ``_raw_saved_*``, a custom Function's ``ctx``), a
+view's ``._base``, a leaf's ``.grad`` and optimizer state. ``gc`` does not see what only the
+autograd graph holds, and ``gc.get_referrers`` would run a full pass over the heap, so the walk goes
+forward from the names, by type, and never calls the collector.
+
+It never runs the program's code: types are checked with ``type()``, attributes read from an
+instance's ``__dict__`` (no ``getattr`` on the program's objects, so no property or ``__getattr__``
+runs), and only dicts, lists, tuples, sets, functions, modules, optimizers and instances of the
+program's own classes are entered. It is bounded: at most ``budget`` objects are visited, and the
+walk says when it stopped early. It keeps nothing: the objects it visits are held only while it runs
+(so no ``id`` is reused meanwhile), and what it returns is plain data (storage addresses, byte
+counts, labels).
+
+Each storage is attributed to the first name it is reached from (breadth-first: the shortest path),
+so a parameter reached from ``model`` at depth 2 is not counted again under ``history`` through the
+graph.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import torch
+
+from tensorscope.instrument.recorder import node_name, storage_key
+
+_Tensor = torch.Tensor
+_Module = torch.nn.Module
+_Optimizer = torch.optim.Optimizer
+_CO_OPTIMIZED = 0x0001
+_ATOMS = (str, bytes, int, float, bool, complex, type(None), type, range, slice)
+_SAVED_NAMES: dict = {}  # node type -> its `_raw_saved_*` attribute names
+_USER_TYPES: dict = {}  # type -> whether it is one of the program's own classes
+
+# Module attributes that hold hooks: the walk names them as PyTorch's register_* calls do.
+HOOK_DICTS = frozenset({"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+                        "_forward_hooks_with_kwargs", "_state_dict_hooks", "_load_state_dict_pre_hooks"})
+# Module attributes whose entries read as attributes (`model.fc.weight`, not `model._modules['fc']`).
+_AS_ATTRIBUTES = frozenset({"_parameters", "_buffers", "_modules"})
+
+
+def _saved_names(node) -> tuple:
+    kind = type(node)
+    names = _SAVED_NAMES.get(kind)
+    if names is None:
+        try:
+            names = tuple(n for n in dir(kind) if n.startswith("_raw_saved_"))
+        except Exception:
+            names = ()
+        _SAVED_NAMES[kind] = names
+    return names
+
+
+def _is_node(obj) -> bool:
+    return hasattr(type(obj), "next_functions")
+
+
+class Walk:
+    """One bounded breadth-first walk (see NOTE [Retention walks]).
+
+    After :meth:`run`: ``storages`` maps a storage address to ``[nbytes, root index, id of the tensor
+    that first reached it]``; ``nodes`` counts graph nodes per root; :meth:`path` gives the labels from
+    a root to an object still known to the walk. Call :meth:`release` before the program resumes.
+    """
+
+    def __init__(self, user, budget: int = 50_000, storage_sizes: bool = False, watch: frozenset = frozenset()):
+        self.user = user
+        self.watch = watch  # sequence nrs of graph nodes to find (a failing backward's freed nodes)
+        self.hits: list[int] = []  # ids of watched nodes reached, in breadth-first order
+        self.budget = budget
+        self.storage_sizes = storage_sizes  # the real storage size (makes Python storage objects: end of run)
+        self.visited = 0
+        self.truncated = False
+        self._objs: dict[int, object] = {}  # id -> object, held only during the walk
+        self._parent: dict[int, tuple] = {}  # id -> (parent id, step)
+        self._root: dict[int, int] = {}  # id -> root index
+        self.named: set[int] = set()  # ids of the objects bound to the roots' names
+        self.roots: list[dict] = []
+        self.storages: dict[int, list] = {}
+        self.nodes: dict[int, int] = {}  # root index -> graph nodes reached first from it
+        self.first_tensor: dict[int, int] = {}  # root index -> id of the largest tensor reached from it
+        self._biggest: dict[int, int] = {}
+        self.first_node: dict[int, int] = {}  # root index -> id of the first graph node reached from it
+
+    # --- the walk ------------------------------------------------------------------------
+
+    def run(self, roots) -> "Walk":
+        """``roots``: (name, object, where) triples in the order names are preferred.
+
+        Names bound to modules are walked first (a parameter belongs to its model, not to the
+        optimizer that also reaches it), then containers and other objects, then bare tensors: a
+        tensor kept in ``model.h`` (or ``history[-1]``) and also bound to ``out`` is found through what
+        keeps it across steps.
+        """
+        roots = list(roots)
+        self._run([r for r in roots if isinstance(r[1], _Module)])
+        self._run([r for r in roots if not isinstance(r[1], (_Module, _Tensor))])
+        return self._run([r for r in roots if isinstance(r[1], _Tensor)])
+
+    def _run(self, roots) -> "Walk":
+        queue: list = []
+        for name, obj, where in roots:
+            if isinstance(obj, _ATOMS):
+                continue
+            self.named.add(id(obj))
+            if id(obj) in self._objs:
+                continue
+            i = len(self.roots)
+            self.roots.append({"name": name, "type": type(obj).__name__, "where": where})
+            self._objs[id(obj)] = obj
+            self._parent[id(obj)] = (None, {"via": "name", "label": name, "type": type(obj).__name__})
+            self._root[id(obj)] = i
+            queue.append(obj)
+        head = 0
+        while head < len(queue):
+            if self.visited >= self.budget:
+                self.truncated = True
+                break
+            obj = queue[head]
+            head += 1
+            self.visited += 1
+            r = self._root[id(obj)]
+            try:
+                for label, child in self._children(obj, r):
+                    if isinstance(child, _ATOMS):
+                        continue
+                    k = id(child)
+                    if k in self._objs:
+                        continue
+                    self._objs[k] = child
+                    self._parent[k] = (id(obj), label)
+                    self._root[k] = r
+                    queue.append(child)
+            except Exception:  # a surprising object loses its children, never the run
+                continue
+        del queue
+        return self
+
+    def _children(self, obj, r):
+        cls = type(obj)
+        if issubclass(cls, _Tensor):
+            yield from self._tensor(obj, r)
+        elif issubclass(cls, dict):
+            for k, v in list(dict.items(obj)):
+                yield {"via": "item", "label": _key_label(k)}, v
+        elif issubclass(cls, (list, tuple)):
+            for i, v in enumerate(list(obj) if cls is not tuple else obj):
+                yield {"via": "item", "label": f"[{i}]"}, v
+        elif issubclass(cls, (set, frozenset)):
+            for v in list(obj):
+                yield {"via": "item", "label": "{...}"}, v
+        elif _is_node(obj):
+            yield from self._node(obj, r)
+        elif issubclass(cls, _Module):
+            yield from self._module(obj)
+        elif cls is types.FunctionType:
+            yield from self._function(obj)
+        elif cls is types.MethodType:
+            yield {"via": "attr", "label": ".__self__"}, obj.__self__
+            yield {"via": "attr", "label": ".__func__"}, obj.__func__
+        elif cls is types.ModuleType:
+            if obj.__dict__.get("__file__") in self.user:
+                for k, v in list(obj.__dict__.items()):
+                    if not (k.startswith("__") and k.endswith("__")):
+                        yield {"via": "attr", "label": f".{k}"}, v
+        elif cls is types.CellType:
+            try:
+                yield {"via": "closure", "label": ""}, obj.cell_contents
+            except ValueError:
+                pass
+        elif issubclass(cls, _Optimizer) or self._user_type(cls) or _tensorscope_packed(cls):
+            d = _instance_dict(obj)
+            for k, v in list(d.items()):
+                yield {"via": "attr", "label": f".{k}"}, v
+            for k in _slot_names(cls):
+                try:
+                    yield {"via": "attr", "label": f".{k}"}, object.__getattribute__(obj, k)
+                except AttributeError:
+                    pass
+        elif cls.__module__ == "functools" and cls.__name__ == "partial":
+            for i, v in enumerate(obj.args):
+                yield {"via": "item", "label": f".args[{i}]"}, v
+            for k, v in (obj.keywords or {}).items():
+                yield {"via": "item", "label": f".keywords[{k!r}]"}, v
+
+    def _user_type(self, cls) -> bool:
+        verdict = _USER_TYPES.get(cls)
+        if verdict is None:
+            mod = sys.modules.get(getattr(cls, "__module__", None) or "")
+            file = getattr(mod, "__file__", None) if mod is not None else None
+            verdict = bool(file) and file in self.user
+            if cls.__module__ == "__main__":
+                verdict = True
+            _USER_TYPES[cls] = verdict
+        return verdict
+
+    def _tensor(self, t, r):
+        self._count(t, r)
+        gf = t.grad_fn
+        if gf is not None:
+            yield {"via": "grad_fn", "label": f".grad_fn {node_name(gf)}", "seq": gf._sequence_nr()}, gf
+        base = t._base
+        if base is not None:
+            yield {"via": "base", "label": "._base"}, base
+        if t.is_leaf:
+            g = t.grad
+            if g is not None:
+                yield {"via": "grad", "label": ".grad"}, g
+            hooks = t._backward_hooks
+            if hooks:
+                for k, v in list(hooks.items()):
+                    yield {"via": "hook", "label": f"._backward_hooks[{k}]"}, v
+
+    def _count(self, t, r) -> None:
+        try:
+            key = storage_key(t)
+        except Exception:
+            return
+        if key in self.storages or not key:
+            return
+        try:
+            if self.storage_sizes:
+                nbytes = t.untyped_storage().nbytes()
+            else:
+                base = t._base
+                src = base if base is not None else t
+                nbytes = src.numel() * src.element_size()
+        except Exception:
+            return
+        self.storages[key] = [nbytes, r, id(t)]
+        best = self._biggest.get(r, -1)
+        if nbytes > best:
+            self._biggest[r] = nbytes
+            self.first_tensor[r] = id(t)
+
+    def _node(self, node, r):
+        self.nodes[r] = self.nodes.get(r, 0) + 1
+        self.first_node.setdefault(r, id(node))
+        if self.watch and node._sequence_nr() in self.watch:
+            self.hits.append(id(node))
+        for name in _saved_names(node):
+            try:
+                raw = getattr(node, name)
+            except Exception:
+                continue
+            what = name[len("_raw_saved_"):]
+            items = raw if isinstance(raw, (tuple, list)) else (raw,)
+            for i, s in enumerate(items):
+                try:
+                    data = s.data
+                except Exception:
+                    continue
+                if data is not None:
+                    label = f"saved `{what}`" if len(items) == 1 else f"saved `{what}[{i}]`"
+                    yield {"via": "saved", "label": label}, data
+        variable = None
+        if type(node).__name__ == "AccumulateGrad":
+            try:
+                variable = node.variable
+            except Exception:
+                variable = None
+        if variable is not None:
+            yield {"via": "variable", "label": ".variable"}, variable
+        d = _instance_dict(node)  # a custom Function's ctx attributes (`ctx.x = ...`)
+        for k, v in list(d.items()):
+            yield {"via": "ctx", "label": f"ctx.{k}"}, v
+        for i, (nxt, _) in enumerate(node.next_functions):
+            if nxt is not None:
+                yield {"via": "next", "label": node_name(nxt)}, nxt
+
+    def _module(self, m):
+        d = _instance_dict(m)
+        for k, v in list(d.items()):
+            if k in _AS_ATTRIBUTES and isinstance(v, dict):
+                for name, sub in list(dict.items(v)):
+                    if sub is not None:
+                        yield {"via": "attr", "label": f".{name}"}, sub
+            elif k in HOOK_DICTS and isinstance(v, dict):
+                for hid, hook in list(dict.items(v)):
+                    yield {"via": "hook", "label": f".{k}[{hid}]"}, hook
+            elif not isinstance(v, _ATOMS):
+                yield {"via": "attr", "label": f".{k}"}, v
+
+    def _function(self, fn):
+        if fn.__code__.co_filename not in self.user:
+            return
+        cells = fn.__closure__ or ()
+        for name, cell in zip(fn.__code__.co_freevars, cells):
+            try:
+                yield {"via": "closure", "label": f"closure `{name}`"}, cell.cell_contents
+            except ValueError:
+                pass
+        for i, v in enumerate(fn.__defaults__ or ()):
+            yield {"via": "closure", "label": f"default {i}"}, v
+
+    # --- results -------------------------------------------------------------------------
+
+    def path(self, obj_id: int) -> list[dict]:
+        """The steps from a root to an object the walk reached (plain data)."""
+        steps = []
+        k = obj_id
+        while k is not None and len(steps) <= self.visited:
+            parent, step = self._parent[k]
+            steps.append(step)
+            k = parent
+        steps.reverse()
+        if len(steps) > 24:  # a long chain of graph nodes: the name end and the tensor end are what matter
+            steps = steps[:12] + [{"via": "skip", "label": f"... {len(steps) - 20} more"}] + steps[-8:]
+        return steps
+
+    def obj(self, obj_id: int):
+        return self._objs.get(obj_id)
+
+    def root_bytes(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for nbytes, r, _ in self.storages.values():
+            out[r] = out.get(r, 0) + nbytes
+        return out
+
+    def release(self) -> None:
+        """Drop every object the walk held (before the program resumes)."""
+        self._objs.clear()
+        self._parent.clear()
+        self._root.clear()
+
+
+def _key_label(k) -> str:
+    if isinstance(k, (str, int, float, bool)) or k is None:
+        return f"[{k!r}]"
+    if isinstance(k, _Tensor):
+        return "[<tensor>]"
+    return f"[<{type(k).__name__}>]"
+
+
+def _instance_dict(obj) -> dict:
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return {}
+    return d if type(d) is dict else {}
+
+
+def _slot_names(cls) -> tuple:
+    out = []
+    for k in getattr(cls, "__mro__", ()):
+        slots = k.__dict__.get("__slots__") if hasattr(k, "__dict__") else None
+        if isinstance(slots, str):
+            slots = (slots,)
+        for s in slots or ():
+            if s not in ("__dict__", "__weakref__"):
+                out.append(s)
+    return tuple(out)
+
+
+def _tensorscope_packed(cls) -> bool:
+    """tensorscope's own packed saved tensor (explain's hooks): its ``tensor`` is the saved one."""
+    return (getattr(cls, "__module__", "") or "").startswith("tensorscope.instrument.saved")
+
+
+def frame_roots(frame, user) -> tuple[list, list]:
+    """Roots from the program's running frames, innermost first: (roots, f_locals snapshots to empty).
+
+    A running function's ``f_locals`` (Python < 3.13) is a snapshot dict the frame keeps: it is
+    emptied again once the walk is over (see NOTE [No f_locals of running functions]).
+    """
+    roots, snapshots = [], []
+    seen_globals = set()
+    f = frame
+    while f is not None:
+        code = f.f_code
+        if code.co_filename in user:
+            try:
+                scope = f.f_locals
+            except Exception:
+                scope = None
+            if isinstance(scope, dict) and id(scope) not in seen_globals:
+                fn = code.co_name
+                if code.co_flags & _CO_OPTIMIZED:
+                    if sys.version_info < (3, 13) and scope is not f.f_globals:
+                        snapshots.append(scope)
+                    where = f"{fn}()"
+                else:
+                    seen_globals.add(id(scope))
+                    where = "global"
+                for name, value in list(scope.items()):
+                    if isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
+                        roots.append((name, value, where))
+            g = f.f_globals
+            if id(g) not in seen_globals and code.co_flags & _CO_OPTIMIZED:
+                seen_globals.add(id(g))
+                for name, value in list(g.items()):
+                    if isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
+                        roots.append((name, value, "global"))
+        f = f.f_back
+    return roots, snapshots
+
+
+def empty(snapshots) -> None:
+    for d in snapshots:
+        try:
+            d.clear()
+        except Exception:
+            pass
+
+
+MAX_HOLDERS = 10
+# a view pins its storage when the storage is at least PIN_RATIO times the bytes it reaches and PIN_MIN_BYTES
+PIN_RATIO = 4
+PIN_MIN_BYTES = 1 << 20
+MAX_PATHS = 5_000
+END_BUDGET = 100_000
+
+
+def exception_roots(main_globals, exc, user) -> list:
+    """Roots at the end of a run: the program's globals, then the locals of its frames in the traceback."""
+    roots = []
+    if main_globals is not None:
+        for name, value in list(main_globals.items()):
+            if isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
+                roots.append((name, value, "global"))
+    tb = exc.__traceback__ if exc is not None else None
+    while tb is not None:
+        frame = tb.tb_frame
+        code = frame.f_code
+        if code.co_filename in user and code.co_name != "<module>":
+            try:
+                scope = dict(frame.f_locals)
+            except Exception:
+                scope = {}
+            for name, value in scope.items():
+                if isinstance(name, str):
+                    roots.append((name, value, f"{code.co_name}()"))
+        tb = tb.tb_next
+    return roots
+
+
+def held(tracker, main_globals, exc, growth=None) -> dict:
+    """The ``memory`` object of the report: the top holders of memory by bytes at the end of the run
+    (or at the uncaught exception), each with its path; live views that pin a much larger storage."""
+    walk = Walk(tracker.user, budget=END_BUDGET, storage_sizes=True)
+    try:
+        walk.run(exception_roots(main_globals, exc, tracker.user))
+        rb = walk.root_bytes()
+        holders = []
+        for r, info in enumerate(walk.roots):
+            nbytes = rb.get(r, 0)
+            if not nbytes and not walk.nodes.get(r):
+                continue
+            entry = {"name": info["name"], "where": info["where"], "type": info["type"], "bytes": nbytes,
+                     "graph_nodes": walk.nodes.get(r, 0), "tensors": 0, "path": None, "tensor": None}
+            holders.append((nbytes, r, entry))
+        counts: dict[int, int] = {}
+        for _, r, _ in walk.storages.values():
+            counts[r] = counts.get(r, 0) + 1
+        holders.sort(key=lambda h: (-h[0], h[1]))
+        out = []
+        for nbytes, r, entry in holders[:MAX_HOLDERS]:
+            entry["tensors"] = counts.get(r, 0)
+            big = walk.first_tensor.get(r)
+            if big is not None:
+                steps = walk.path(big)
+                entry["path"] = [s.get("label") for s in steps]
+                t = walk.obj(big)
+                entry["tensor"] = tracker.note_tensor(t) if isinstance(t, _Tensor) else None
+                entry["graph"] = any(s.get("via") in ("grad_fn", "saved", "next") for s in steps)
+            out.append(entry)
+        pinned = _pinned_views(tracker, walk)
+        paths = {}  # tid -> the path that holds it, for the tensors tracked in the run (`--tensor NAME`)
+        for tid, t in tracker.live_tensors().items():
+            if id(t) in walk._objs and len(paths) < MAX_PATHS:
+                paths[tid] = [s.get("label") for s in walk.path(id(t))]
+        total = sum(nbytes for nbytes, _, _ in walk.storages.values())
+        doc = {"device": "cpu", "total_bytes": total, "storages": len(walk.storages), "holders": out,
+               "pinned_views": pinned, "paths": paths, "visited": walk.visited, "truncated": walk.truncated,
+               "cuda_allocated": _cuda_allocated()}
+        if growth is not None:
+            doc["sampled_steps"] = [s["step"] for s in growth.samples]
+            doc["sample_seconds"] = round(growth.seconds, 4)
+        return doc
+    finally:
+        walk.release()
+
+
+def _pinned_views(tracker, walk) -> list:
+    """Live views whose storage is at least PIN_RATIO times the bytes they reach and PIN_MIN_BYTES."""
+    out = []
+    for key, (nbytes, r, tid_obj) in walk.storages.items():
+        if nbytes < PIN_MIN_BYTES:
+            continue
+        t = walk.obj(tid_obj)
+        try:
+            base = t._base
+            if base is None:
+                continue
+            if id(base) in walk.named or walk._parent.get(id(base), (id(t),))[0] != id(t):
+                continue  # the base is held by a name (or through another path): the view pins nothing more
+            reach = t.numel() * t.element_size()
+        except Exception:
+            continue
+        if nbytes < PIN_RATIO * max(reach, 1):
+            continue
+        tid = tracker.note_tensor(t)
+        c = tracker.tensor_created.get(tid) or {}
+        out.append({"tensor": tid, "path": walk.path(tid_obj), "nbytes": reach, "storage_nbytes": nbytes,
+                    "file": c.get("file"), "line": c.get("line"), "how": c.get("how")})
+        if len(out) >= 32:
+            break
+    return out
+
+
+def _cuda_allocated():
+    try:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return int(torch.cuda.memory_allocated())
+    except Exception:
+        pass
+    return None
+
+
+def holders_of(target, frame, user, budget: int = END_BUDGET) -> list[list[dict]]:
+    """The paths from the program's names (the frames from ``frame`` outwards) to ``target``'s storage."""
+    try:
+        key = storage_key(target)
+    except Exception:
+        key = None
+    roots, snaps = frame_roots(frame, user)
+    walk = Walk(user, budget=budget)
+    named = [r for r in roots if r[1] is target]  # every name bound to it, besides the walk's one path
+    try:
+        with torch._C.DisableTorchFunction():
+            walk.run(roots)
+            roots = None
+            found = [[{"via": "name", "label": name, "type": type(obj).__name__}]
+                     for name, obj, _ in named if obj is target]
+            if id(target) in walk._objs:
+                found.append(walk.path(id(target)))
+            if key is not None and key in walk.storages and walk.storages[key][2] != id(target):
+                found.append(walk.path(walk.storages[key][2]))
+            out, seen = [], set()
+            for p in found:
+                text = tuple(s.get("label") for s in p)
+                if text not in seen:
+                    seen.add(text)
+                    out.append(p)
+            return out
+    finally:
+        named = None
+        walk.release()
+        empty(snaps)
+
+
+def carried_holders(frame, user, freed_seqs, exclude=()) -> list[dict]:
+    """Names from which a failing backward's freed nodes are reached: state carried across iterations
+    (``hidden``, ``model.h``, a list). ``exclude``: the failing call's own roots. Modules, containers and
+    objects are walked before bare tensors, so a tensor kept in ``model.h`` and also bound to ``out`` is
+    found through ``model.h``. Shortest paths first; plain data."""
+    roots, snaps = frame_roots(frame, user)
+    skip = {id(t) for t in exclude}
+    roots = [r for r in roots if id(r[1]) not in skip]
+    walk = Walk(user, budget=END_BUDGET, watch=frozenset(freed_seqs))
+    try:
+        with torch._C.DisableTorchFunction():
+            walk.run(roots)
+        roots = None
+        out, seen = [], set()
+        for hit in walk.hits:
+            steps = walk.path(hit)
+            r = walk._root.get(hit)
+            if r in seen:
+                continue
+            seen.add(r)
+            info = walk.roots[r]
+            out.append({"holder": info["name"], "where": info["where"], "path": steps})
+            if len(out) >= 8:
+                break
+        return out
+    finally:
+        walk.release()
+        empty(snaps)

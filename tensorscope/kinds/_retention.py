@@ -1,0 +1,310 @@
+"""Retention hazards: memory a name keeps alive across steps, explained at the line that stored it.
+
+Torch-free: it reads the raw facts of instrument/growth.py and instrument/retention.py (a holder
+name, the path of labels from it to the retained storage, bytes per step, the allocating line) and the
+program's source. NOTE [The retaining line]: the culprit is the statement that stored the retained
+object where the next step still reaches it: the object right before the first tensor on the path
+(a container, an attribute, a closure variable, or the name itself) is matched against the program's
+statements that store into it (``history.append(x)``, ``cache[k] = x``, ``self.h = x``, ``total += x``),
+preferring one inside a loop; the fix rewrites that statement (``.item()``, ``.detach()``, ``.clone()``).
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+
+from tensorscope import source
+from tensorscope.kinds._base import diagnosis, where
+from tensorscope.source import display_path, without_comment
+
+CODES = ("graph-kept-alive", "view-pins-storage", "hook-holds-tensors", "container-grows")
+_TENSOR_VIAS = ("grad_fn", "saved", "next", "base", "grad", "variable", "ctx")
+_MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "__setitem__"}
+
+
+def human(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def path_text(steps) -> str:
+    """``history -> [17] -> .grad_fn MmBackward0 -> saved `self```"""
+    return " -> ".join(s.get("label", "?") for s in steps or ())
+
+
+def store_target(steps) -> tuple[str, str | None]:
+    """What the retained tensor was stored into: ("name", n), ("item", container), ("attr", a)."""
+    steps = list(steps or ())
+    first = next((i for i, s in enumerate(steps) if s.get("via") in _TENSOR_VIAS), len(steps))
+    # the first tensor on the path is the step before the first graph/base step (or the last step)
+    t = max(0, first - 1) if first < len(steps) else len(steps) - 1
+    if t <= 0:
+        return "name", steps[0]["label"] if steps else None
+    into = steps[t]
+    prev = steps[t - 1]
+    if into.get("via") == "item":
+        k = t - 1
+        while k > 0 and steps[k].get("via") == "item":  # `acts[layer][3]`: the container is `acts`
+            k -= 1
+        return "item", _container_name(steps[k])
+    if into.get("via") == "attr":
+        return "attr", into["label"].lstrip(".")
+    if into.get("via") == "closure":
+        return "name", into["label"].split("`")[1] if "`" in into["label"] else None
+    return "name", steps[0]["label"]
+
+
+def _container_name(step) -> str | None:
+    label = step.get("label", "")
+    if step.get("via") == "closure" and "`" in label:
+        return label.split("`")[1]
+    if step.get("via") == "attr":
+        return label.lstrip(".").split("[")[0]
+    if step.get("via") == "name":
+        return label
+    return None
+
+
+def _last_name(expr) -> str | None:
+    while isinstance(expr, ast.Subscript):  # `self.acts[layer]` stores into `acts`
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return None
+
+
+def stores(tree, kind: str, name: str | None) -> list[tuple[ast.stmt, ast.AST | None]]:
+    """The statements that store into ``name`` as ``kind`` says, with the stored expression."""
+    out = []
+    if tree is None or not name:
+        return out
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        if kind == "item":
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
+                call = node.value
+                if call.func.attr in _MUTATORS and _last_name(call.func.value) == name:
+                    out.append((node, call.args[-1] if call.args else None))
+            elif isinstance(node, ast.Assign):
+                for tgt in node.targets:
+                    if isinstance(tgt, ast.Subscript) and _last_name(tgt.value) == name:
+                        out.append((node, node.value))
+            elif isinstance(node, ast.AugAssign) and (_last_name(node.target) == name or (
+                    isinstance(node.target, ast.Subscript) and _last_name(node.target.value) == name)):
+                out.append((node, node.value))
+        elif kind == "attr":
+            if isinstance(node, ast.Assign):
+                for tgt in node.targets:
+                    if isinstance(tgt, ast.Attribute) and tgt.attr == name:
+                        out.append((node, node.value))
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute) and node.target.attr == name:
+                out.append((node, node.value))
+        else:
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+                out.append((node, node.value))
+            elif isinstance(node, ast.Assign) and any(name in source.target_names(t) for t in node.targets):
+                if name in source.reads(node.value):  # `total = total + loss`, `out, hidden = model(x, hidden)`
+                    out.append((node, node.value))
+    return out
+
+
+def _in_loop(stmt) -> bool:
+    return source.loop_of(stmt) is not None
+
+
+def _score(stmt, expr) -> tuple:
+    """Which store is the retaining one: in a loop, then outside ``__init__`` (an initial value is not
+    what carries a graph), then storing a computed value rather than a fresh factory call, then the later line."""
+    scope = source.scope_of(stmt)
+    init = isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and scope.name == "__init__"
+    factory = isinstance(expr, ast.Call) and not source.reads(expr)
+    return (_in_loop(stmt), not init, not factory, stmt.lineno)
+
+
+def holder_name(steps) -> str | None:
+    """The holder as code: ``model.h``, ``history``, ``cache['k']``: the leading name and attributes."""
+    out = ""
+    for s in steps or ():
+        via, label = s.get("via"), s.get("label", "")
+        if via == "name":
+            out = label
+        elif via == "attr" and label.startswith("."):
+            out += label
+        else:
+            break
+    return out or None
+
+
+def _files(ev, h) -> list[str]:
+    files = []
+    alloc = h.get("alloc") or {}
+    prog = ((ev.doc or {}).get("program") or {}).get("path")
+    for f in [alloc.get("file"), prog] + [e.get("file") for e in (ev.doc or {}).get("events") or ()]:
+        if f and f not in files and not f.startswith("<"):
+            files.append(f)
+    return files
+
+
+def _targets(steps) -> list:
+    """Where the retained object may have been stored, innermost first: the step before the first tensor,
+    then each step towards the name (`best_models -> [3] -> .0 -> .weight`: `.weight`, then `best_models`)."""
+    steps = list(steps or ())
+    out = []
+    for j in range(len(steps), 0, -1):
+        kind, name = store_target(steps[:j])
+        for cand in ((kind, name), ("name", name)) if kind == "item" else ((kind, name),):
+            if cand not in out and cand[1]:
+                out.append(cand)
+    return out
+
+
+def retaining_line(ev, h) -> tuple[str | None, ast.stmt | None, ast.AST | None]:
+    """(file, statement, stored expression) of the line that stored what the holder keeps."""
+    best = None
+    for k, n in _targets(h.get("path")):
+        for f in _files(ev, h):
+            full = os.path.abspath(f)
+            tree = source.tree(full) or source.tree(f)
+            for stmt, expr in stores(tree, k, n):
+                score = _score(stmt, expr)
+                if best is None or score > best[0]:
+                    best = (score, full, stmt, expr)
+        if best is not None:
+            break
+    if best is None:
+        return None, None, None
+    return best[1], best[2], best[3]
+
+
+def _detached_literal(expr) -> str:
+    """``{"loss": loss, "n": n}`` -> ``{"loss": loss.detach(), "n": n.detach()}`` (each value detached)."""
+    if isinstance(expr, ast.Dict):
+        items = ", ".join(f"{source.text(k)}: {source.atom(source.text(v))}.detach()" if k is not None
+                          else f"**{source.text(v)}" for k, v in zip(expr.keys, expr.values))
+        return "{" + items + "}"
+    items = ", ".join(f"{source.atom(source.text(v))}.detach()" for v in expr.elts)
+    if isinstance(expr, ast.List):
+        return f"[{items}]"
+    return f"({items},)" if len(expr.elts) == 1 else f"({items})"
+
+
+def _replace(file, stmt, expr, new: str) -> str | None:
+    """The statement's line with ``expr`` replaced by ``new`` (by its columns), as the report quotes code."""
+    if not (stmt.lineno == expr.lineno == expr.end_lineno):
+        return None
+    raw = linecache.getline(file, stmt.lineno)
+    if not raw:
+        return None
+    b = raw.encode("utf-8")  # ast columns are byte offsets
+    text = (b[:expr.col_offset] + new.encode("utf-8") + b[expr.end_col_offset:]).decode("utf-8", "replace")
+    return without_comment(text.strip())
+
+
+def _fix(fam: str, h: dict, stmt, expr, file) -> str:
+    code = source.code(file, stmt.lineno) if stmt is not None else ""
+    scalar = h.get("shape") == [] or h.get("shape") == ()
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Tuple) and h.get("holder"):
+        name = h["holder"]
+        return (f"Detach `{name}` before line {stmt.lineno} reads it again (`{name} = {name}.detach()`; for a "
+                f"tuple, `{name} = tuple(t.detach() for t in {name})`): each step's graph is then freed with the step.")
+    if stmt is not None and expr is not None:
+        seg = source.text(expr)
+        if fam == "graph-kept-alive" and isinstance(expr, (ast.Dict, ast.List, ast.Tuple)):
+            new = _detached_literal(expr)
+        elif fam == "graph-kept-alive":
+            new = f"{source.atom(seg)}.item()" if scalar or isinstance(stmt, ast.AugAssign) else f"{source.atom(seg)}.detach()"
+        elif fam == "view-pins-storage":
+            new = f"{source.atom(seg)}.clone()"
+        elif fam == "hook-holds-tensors":
+            new = None
+        else:
+            new = f"{source.atom(seg)}.detach().cpu()" if not scalar else f"{source.atom(seg)}.item()"
+        rewritten = _replace(file, stmt, expr, new) if new else None
+        if rewritten:
+            if fam == "graph-kept-alive":
+                return (f"Store a value without its graph: `{rewritten}` (or `.detach()` it): the graph of every "
+                        "step is then freed with the step.")
+            if fam == "view-pins-storage" and h.get("save"):
+                return f"Save a copy of just the slice: `{rewritten}` (the file then holds only its bytes)."
+            if fam == "view-pins-storage":
+                return (f"Keep a copy of just the slice: `{rewritten}`: the slice then owns a storage of its "
+                        "own size and the large one is freed.")
+            return (f"Bound what is kept (clear it each epoch, keep the last N, or keep Python numbers): e.g. "
+                    f"`{rewritten}` to keep it off the device, or `del` it once used.")
+    if fam == "hook-holds-tensors":
+        return ("Remove the hook once it has served (`handle = m.register_forward_hook(...)`; `handle.remove()`), "
+                "or have it keep only what the next step needs (clear its list each step; store `.detach()`ed, "
+                "reduced values).")
+    if fam == "graph-kept-alive":
+        return "Store `.item()` or `.detach()` values in what outlives the step, not tensors with a graph."
+    if fam == "view-pins-storage":
+        return "Store `.clone()` of the slice, not the slice: a view keeps its base's whole storage alive."
+    return "Clear the container each step or epoch, bound it, or store Python numbers (`.item()`) instead of tensors."
+
+
+def _saved_view(h: dict):
+    """(file, statement, expression) of the view passed to ``torch.save`` at the recorded call."""
+    at = h.get("save") or {}
+    stmt = source.statement_at(at.get("file"), at.get("line"))
+    for node in ast.walk(stmt) if stmt is not None else ():
+        if isinstance(node, ast.Call) and _last_name(node.func) == "save" and node.args:
+            return at.get("file"), stmt, node.args[0]
+    return at.get("file"), stmt, None
+
+
+def explain(ev, h: dict, kind) -> dict:
+    """The hazard (DIAGNOSIS shape, plus ``retention``) of one retention finding."""
+    fam = h.get("kind")
+    file, stmt, expr = _saved_view(h) if h.get("save") else retaining_line(ev, h)
+    alloc = h.get("alloc") or {}
+    holder = h.get("holder")
+    per = h.get("bytes_per_step") or 0
+    nodes = h.get("nodes_per_step") or 0
+    shown = path_text(h.get("path"))
+    if h.get("save"):
+        grow = (f"torch.save writes the whole storage of a view: {human(h.get('storage_nbytes'))} for the "
+                f"{human(h.get('nbytes'))} the view reaches")
+    elif h.get("at_end"):
+        grow = (f"At the end of the run a view of {human(h.get('nbytes'))} keeps its whole storage of "
+                f"{human(h.get('storage_nbytes'))} alive")
+    else:
+        amount = " and ".join(x for x in (f"{human(per)}" if per else "", f"{nodes} graph nodes" if nodes else "") if x)
+        amount += " per step"
+        grow = f"`{holder}` grows by {amount} (sampled at backward calls {', '.join(map(str, h.get('steps') or []))})"
+    parts = [f"{grow}: {shown}." if shown else f"{grow}."]
+    if stmt is not None and h.get("save"):
+        parts.append(f"Line {stmt.lineno} (`{source.code(file, stmt.lineno)}`) saves the view, not a copy.")
+    elif stmt is not None:
+        parts.append(f"Line {stmt.lineno} (`{source.code(file, stmt.lineno)}`) stores it where the next step "
+                     "still reaches it.")
+    if alloc.get("line"):
+        parts.append(f"The retained memory was allocated at line {alloc['line']} "
+                     f"(`{source.code(alloc.get('file'), alloc['line'])}`).")
+    culprit = where(file, stmt.lineno, alias=holder) if stmt is not None else (
+        where(alloc.get("file"), alloc.get("line"), alias=holder) if alloc.get("line") else None)
+    allocation = ({"file": display_path(alloc.get("file")), "line": alloc.get("line"),
+                   "code": source.code(alloc.get("file"), alloc.get("line")), "how": alloc.get("how")}
+                  if alloc.get("line") else None)
+    d = diagnosis(
+        kind, explanation=" ".join(parts), fix=_fix(fam, h, stmt, expr, file), culprit=culprit,
+        saved_by=where(alloc.get("file"), alloc.get("line"), what="allocated the retained memory") if alloc.get("line") else None,
+        tensor={"id": h.get("tensor"), "names": [holder] if holder else [], "version_at_save": None, "version_now": None},
+        evidence=["retention walk from the program's names (no gc pass)",
+                  "live bytes per name sampled at backward calls" if not h.get("at_end") else "views alive at the end"],
+    )
+    d["retention"] = {
+        "holder": holder, "where": h.get("where"), "path": [s.get("label") for s in h.get("path") or ()],
+        "path_text": shown, "bytes_per_step": per, "nodes_per_step": nodes, "bytes": h.get("bytes"),
+        "steps": list(h.get("steps") or []), "allocation": allocation,
+        "nbytes": h.get("nbytes"), "storage_nbytes": h.get("storage_nbytes"),
+    }
+    return d
