@@ -45,7 +45,7 @@ SMALL = 1 << 16  # elements: a buffer-like saved input watched without any NumPy
 _MAIN = threading.main_thread()
 _ne = torch._C.TensorBase.ne
 _mon = compat.monitoring  # None before Python 3.12: settrace only
-_TOOLS = (3, 4)  # sys.monitoring ids no one else claims (0-2 and 5 are the debugger's, coverage's, profiler's, optimizer's)
+_TOOLS = (3, 4)  # sys.monitoring ids no one claims: 0-2 and 5 are the debugger, coverage, profiler, optimizer
 
 
 def exposed_input(p, t) -> bool:
