@@ -191,3 +191,42 @@ def test_the_programs_monitoring_tool_keeps_its_events(tmp_path):
 
 def test_monitoring_is_detected_not_assumed():
     assert (compat.monitoring is not None) is hasattr(sys, "monitoring")
+
+
+# Two blocks in one process: each finds the helper's write, and leaves no monitoring tool behind.
+TWICE = """
+    import sys
+
+    import torch
+    import tensorscope
+
+    def refill(view, step):
+        view[...] = step
+        return view
+
+    def block():
+        with tensorscope.inspect(explain=True) as rep:
+            feats = torch.ones(2, 3)
+            view = feats.numpy()
+            w = torch.ones(3, 1, requires_grad=True)
+            out = feats @ w
+            refill(view, 7.0)
+            out.sum().backward()
+        mon = getattr(sys, "monitoring", None)
+        held = [t for t in (3, 4) if mon is not None and mon.get_tool(t) is not None]
+        print([h["culprit"]["line"] for h in rep.hazards if h["kind"] == "silent-saved-tensor-write"], held,
+              sys.gettrace() is None, w.grad.flatten().tolist())
+
+    block()
+    block()
+"""
+
+
+def test_each_run_watches_afresh_and_leaves_no_tool_behind(tmp_path):
+    path = _program(tmp_path, TWICE)
+    code, out, err = run_python(path, cwd=tmp_path)[:3]
+    assert code == 0, err[-2000:]
+    lines = path.read_text().splitlines()
+    helper = lines.index("    view[...] = step") + 1  # sys.monitoring or settrace: the helper's line
+    expected = f"[{helper}] [] True [14.0, 14.0, 14.0]"  # the gradient torch computes from the changed bytes
+    assert out.splitlines() == [expected, expected], out

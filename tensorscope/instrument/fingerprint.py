@@ -17,6 +17,8 @@ _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 _PERIOD = 1 << 20  # weights kept per (dtype, device): at most 8 MiB each
 _weights: dict = {}
 _Base = torch._C.TensorBase
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _arange = torch._C._VariableFunctions.arange  # not the wrapped factory
 
 

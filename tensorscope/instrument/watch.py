@@ -17,6 +17,14 @@ watched when the program has a trace function of its own (a debugger, coverage),
 threads, on tensors not on the CPU (a checksum there would synchronise), and after a bounded
 number of line events (the window between the save and backward is then named instead). What is
 watched belongs to the run (``Tracker.watch``); ``reset`` at its end leaves no trace function behind.
+
+On Python 3.12 and later the line events come from ``sys.monitoring`` instead of a trace function
+(see NOTE [sys.monitoring on Python 3.12 and later] in compat.py): a tool id of tensorscope's own
+(3 or 4, whichever is free), PY_START once per code object (a library's code is then DISABLEd
+for good: no further cost), and LINE/PY_RETURN events turned on for the program's code objects
+only. The program's code objects are never DISABLEd, so a later install (a second run in the same
+process) still hears their PY_START. A program's own trace function or monitoring tool no longer
+stops the watch there, and is never displaced; ``reset`` turns the events off and frees the tool id.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import weakref
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument.fingerprint import checksum
 
 MAX_WATCHED = 64
@@ -35,6 +44,8 @@ SMALL = 1 << 16  # elements: a buffer-like saved input watched without any NumPy
 
 _MAIN = threading.main_thread()
 _ne = torch._C.TensorBase.ne
+_mon = compat.monitoring  # None before Python 3.12: settrace only
+_TOOLS = (3, 4)  # sys.monitoring ids no one claims: 0-2 and 5 are the debugger, coverage, profiler, optimizer
 
 
 def exposed_input(p, t) -> bool:
@@ -55,6 +66,8 @@ class Watch:
         self.last = (None, None)  # (file, line) of the last line event of the program
         self.events = 0  # line events checked
         self.installed = False
+        self.tool = None  # the sys.monitoring tool id in use, or None (settrace, or nothing installed)
+        self._codes: set = set()  # code objects with LINE/PY_RETURN events on (cleared at uninstall)
         # the trace functions, made once: `sys.gettrace() is self._global` must hold while installed
         self._global = self._on_call
         self._local = self._on_line
@@ -67,7 +80,7 @@ class Watch:
                 return
             if any(ref() is p for ref, _ in self.watched):
                 return
-            if not self.installed and sys.gettrace() is not None:
+            if not self.installed and not self._can_monitor() and sys.gettrace() is not None:
                 return  # the program's own tracer (a debugger, coverage): never replaced
             self.watched.append([weakref.ref(p), checksum(p.tensor)])
             if not self.installed:
@@ -91,6 +104,8 @@ class Watch:
 
     def _install(self, frame) -> None:
         self.installed = True
+        if self._install_monitoring(frame):
+            return
         sys.settrace(self._global)
         user = self.user
         while frame is not None:  # frames already running get no 'call' event: trace the program's own
@@ -102,8 +117,78 @@ class Watch:
     def _uninstall(self) -> None:
         if self.installed:
             self.installed = False
-            if sys.gettrace() is self._global:
+            if self.tool is not None:
+                self._uninstall_monitoring()
+            elif sys.gettrace() is self._global:
                 sys.settrace(None)
+
+    # -- sys.monitoring (Python 3.12 and later) --------------------------------------------------
+
+    def _can_monitor(self) -> bool:
+        return self.tool is not None or _free_tool() is not None
+
+    def _install_monitoring(self, frame) -> bool:
+        tool = _free_tool()
+        if tool is None:
+            return False
+        try:
+            _mon.use_tool_id(tool, "tensorscope")
+        except ValueError:  # taken meanwhile
+            return False
+        self.tool = tool
+        events = _mon.events
+        _mon.register_callback(tool, events.PY_START, self._on_start)
+        _mon.register_callback(tool, events.LINE, self._on_line_event)
+        _mon.register_callback(tool, events.PY_RETURN, self._on_return)
+        user = self.user
+        while frame is not None:  # frames already running: their code objects get line events now
+            if frame.f_code.co_filename in user:
+                self._follow(frame.f_code)
+            frame = frame.f_back
+        _mon.set_events(tool, events.PY_START)
+        return True
+
+    def _follow(self, code) -> None:
+        if code not in self._codes:
+            self._codes.add(code)
+            _mon.set_local_events(self.tool, code, _mon.events.LINE | _mon.events.PY_RETURN)
+
+    def _uninstall_monitoring(self) -> None:
+        tool, self.tool = self.tool, None
+        try:
+            _mon.set_events(tool, 0)
+            for code in self._codes:
+                _mon.set_local_events(tool, code, 0)
+            for event in (_mon.events.PY_START, _mon.events.LINE, _mon.events.PY_RETURN):
+                _mon.register_callback(tool, event, None)
+            _mon.free_tool_id(tool)
+        except Exception:
+            pass
+        self._codes.clear()
+
+    def _on_start(self, code, offset):
+        if code.co_filename not in self.user:
+            return _mon.DISABLE  # the library's code: no PY_START from it again
+        if self.tool is not None:
+            self._follow(code)
+        return None
+
+    def _on_line_event(self, code, line):
+        if threading.current_thread() is not _MAIN:
+            return None
+        if not self.watched or not self.installed:
+            self._uninstall()
+            return None
+        self._check()
+        self.last = (code.co_filename, line)
+        return None
+
+    def _on_return(self, code, offset, retval):
+        if threading.current_thread() is _MAIN and self.watched and self.installed:
+            self._check()
+        return None
+
+    # -- sys.settrace (Python 3.10 and 3.11, or both monitoring ids taken) ------------------------
 
     def _on_call(self, frame, event, arg):
         if not self.watched:
@@ -148,3 +233,13 @@ class Watch:
         self.watched[:] = keep
         if not keep:
             self._uninstall()
+
+
+def _free_tool():
+    """A sys.monitoring tool id no one uses: not the debugger's, coverage's, profiler's or optimizer's."""
+    if _mon is None:
+        return None
+    for tool in _TOOLS:
+        if _mon.get_tool(tool) is None:
+            return tool
+    return None
