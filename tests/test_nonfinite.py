@@ -42,8 +42,22 @@ def test_loss_is_finite():
 """
 
 
-def cli(*args, cwd=CORPUS, stdin=None):
+# The origin mode is on request (NOTE [Origin of a non-finite value]): these tests ask for it.
+ORIGIN = {"TENSORSCOPE_NAN_ORIGIN": "1"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _origin_mode():
+    with pytest.MonkeyPatch.context() as mp:  # the in-process scoring and the pytester run see it too
+        mp.setenv("TENSORSCOPE_NAN_ORIGIN", "1")
+        yield
+
+
+def cli(*args, cwd=CORPUS, stdin=None, origin=True):
     env = dict(os.environ, TENSORSCOPE_NO_PROGRESS="1")
+    env.pop("TENSORSCOPE_NAN_ORIGIN", None)
+    if origin:
+        env.update(ORIGIN)
     return subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=env, input=stdin,
                           capture_output=True, text=True, timeout=600)
 
@@ -98,16 +112,16 @@ def test_explain_names_the_origin_and_keeps_the_program_transparent(schema):
 
 
 def test_run_checks_the_sinks_and_fail_on(schema):
-    """Plain run: no dispatch mode, the sink that held the value; --fail-on hazard exits 5."""
-    out = cli("run", "--json", "log_zero_prob.py")
+    """run --check-values without the origin mode: the sink that held the value; --fail-on hazard exits 5."""
+    out = cli("run", "--check-values", "--json", "log_zero_prob.py", origin=False)
     assert out.returncode == 0
     doc = json.loads(out.stdout)
     jsonschema.validate(doc, schema)
     (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
     assert h["nonfinite"]["checked"] == "sinks" and h["nonfinite"]["sink"]["what"] == "loss"
     assert h["culprit"]["line"] == 13 and "tensorscope explain" in h["fix"]
-    assert cli("run", "--fail-on", "hazard", "log_zero_prob.py").returncode == 5
-    assert cli("run", "--fail-on", "hazard", "log_zero_prob_fixed.py").returncode == 0
+    assert cli("run", "--fail-on", "hazard", "log_zero_prob.py", origin=False).returncode == 5
+    assert cli("run", "--fail-on", "hazard", "log_zero_prob_fixed.py", origin=False).returncode == 0
 
 
 def test_a_program_that_raises_on_the_nan_gets_the_diagnosis():

@@ -404,6 +404,27 @@ class ValueWatch:
         return b
 
 
+_FUNCTORCH = getattr(torch._C, "_functorch", None)
+
+
+def _under_functorch(out) -> bool:
+    """Whether a torch.func transform is active or ``out`` is one of its wrapped tensors.
+
+    NOTE [No value checks inside torch.func transforms]
+    Reading the values of a functorch-wrapped tensor from inside a dispatch mode (the checks'
+    own ops on it) crashed the process (SIGSEGV) under ``torch.func.hessian`` (torch 2.13): inside
+    a transform the origin is not checked; the values the transform returns are checked as usual.
+    """
+    if _FUNCTORCH is None:
+        return False
+    try:
+        if _FUNCTORCH.peek_interpreter_stack() is not None:
+            return True
+        return isinstance(out, torch.Tensor) and _FUNCTORCH.is_functorch_wrapped_tensor(out)
+    except Exception:
+        return True
+
+
 class OriginMode(TorchDispatchMode):
     """The dispatch mode of NOTE [Origin of a non-finite value]."""
 
@@ -415,7 +436,7 @@ class OriginMode(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         w = self.watch
-        if w.done or w.busy or not w.tracker.active:
+        if w.done or w.busy or not w.tracker.active or _under_functorch(out):
             return out
         try:
             f = sys._getframe(1)

@@ -130,7 +130,7 @@ class Walk:
             r = self._root[id(obj)]
             try:
                 for label, child in self._children(obj, r):
-                    if isinstance(child, _ATOMS):
+                    if type(child) in _ATOMS:
                         continue
                     k = id(child)
                     if k in self._objs:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from contextlib import contextmanager
 
 import torch
@@ -66,8 +68,11 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     control = _Control(tracker, patcher)
     if device != "auto":
         _device.install(device, tracker, patcher)
-    # the sinks always; the origin mode where values are checked (See NOTE [Origin of a non-finite value])
-    tracker.values = nonfinite.ValueWatch(tracker, origins=hooks).install()
+    # the sinks where values are checked (explain, --check-values): their reductions read values, which a
+    # plain run never does (tests/test_device.py); the origin mode only on request, see
+    # NOTE [Origin of a non-finite value] and NOTE [No value checks inside torch.func transforms]
+    if hooks:
+        tracker.values = nonfinite.ValueWatch(tracker, origins=os.environ.get("TENSORSCOPE_NAN_ORIGIN") == "1").install()
     if ops:
         control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
