@@ -329,9 +329,14 @@ _VALUE_READS = {"item", "tolist", "cpu", "numpy", "synchronize", "__bool__", "__
 
 
 def test_instrumentation_source_reads_no_values():
-    """Static audit of tensorscope/instrument/*.py: no call that reads tensor values, no printing."""
+    """Static audit of tensorscope/instrument/*.py: no call that reads tensor values, no printing.
+
+    nonfinite.py reads values by design and is installed only where values are checked (explain,
+    --check-values); test_tensorscope_reads_no_tensor_values runs a plain `run` and sees no read."""
     found = []
     for path in sorted((REPO / "tensorscope" / "instrument").glob("*.py")):
+        if path.name == "nonfinite.py":
+            continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):

@@ -101,14 +101,14 @@ class Walk:
         keeps it across steps.
         """
         roots = list(roots)
-        self._run([r for r in roots if isinstance(r[1], _Module)])
-        self._run([r for r in roots if not isinstance(r[1], (_Module, _Tensor))])
-        return self._run([r for r in roots if isinstance(r[1], _Tensor)])
+        self._run([r for r in roots if issubclass(type(r[1]), _Module)])
+        self._run([r for r in roots if not issubclass(type(r[1]), (_Module, _Tensor))])
+        return self._run([r for r in roots if issubclass(type(r[1]), _Tensor)])
 
     def _run(self, roots) -> "Walk":
         queue: list = []
         for name, obj, where in roots:
-            if isinstance(obj, _ATOMS):
+            if issubclass(type(obj), _ATOMS):
                 continue
             self.named.add(id(obj))
             if id(obj) in self._objs:
@@ -252,7 +252,7 @@ class Walk:
             except Exception:
                 continue
             what = name[len("_raw_saved_"):]
-            items = raw if isinstance(raw, (tuple, list)) else (raw,)
+            items = raw if issubclass(type(raw), (tuple, list)) else (raw,)
             for i, s in enumerate(items):
                 try:
                     data = s.data
@@ -279,14 +279,14 @@ class Walk:
     def _module(self, m):
         d = _instance_dict(m)
         for k, v in list(d.items()):
-            if k in _AS_ATTRIBUTES and isinstance(v, dict):
+            if k in _AS_ATTRIBUTES and issubclass(type(v), dict):
                 for name, sub in list(dict.items(v)):
                     if sub is not None:
                         yield {"via": "attr", "label": f".{name}"}, sub
-            elif k in HOOK_DICTS and isinstance(v, dict):
+            elif k in HOOK_DICTS and issubclass(type(v), dict):
                 for hid, hook in list(dict.items(v)):
                     yield {"via": "hook", "label": f".{k}[{hid}]"}, hook
-            elif not isinstance(v, _ATOMS):
+            elif not issubclass(type(v), _ATOMS):
                 yield {"via": "attr", "label": f".{k}"}, v
 
     def _function(self, fn):
@@ -333,9 +333,9 @@ class Walk:
 
 
 def _key_label(k) -> str:
-    if isinstance(k, (str, int, float, bool)) or k is None:
+    if issubclass(type(k), (str, int, float, bool)) or k is None:
         return f"[{k!r}]"
-    if isinstance(k, _Tensor):
+    if issubclass(type(k), _Tensor):
         return "[<tensor>]"
     return f"[<{type(k).__name__}>]"
 
@@ -352,7 +352,7 @@ def _slot_names(cls) -> tuple:
     out = []
     for k in getattr(cls, "__mro__", ()):
         slots = k.__dict__.get("__slots__") if hasattr(k, "__dict__") else None
-        if isinstance(slots, str):
+        if issubclass(type(slots), str):
             slots = (slots,)
         for s in slots or ():
             if s not in ("__dict__", "__weakref__"):
@@ -381,7 +381,7 @@ def frame_roots(frame, user) -> tuple[list, list]:
                 scope = f.f_locals
             except Exception:
                 scope = None
-            if isinstance(scope, dict) and id(scope) not in seen_globals:
+            if issubclass(type(scope), dict) and id(scope) not in seen_globals:
                 fn = code.co_name
                 if code.co_flags & _CO_OPTIMIZED:
                     if sys.version_info < (3, 13) and scope is not f.f_globals:
@@ -391,13 +391,13 @@ def frame_roots(frame, user) -> tuple[list, list]:
                     seen_globals.add(id(scope))
                     where = "global"
                 for name, value in list(scope.items()):
-                    if isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
+                    if issubclass(type(name), str) and not (name.startswith("__") and name.endswith("__")):
                         roots.append((name, value, where))
             g = f.f_globals
             if id(g) not in seen_globals and code.co_flags & _CO_OPTIMIZED:
                 seen_globals.add(id(g))
                 for name, value in list(g.items()):
-                    if isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
+                    if issubclass(type(name), str) and not (name.startswith("__") and name.endswith("__")):
                         roots.append((name, value, "global"))
         f = f.f_back
     return roots, snapshots
@@ -424,7 +424,7 @@ def exception_roots(main_globals, exc, user) -> list:
     roots = []
     if main_globals is not None:
         for name, value in list(main_globals.items()):
-            if isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
+            if issubclass(type(name), str) and not (name.startswith("__") and name.endswith("__")):
                 roots.append((name, value, "global"))
     tb = exc.__traceback__ if exc is not None else None
     while tb is not None:
@@ -436,7 +436,7 @@ def exception_roots(main_globals, exc, user) -> list:
             except Exception:
                 scope = {}
             for name, value in scope.items():
-                if isinstance(name, str):
+                if issubclass(type(name), str):
                     roots.append((name, value, f"{code.co_name}()"))
         tb = tb.tb_next
     return roots
@@ -469,7 +469,7 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
                 steps = walk.path(big)
                 entry["path"] = [s.get("label") for s in steps]
                 t = walk.obj(big)
-                entry["tensor"] = tracker.note_tensor(t) if isinstance(t, _Tensor) else None
+                entry["tensor"] = tracker.note_tensor(t) if issubclass(type(t), _Tensor) else None
                 entry["graph"] = any(s.get("via") in ("grad_fn", "saved", "next") for s in steps)
             out.append(entry)
         pinned = _pinned_views(tracker, walk)
