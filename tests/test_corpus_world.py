@@ -22,7 +22,6 @@ TENSORSCOPE_CORPUS_FULL=1 runs them all and checks the recorded figures too. `py
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
 import importlib.util
 import json
 import os
@@ -32,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests._cli import selected_programs
+from tests._sample import FULL, ci_sample
 
 _SCORE = Path(__file__).resolve().parent / "corpus" / "score.py"
 _spec = importlib.util.spec_from_file_location("tensorscope_corpus_score", _SCORE)
@@ -45,7 +45,6 @@ else:
 WORLD = Path(__file__).resolve().parent / "corpus_world"
 FLOORS = json.loads((WORLD / "floors.json").read_text())
 ALL = [score.parse(p) for p in score.programs(WORLD)]
-FULL = os.environ.get("TENSORSCOPE_CORPUS_FULL", "") not in ("", "0")
 # Programs run by default: each costs a `tensorscope explain` (~2.7 s of CPU; python's own behaviour is
 # recorded in plain_python.json; 80 programs took 344 s of the suite's 13.5 minutes on 2 cores when each
 # also ran under python), so the suite keeps a deterministic sample of 40 (see _ci_sample).
@@ -55,16 +54,11 @@ CI_FINE = 14
 
 
 def _ci_sample(progs):
-    if FULL or len(progs) <= CI_MAX:
-        return list(progs)
-    # Fine programs (no false alarm is the must-hold) and the others, each in a fixed order given by a hash
-    # of their names (stable as programs are added): CI_FINE fine ones, the rest up to CI_MAX.
-    def by_hash(ps):
-        return sorted(ps, key=lambda p: hashlib.sha256(p.name.encode()).hexdigest())
-
-    fine = by_hash(p for p in progs if p.kind == "none" and not p.hazard)[:CI_FINE]
-    rest = by_hash(p for p in progs if not (p.kind == "none" and not p.hazard))
-    keep = {p.name for p in fine + rest[: max(0, CI_MAX - len(fine))]}
+    # Fine programs (no false alarm is the must-hold) and the others, each sampled by a hash of their
+    # names (stable as programs are added): CI_FINE fine ones, the rest up to CI_MAX.
+    fine = [p for p in progs if p.kind == "none" and not p.hazard]
+    rest = [p for p in progs if not (p.kind == "none" and not p.hazard)]
+    keep = {p.name for p in ci_sample(fine, CI_FINE) + ci_sample(rest, max(0, CI_MAX - min(CI_FINE, len(fine))))}
     return [p for p in progs if p.name in keep]
 
 
