@@ -32,13 +32,14 @@ CSS = """
 section.graph .focus{margin:8px 0 12px}
 ol.path{list-style:none;margin:0;padding:0}
 ol.path>li{margin:0}
-ol.path>li+li::before{content:"\\2193";display:block;color:#57606a;padding-left:18px;line-height:16px}
+ol.path>li+li::before{content:"\\2193";display:block;color:#57606a;padding-left:18px;line-height:13px}
 ol.path ol.path{margin:6px 0 4px 18px;padding-left:10px;border-left:2px dotted #8c959f}
 div.node{display:inline-block;max-width:100%;box-sizing:border-box;border:1.2px solid #57606a;border-radius:6px;padding:3px 10px;background:#fff;overflow-wrap:anywhere}
 div.node.stale{background:#ffebe9;border:3px solid #cf222e}
 div.node.root{border-width:2.2px}
 div.node .title{font-weight:700}
 div.node .where,div.node .saved{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap}
+div.node .saved{display:block}
 div.node .saved.stale{color:#cf222e;font-weight:700}
 details.run>summary::before{content:"\\25B8  "}
 details.run[open]>summary::before{content:"\\25BE  "}
@@ -160,12 +161,12 @@ def _stale_panel(nodes: list, finding: dict, names: dict, anchors: dict) -> str:
 def _focus_html(f, by_id: dict, finding: dict, ctx, total: int, truncated: bool) -> str:
     target = by_id[f.target]
     start = ("the root" if f.from_root else
-             "the highest node the report kept (the graph was cut above it)" if truncated else "the top of the graph")
+             "the highest node kept (the report's graph was cut above it)" if truncated else "the top of the graph")
     shown = sum(1 for kind, _ in f.steps if kind == "node")
     folded = sum(len(ids) for kind, ids in f.steps if kind == "run")
-    lead = (f'<p class="lead">The path backward() takes from {start} down to <strong>{esc(target.get("name"))}'
-            f"</strong>, the node whose saved tensor was changed: {shown + folded} of the {total} nodes"
-            + (f", {folded} of them folded (click to open)" if folded else "") + ". The whole graph is below.</p>")
+    lead = (f'<p class="lead">Above: the path backward() took from {start} down to the node whose saved tensor '
+            f"was changed, {shown + folded} of the {total} nodes" + (f", {folded} folded (click to open)" if folded else "")
+            + ". The whole graph is below.</p>")
     items = []
     for kind, what in f.steps:
         if kind == "node":
@@ -184,8 +185,8 @@ def _focus_html(f, by_id: dict, finding: dict, ctx, total: int, truncated: bool)
         others = ("<p>Other nodes holding a stale saved tensor (red in the whole graph): "
                   + ", ".join(f'{esc(by_id[nid].get("name"))} ({esc(nid)})' for nid in f.other_stale) + ".</p>")
     panel = _stale_panel([target], finding, ctx[0], ctx[1])
-    return (f'<div class="focus" data-target="{esc(f.target)}" data-start="{esc(f.start)}">' + lead
-            + '<ol class="path">' + "".join(items) + "</ol>" + below + panel + others + "</div>")
+    return (f'<div class="focus" data-target="{esc(f.target)}" data-start="{esc(f.start)}">'
+            + '<ol class="path">' + "".join(items) + "</ol>" + below + panel + lead + others + "</div>")
 
 
 def _node_html(n: dict, ctx) -> str:
@@ -198,14 +199,15 @@ def _node_html(n: dict, ctx) -> str:
         where = place_link(n.get("file"), line, anchors) + (f"  {esc(code)}" if code else "")
     else:
         where = '<span class="muted">forward line not known</span>'
-    rows = [f'<div class="title">{esc(n.get("name"))}'
+    # name and place on one line (wrapping when long): a path of boxes stays short
+    rows = [f'<div><span class="title">{esc(n.get("name"))}</span>'
             + (f' <span class="muted">seq_nr {esc(n["seq_nr"])}</span>' if n.get("seq_nr") is not None else "")
-            + "</div>", f'<div class="where">{where}</div>']
+            + f'  <span class="where">{where}</span></div>']
     for s in saved:
         rows.append(f'<div class="saved{" stale" if s.get("stale") else ""}" data-tensor="{esc(s.get("tensor"))}">'
                     f"{esc(saved_label(s, names))}</div>")
     return (f'<div class="{cls}" data-node="{esc(n["id"])}" data-name="{esc(n.get("name"))}" '
-            f'data-line="{esc(line)}">' + "".join(rows) + "</div>")
+            f'data-seq="{esc(n.get("seq_nr"))}" data-line="{esc(line)}">' + "".join(rows) + "</div>")
 
 
 # -- the whole graph as SVG ------------------------------------------------------------------------
@@ -218,7 +220,7 @@ def _box_lines(n: dict, names: dict, codes: dict) -> list:
         out.append(("link", wrap(f"{n.get('file') or ''}:{line}"), None))
         code = codes.get((n.get("file"), line), "")
         if code:
-            out.append(("muted code", wrap(code), None))
+            out.append(("muted source", wrap(code), None))
     else:
         out.append(("muted", ["forward line not known"], None))
     for s in n.get("saved") or []:
@@ -295,5 +297,6 @@ def _node_svg(n: dict, box, fields: list, root, anchors: dict, index: int) -> st
         els.append(text)
         line_y += len(lines) * _LINE_H
     return (f'<g class="{cls}" id="node-{index}-{esc(n["id"])}" data-node="{esc(n["id"])}" '
-            f'data-name="{esc(n.get("name"))}" data-file="{esc(n.get("file"))}" data-line="{esc(line)}">'
+            f'data-name="{esc(n.get("name"))}" data-seq="{esc(n.get("seq_nr"))}" data-file="{esc(n.get("file"))}" '
+            f'data-line="{esc(line)}">'
             f"<title>{esc(n.get('name'))}</title>" + "".join(els) + "</g>")
