@@ -43,12 +43,15 @@ def stale_nodes(graph: dict, tensor: str | None = None) -> list[str]:
         s.get("stale") and s.get("tensor") == tensor for n in nodes if n["id"] == nid for s in n.get("saved") or []))
 
 
-def focus(graph: dict, tensor: str | None = None, lines: set | None = None) -> Focus | None:
-    """The path to show first (see NOTE [The stale node first]), or None when there is no stale
-    node or the graph is small enough to show whole. LINES: ``(file, line)`` pairs the finding
-    names (culprit, saving line, backward)."""
+def focus(graph: dict, tensor: str | None = None, lines: set | None = None, saving: tuple | None = None) -> Focus | None:
+    """The path to show first (see NOTE [The stale node first]), or None when no node is known to
+    have failed or the graph is small enough to show whole. LINES: ``(file, line)`` pairs the
+    finding names (culprit, saving line, backward). SAVING: the saving line's ``(file, line)``,
+    whose node is the one shown when none holds a stale saved tensor."""
     nodes = graph.get("nodes") or []
     targets = stale_nodes(graph, tensor)
+    if not targets and saving and saving[1]:
+        targets = [n["id"] for n in nodes if (n.get("file"), n.get("line")) == tuple(saving)][:1]
     if len(nodes) <= SMALL or not targets:
         return None
     target = targets[0]

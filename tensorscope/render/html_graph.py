@@ -122,7 +122,8 @@ def graph_section(finding: dict, index: int, names: dict, anchors: dict, codes: 
              if p and p.get("line")}
     ctx = (names, anchors, codes, graph.get("root"))
     parts = [head]
-    f = focus(graph, tensor, lines)
+    saving = finding.get("saved_by") or {}
+    f = focus(graph, tensor, lines, (saving.get("file"), saving.get("line")))
     if f is not None:
         parts.append(_focus_html(f, by_id, finding, ctx, len(nodes), bool(graph.get("truncated"))))
     else:
