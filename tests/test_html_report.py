@@ -146,7 +146,7 @@ def test_page_is_self_contained_and_escapes_every_user_string():
 
 
 def test_graph_layout_does_not_depend_on_the_hash_seed():
-    # networkx groups layers through sets of node ids: the page must not follow the hash seed
+    # the layout must not follow the order of a set of node ids: the page is the same for any hash seed
     code = "import json,sys; from tensorscope.render import render; sys.stdout.write(render(json.load(sys.stdin), 'html'))"
     pages = set()
     for seed in ("0", "1", "2"):

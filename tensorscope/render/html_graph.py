@@ -12,6 +12,7 @@ radio buttons and CSS, so the page stays one file that runs nothing.
 from __future__ import annotations
 
 import unicodedata
+import zlib
 
 from tensorscope.render.graph_focus import SMALL, focus, run_summary
 from tensorscope.render.graph_layout import layered
@@ -127,9 +128,6 @@ def graph_section(finding: dict, index: int, names: dict, anchors: dict, codes: 
     if f is not None:
         parts.append(_focus_html(f, by_id, finding, ctx, len(nodes), bool(graph.get("truncated"))))
     else:
-        parts.append("<p>Each box is a node of the graph that backward() went through, from the root at the top "
-                     "towards the leaves; it lists the tensors the node saved for backward with their version at "
-                     "save and now, and links to the forward line that created it.</p>")
         parts.append(_stale_panel(nodes, finding, names, anchors))
     parts.append(_full_graph(graph, index, ctx, open_=len(nodes) <= SMALL))
     if graph.get("truncated"):
@@ -253,9 +251,12 @@ def _full_graph(graph: dict, index: int, ctx, open_: bool) -> str:
     for n in nodes:
         els.append(_node_svg(n, lay.boxes[n["id"]], fields[n["id"]], root, anchors, index))
     count = f"{len(nodes)} nodes, {len(lay.edges)} edges, {len(lay.layers)} layers"
+    # radio groups and ids unique to this graph, so two reports embedded in one notebook page each
+    # keep their own zoom
+    group = f"zoom-{index}-{zlib.crc32(repr([(n['id'], n.get('seq_nr')) for n in nodes]).encode()):08x}"
     zoom = "".join(
-        f'<input type="radio" class="zoom-{key}" name="zoom-{index}" id="zoom-{index}-{key}"'
-        + (" checked" if key == "1" else "") + f'><label for="zoom-{index}-{key}">{label}</label> '
+        f'<input type="radio" class="zoom-{key}" name="{group}" id="{group}-{key}"'
+        + (" checked" if key == "1" else "") + f'><label for="{group}-{key}">{label}</label> '
         for key, label in _ZOOMS)
     return (f'<details class="full-graph"{" open" if open_ else ""}><summary>The whole graph: {count}</summary>'
             "<p>Each box is a node of the graph that backward() went through, from the root at the top towards "
