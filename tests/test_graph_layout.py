@@ -21,11 +21,6 @@ def _random_dag(seed: int, n: int):
     return nodes, edges
 
 
-def _inside(x, y, box, inset=1.0):
-    bx, by, bw, bh = box
-    return bx + inset < x < bx + bw - inset and by + inset < y < by + bh - inset
-
-
 def _check_geometry(lay, edges):
     boxes = lay.boxes
     ids = sorted(boxes)
@@ -117,7 +112,8 @@ def test_focus_folds_the_runs_between_what_matters():
     assert shown == ["n0", "n12", "n28", "n29"]
     runs = [what for kind, what in f.steps if kind == "run"]
     assert runs == [[f"n{i}" for i in range(1, 12)], [f"n{i}" for i in range(13, 28)]]
-    assert run_summary([n["name"] for n in nodes[1:12]]) == "11 nodes: ViewBackward0 x4, AddmmBackward0 x4, AddBackward0 x3"
+    assert (run_summary([n["name"] for n in nodes[1:12]])
+            == "11 nodes: ViewBackward0 x4, AddmmBackward0 x4, AddBackward0 x3")
     # cut above: the path starts at the highest node kept that reaches the stale one
     cut = {"root": None, "truncated": True, "nodes": nodes[5:]}
     f = focus(cut, "t9")

@@ -43,7 +43,8 @@ def stale_nodes(graph: dict, tensor: str | None = None) -> list[str]:
         s.get("stale") and s.get("tensor") == tensor for n in nodes if n["id"] == nid for s in n.get("saved") or []))
 
 
-def focus(graph: dict, tensor: str | None = None, lines: set | None = None, saving: tuple | None = None) -> Focus | None:
+def focus(graph: dict, tensor: str | None = None, lines: set | None = None,
+          saving: tuple | None = None) -> Focus | None:
     """The path to show first (see NOTE [The stale node first]), or None when no node is known to
     have failed or the graph is small enough to show whole. LINES: ``(file, line)`` pairs the
     finding names (culprit, saving line, backward). SAVING: the saving line's ``(file, line)``,

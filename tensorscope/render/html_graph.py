@@ -164,7 +164,8 @@ def _focus_html(f, by_id: dict, finding: dict, ctx, total: int, truncated: bool)
     shown = sum(1 for kind, _ in f.steps if kind == "node")
     folded = sum(len(ids) for kind, ids in f.steps if kind == "run")
     lead = (f'<p class="lead">Above: the path backward() took from {start} down to the node whose saved tensor '
-            f"was changed, {shown + folded} of the {total} nodes" + (f", {folded} folded (click to open)" if folded else "")
+            f"was changed, {shown + folded} of the {total} nodes"
+            + (f", {folded} folded (click to open)" if folded else "")
             + ". The whole graph is below.</p>")
     items = []
     for kind, what in f.steps:
