@@ -1,8 +1,10 @@
 """The HTML report (`-o report.html`): real CLI runs and a hand-built failure with an autograd
-graph, loaded in a real headless Chromium whose DOM is checked and whose screenshot is taken.
+graph, loaded in a real headless Chromium whose DOM is checked and whose screenshot is taken; a
+GPT-2-size failure whose graph is checked against torch's own and measured in the browser.
 
 Browser tests skip cleanly without Chromium. Facts about tensors (shared storage, byte ranges,
-version counters, stride 0) are computed here with torch, never taken from tensorscope.
+version counters, stride 0) and about the autograd graph (nodes, edges, the stale saved tensor) are
+computed here with torch, never taken from tensorscope.
 """
 
 from __future__ import annotations
