@@ -61,6 +61,7 @@ def layered(nodes: list, edges: list) -> Layout:
     order = _reduce_crossings(order, slots)
     width_of = {v: size[v][0] if v in size else DUMMY_W for layer_ in order for v in layer_}
     xs = _place_x(order, slots, width_of)
+    _straighten(order, chains, xs, width_of)
     # y: each layer is a band as tall as its tallest box; boxes hang from the top of their band
     band_top, band_h = [], []
     y = MARGIN
@@ -246,6 +247,24 @@ def _place_x(order: list, slots: dict, width_of: dict) -> dict:
                 xs[v] = x
     left = min((xs[v] - width_of[v] / 2 for layer_ in order for v in layer_), default=MARGIN)
     return {v: x - left + MARGIN for v, x in xs.items()}
+
+
+def _straighten(order: list, chains: dict, xs: dict, width_of: dict) -> None:
+    """Move the dummies of each long edge onto one vertical line (their median x) where the
+    neighbours in their layers leave room, so the edge runs straight instead of weaving."""
+    at = {v: (i, k) for i, layer_ in enumerate(order) for k, v in enumerate(layer_)}
+    for chain in chains.values():
+        if len(chain) < 2:
+            continue
+        line = sorted(xs[d] for d in chain)[len(chain) // 2]
+        for d in chain:
+            i, k = at[d]
+            layer_ = order[i]
+            lo = xs[layer_[k - 1]] + (width_of[layer_[k - 1]] + width_of[d]) / 2 + GAP_X if k else MARGIN + width_of[d] / 2
+            hi = (xs[layer_[k + 1]] - (width_of[layer_[k + 1]] + width_of[d]) / 2 - GAP_X
+                  if k + 1 < len(layer_) else float("inf"))
+            if lo <= line <= hi:
+                xs[d] = line
 
 
 def _isotonic(wish: list, widths: list) -> list:
