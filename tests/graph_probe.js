@@ -62,21 +62,42 @@ ids.forEach((a, i) => ids.slice(i + 1).forEach((c) => {
   if (p.x < q.x + q.width && q.x < p.x + p.width && p.y < q.y + q.height && q.y < p.y + p.height) overlaps.push([a, c]);
 }));
 out.overlaps = overlaps;
-// edges: each goes down, and passes through no box but its two ends
+// edges: each goes down, and passes through no box but its two ends. The points are taken from
+// each path's drawing commands (M, L and C, absolute), as the browser draws them: a cubic at 40
+// steps, a line every 3 px (getPointAtLength would take minutes on ~200 long paths).
+function points(d) {
+  const tokens = d.match(/[MLC]|-?[\d.]+/g), pts = [];
+  let cur = null, i = 0;
+  const num = () => parseFloat(tokens[i++]);
+  while (i < tokens.length) {
+    const cmd = tokens[i++];
+    if (cmd === "M") { cur = [num(), num()]; pts.push(cur); }
+    else if (cmd === "L") {
+      const end = [num(), num()], n = Math.max(1, Math.ceil(Math.hypot(end[0] - cur[0], end[1] - cur[1]) / 3));
+      for (let k = 1; k <= n; k++) pts.push([cur[0] + (end[0] - cur[0]) * k / n, cur[1] + (end[1] - cur[1]) * k / n]);
+      cur = end;
+    } else if (cmd === "C") {
+      const c1 = [num(), num()], c2 = [num(), num()], end = [num(), num()];
+      for (let k = 1; k <= 40; k++) {
+        const t = k / 40, u = 1 - t;
+        pts.push([0, 1].map((j) => u * u * u * cur[j] + 3 * u * u * t * c1[j] + 3 * u * t * t * c2[j] + t * t * t * end[j]));
+      }
+      cur = end;
+    } else throw new Error("unexpected path command " + cmd);
+  }
+  return pts;
+}
 const through = [], edges = [];
 svg.querySelectorAll("path.edge").forEach((e) => {
   const a = e.dataset.from, c = e.dataset.to;
   edges.push([a, c]);
-  const len = e.getTotalLength();
   const eb = e.getBBox();
   const near = ids.filter((k) => k !== a && k !== c && boxes[k].x < eb.x + eb.width && eb.x < boxes[k].x + boxes[k].width && boxes[k].y < eb.y + eb.height && eb.y < boxes[k].y + boxes[k].height);
-  for (let s = 0; s <= len; s += 3) {
-    const p = e.getPointAtLength(s);
-    for (const k of near) {
-      const b = boxes[k];
-      if (p.x > b.x + 1 && p.x < b.x + b.width - 1 && p.y > b.y + 1 && p.y < b.y + b.height - 1) { through.push([a, c, k]); s = len + 1; break; }
-    }
-  }
+  const hit = near.find((k) => points(e.getAttribute("d")).some(([x, y]) => {
+    const b = boxes[k];
+    return x > b.x + 1 && x < b.x + b.width - 1 && y > b.y + 1 && y < b.y + b.height - 1;
+  }));
+  if (hit !== undefined) through.push([a, c, hit]);
 });
 out.edges = edges;
 out.through = through;
