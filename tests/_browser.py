@@ -7,6 +7,7 @@ standard library's HTMLParser into a small tree of :class:`Element`.
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 import subprocess
@@ -115,3 +116,25 @@ def png_facts(path: Path) -> tuple[int, int, int]:
             idat += data[pos + 8:pos + 8 + length]
         pos += 12 + length
     return width, height, len(set(zlib.decompress(idat)))
+
+
+def measure(page: Path, workdir: Path, script: str, window: tuple[int, int] = WINDOW):
+    """Run SCRIPT (JavaScript ending in a value) on a copy of PAGE in headless Chromium, after the
+    page is built; return that value, passed through JSON. The report itself runs no script: this
+    one belongs to the test (it measures boxes and clicks, as a reader would)."""
+    copy = workdir / ("measured-" + page.name)
+    probe = ("<script>(function(){let out;try{out=(function(){" + script + "})();}"
+             "catch(e){out={error:String(e&&e.stack||e)};}"
+             "const pre=document.createElement('pre');pre.id='measured';pre.textContent=JSON.stringify(out);"
+             "document.body.appendChild(pre);})();</script>")
+    copy.write_text(page.read_text(encoding="utf-8").replace("</body>", probe + "</body>"), encoding="utf-8")
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           f"--user-data-dir={workdir / 'chromium-profile'}", f"--window-size={window[0]},{window[1]}",
+           "--dump-dom", copy.resolve().as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=workdir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = parse(proc.stdout).by_id("measured")
+    assert found is not None, proc.stderr[-2000:]
+    value = json.loads(found.text())
+    assert not (isinstance(value, dict) and "error" in value), value
+    return value

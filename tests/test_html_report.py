@@ -1,13 +1,18 @@
 """The HTML report (`-o report.html`): real CLI runs and a hand-built failure with an autograd
-graph, loaded in a real headless Chromium whose DOM is checked and whose screenshot is taken.
+graph, loaded in a real headless Chromium whose DOM is checked and whose screenshot is taken; a
+GPT-2-size failure whose graph is checked against torch's own and measured in the browser.
 
 Browser tests skip cleanly without Chromium. Facts about tensors (shared storage, byte ranges,
-version counters, stride 0) are computed here with torch, never taken from tensorscope.
+version counters, stride 0) and about the autograd graph (nodes, edges, the stale saved tensor) are
+computed here with torch, never taken from tensorscope.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import copy
+import io
 import json
 import os
 import re
@@ -19,10 +24,10 @@ import pytest
 import torch
 
 try:
-    from _browser import WINDOW, load, needs_browser, parse, png_facts
+    from _browser import WINDOW, load, measure, needs_browser, parse, png_facts
     from _cli import REPO, SNIPPETS_DIR, line_of, run_cli, run_python
 except ImportError:  # tests/ became a package
-    from tests._browser import WINDOW, load, needs_browser, parse, png_facts
+    from tests._browser import WINDOW, load, measure, needs_browser, parse, png_facts
     from tests._cli import REPO, SNIPPETS_DIR, line_of, run_cli, run_python
 
 from tensorscope.render import form_for_path, render
@@ -143,7 +148,7 @@ def test_page_is_self_contained_and_escapes_every_user_string():
 
 
 def test_graph_layout_does_not_depend_on_the_hash_seed():
-    # networkx groups layers through sets of node ids: the page must not follow the hash seed
+    # the layout must not follow the order of a set of node ids: the page is the same for any hash seed
     code = "import json,sys; from tensorscope.render import render; sys.stdout.write(render(json.load(sys.stdin), 'html'))"
     pages = set()
     for seed in ("0", "1", "2"):
@@ -337,3 +342,145 @@ def test_stride_zero_and_overlap_in_the_browser(tmp_path):
     hi = min(int(brow.attrs["data-range"].split(",")[1]), int(bbig.attrs["data-range"].split(",")[1]))
     assert [o.attrs["data-range"] for o in svg.find_all("rect", "overlap")] == [f"{lo},{hi}"]
     assert "stride 0" in svg.text()
+
+
+# -- a GPT-2-size failure: the path to the stale node first, the whole graph laid out in layers ----
+
+GPT2 = "tests/programs/gpt2_head_mask.py"
+CULPRIT = "attn_weights *= head_mask"
+
+
+def _run_program(source: str):
+    """Run the program's source in this process with torch; return its globals and the error
+    backward() raised (None if it ran through)."""
+    scope = {"__name__": "__main__"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            exec(compile(source, str(REPO / GPT2), "exec"), scope)
+        except RuntimeError as e:
+            return scope, e
+    return scope, None
+
+
+def _torch_graph():
+    """The program's autograd graph, read with torch from its forward run here: {seq: (name, [next
+    seqs])} (AccumulateGrad left out, as the report leaves it), the root's seq, and for the node whose
+    saved tensor raises the version error: its seq, the saved name and (now, expected) versions.
+    Ablation: the same program with the write made out of place runs backward through."""
+    source = (REPO / GPT2).read_text()
+    _, error = _run_program(source)
+    assert error is not None and "modified by an inplace operation" in str(error)
+    _, fixed_error = _run_program(source.replace(CULPRIT, "attn_weights = attn_weights * head_mask"))
+    assert fixed_error is None
+    scope, _ = _run_program(source.replace("loss.backward()", "pass"))
+    root = scope["loss"].grad_fn
+    graph, stale, queue = {}, [], [root]
+    while queue:
+        node = queue.pop()
+        if node is None or hasattr(node, "variable") or node._sequence_nr() in graph:
+            continue
+        nxt = [n for n, _ in node.next_functions if n is not None and not hasattr(n, "variable")]
+        graph[node._sequence_nr()] = (node.name(), [n._sequence_nr() for n in nxt])
+        queue += nxt
+        for attr in dir(node):
+            if attr.startswith("_saved_"):
+                try:
+                    getattr(node, attr)
+                except RuntimeError as e:
+                    found = re.search(r"is at version (\d+); expected version (\d+)", str(e))
+                    stale.append((node._sequence_nr(), attr[len("_saved_"):], found.groups()))
+    assert len(stale) == 1
+    return graph, root._sequence_nr(), stale[0]
+
+
+def _distance(graph: dict, a: int, b: int) -> int:
+    seen, frontier, d = {a}, [a], 0
+    while frontier:
+        if b in frontier:
+            return d
+        frontier = [m for s in frontier for m in graph[s][1] if m not in seen and not seen.add(m)]
+        d += 1
+    return -1
+
+
+@pytest.fixture(scope="module")
+def gpt2_page(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gpt2")
+    page = tmp / "gpt2.html"
+    rc, out, err, _ = run_cli("explain", "-o", str(page), GPT2)
+    assert rc == 1 and page.exists(), err[-3000:]
+    return tmp, page, _torch_graph()
+
+
+def test_gpt2_graph_path_is_autograd_s(gpt2_page):
+    """The report's nodes, edges and the path it shows first, checked against torch's own graph."""
+    _, page, (graph, root, (stale_seq, saved_name, (now, expected))) = gpt2_page
+    dom = parse(page.read_text(encoding="utf-8"))
+    section = dom.one("section", "graph")
+    svg_nodes = {g.attrs["data-node"]: g for g in section.find_all("g", "node")}
+    seq_of = {nid: int(g.attrs["data-seq"]) for nid, g in svg_nodes.items()}
+    stale_svg = [g for g in svg_nodes.values() if "stale" in g.classes]
+    assert len(stale_svg) == 1
+    # sequence numbers run on from another start in this process: shift them by the stale node's
+    shift = int(stale_svg[0].attrs["data-seq"]) - stale_seq
+    ours = {nid: s - shift for nid, s in seq_of.items()}
+    assert all(graph[s][0] == svg_nodes[nid].attrs["data-name"] for nid, s in ours.items())
+    kept = set(ours.values())
+    edges = {(ours[p.attrs["data-from"]], ours[p.attrs["data-to"]]) for p in section.find_all("path", "edge")}
+    assert edges == {(s, m) for s in kept for m in graph[s][1] if m in kept}
+    assert len(kept) < len(graph)  # a model of this size: the report keeps the nodes nearest the stale one
+
+    focus = section.one("div", "focus")
+    path = [int(d.attrs["data-seq"]) - shift for d in focus.find_all("div", "node")
+            if "flows-to" not in d.parent.classes]
+    assert path[-1] == stale_seq
+    assert all(b in graph[a][1] for a, b in zip(path, path[1:]))
+    assert len(path) - 1 == _distance(graph, path[0], stale_seq)  # a shortest path
+    if root in kept:
+        assert path[0] == root
+    else:  # cut above: it starts at a node whose parents were not kept
+        assert not [s for s in kept if path[0] in graph[s][1]]
+    runs = focus.find_all("details", "run")
+    assert runs and sum(int(r.attrs["data-count"]) for r in runs) >= len(path) // 2
+    for r in runs:
+        names = collections.Counter(graph[int(d.attrs["data-seq"]) - shift][0] for d in r.find_all("div", "node"))
+        summary = r.one("summary").text()
+        assert summary.startswith(f"{sum(names.values())} nodes: ")
+        for name, n in re.findall(r"(\w+) x(\d+)", summary):
+            assert names[name] == int(n)
+    below = [int(d.attrs["data-seq"]) - shift for d in focus.find_all("div", "node") if "flows-to" in d.parent.classes]
+    assert below == [m for m in graph[stale_seq][1]]
+    [stale_box] = [d for d in focus.find_all("div", "node") if "stale" in d.classes]
+    assert stale_box.attrs["data-line"] == str(line_of(REPO / GPT2, "attn_weights.softmax(dim=-1)"))
+    assert f"{saved_name} = attn_weights" in stale_box.text() and f"v{expected} -> v{now}" in stale_box.text()
+
+    # every text of the whole graph whole: names, places, source lines and saved tensors
+    lines = (REPO / GPT2).read_text().splitlines()
+    for nid, g in svg_nodes.items():
+        texts = {t.attrs["class"]: t.text() for t in g.find_all("text")}
+        assert texts["title"] == f"{graph[ours[nid]][0]}  seq_nr {seq_of[nid]}"
+        if g.attrs["data-line"]:
+            line = int(g.attrs["data-line"])
+            assert texts["link"] == f"{GPT2}:{line}"
+            assert texts["muted source"] == lines[line - 1].split("  #")[0].strip()
+    assert stale_svg[0].one("text", "stale").text().startswith(f"{saved_name} = attn_weights")
+
+
+@needs_browser
+def test_gpt2_graph_in_the_browser(gpt2_page):
+    """In Chromium, 1280x1000: the stale node in the first screen, nothing cut, folds open on a
+    click, no edge through a box that is not its end, zoom."""
+    tmp, page, (_, _, (stale_seq, _, _)) = gpt2_page
+    m = measure(page, tmp, (Path(__file__).parent / "graph_probe.js").read_text(), window=(1280, 1000))
+    height = m["viewport"][1]
+    assert 0 < m["stale"]["top"] < m["stale"]["bottom"] <= height
+    assert m["stale"]["saved"] and m["stale"]["saved"][0].endswith("STALE")
+    # the first view is bounded: the whole graph, ~9 screens tall, stays folded under the path
+    assert m["fullBefore"] == {"open": False, "shown": False}
+    assert m["fullAfter"]["open"] and m["fullAfter"]["shown"] and m["fullAfter"]["height"] > 5 * height
+    assert m["sectionBottom"] < 2 * height
+    assert m["runBefore"]["shown"] == 0 < m["runBefore"]["count"] == m["runAfter"]["shown"] and m["runAfter"]["open"]
+    assert m["htmlClipped"] == [] and m["svgClipped"] == []
+    assert m["overlaps"] == [] and m["through"] == [] and m["down"] == 0 and m["edges"]
+    assert [n["seq"] for n in m["nodes"] if n["stale"]] == [m["stale"]["seq"]]
+    assert m["zoom"]["before"] == m["zoom"]["attr"] and abs(m["zoom"]["quarter"] - m["zoom"]["attr"] / 4) < 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 
-from tensorscope.render.html_graph import graph_section
+from tensorscope.render.html_graph import CSS as GRAPH_CSS, graph_section
 from tensorscope.render.html_parts import clip, esc, place_link
 from tensorscope.render.summary import failed_children
 from tensorscope.render.text import _describe_event
@@ -72,13 +72,6 @@ svg rect.bar{stroke:#1f2328;stroke-width:.5}
 svg rect.bar.stale-alias{stroke:#cf222e;stroke-width:2.5}
 svg rect.overlap{fill:#cf222e;fill-opacity:.35}
 svg text.stride0-note{fill:#0550ae}
-svg .node rect.box{fill:#fff;stroke:#57606a;stroke-width:1.2}
-svg .node.stale rect.box{fill:#ffebe9;stroke:#cf222e;stroke-width:3}
-svg .node.root rect.box{stroke-width:2.2}
-svg .node .title{font-weight:700;font-size:13px}
-svg .saved.stale{fill:#cf222e;font-weight:700}
-svg a text.link{fill:#0969da;text-decoration:underline}
-svg path.edge{fill:none;stroke:#57606a;stroke-width:1.3}
 .legend span{display:inline-block;margin-right:14px}
 .swatch{display:inline-block;width:12px;height:12px;vertical-align:-1px;margin-right:4px;border:1px solid #1f2328}
 """
@@ -98,11 +91,11 @@ def render_html(doc: dict, *, fragment: bool = False) -> str:
         body.append(f'<p class="note">note: {esc(note)}</p>')
     findings = ([("diagnosis", doc["diagnosis"])] if doc.get("diagnosis") else [])
     findings += [("hazard", h) for h in doc.get("hazards") or []]
+    codes = _line_codes(doc, findings)
     for i, (role, d) in enumerate(findings):
         body.append(_finding(d, role, i, anchors))
-    for i, (role, d) in enumerate(findings):
-        if d.get("graph"):
-            body.append(graph_section(d, i, names, anchors, _line_codes(doc, findings), role))
+        if d.get("graph"):  # right under its finding: the stale node shows without scrolling
+            body.append(graph_section(d, i, names, anchors, codes, role))
     stale = _stale_tensors(doc, findings)
     if doc["storages"]:
         body.append(storage_map(doc, stale))
@@ -171,7 +164,7 @@ def _verdict(doc: dict) -> str:
             + f'<div class="meta">{" · ".join(meta)}</div></header>')
 
 
-SCOPED_CSS = _scope(_CSS)
+SCOPED_CSS = _scope(_CSS.strip() + "\n" + GRAPH_CSS.strip())
 
 
 # -- places and anchors ---------------------------------------------------------------------------
