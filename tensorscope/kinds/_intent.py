@@ -8,7 +8,7 @@ would make the error or the hazard go away and silently drop the clipping; an ou
 by a Tensor). What keeps both the intent and correct gradients is to make the same write where no
 graph holds the old values: after the optimizer step (or before the forward pass), under
 `torch.no_grad()`, through the parameter itself. The evidence decides: the written memory is a
-parameter's (a tensor the program holds as a module parameter or an optimizer updates), and the write
+parameter's (a module's, an optimizer's, or any leaf that requires grad), and the write
 is the program's own (not inside torch.optim or torch.nn). The step's line is the optimizer's first
 recorded write into that parameter after this one (else any); without one, backward's line.
 """
@@ -21,14 +21,21 @@ from tensorscope.kinds._base import Evidence
 from tensorscope.source import code_at
 
 
+def _held(ev: Evidence) -> set:
+    return {p for o in ev.doc.get("optimizers") or [] for p in o.get("parameters") or []}
+
+
 def parameter_written(ev: Evidence, tid: str | None) -> dict | None:
-    """The parameter whose storage tensor ``tid`` is on (``tid`` itself, a view, a ``.data`` alias), or None."""
+    """The parameter whose storage tensor ``tid`` is on (``tid`` itself, a view, a ``.data`` alias), or
+    None. A parameter: a module's, one an optimizer updates, or any leaf that requires grad (autograd
+    accumulates its gradient: `w = torch.randn(..., requires_grad=True)` is a weight too)."""
     t = ev.by_id.get(tid) if tid else None
     if t is None or not t.get("storage"):
         return None
-    held = {p for o in ev.doc.get("optimizers") or [] for p in o.get("parameters") or []}
+    held = _held(ev)
     return next((p for p in ev.doc["tensors"] if p.get("storage") == t["storage"]
-                 and (p.get("role") == "parameter" or p["id"] in held)), None)
+                 and (p.get("role") == "parameter" or p["id"] in held
+                      or (p.get("is_leaf") and p.get("requires_grad")))), None)
 
 
 def forward_pending(ev: Evidence) -> bool:
@@ -75,7 +82,8 @@ def move_after_step(ev: Evidence, param: dict, file: str | None, line: int | Non
     else:
         after = "after backward()" + (f" (line {backward_line})" if backward_line else "")
         after += f" and `{optimizer}.step()`" if optimizer else ""
-    what = f"the parameter {name}" if name else "a parameter"  # `critic.2.weight` is no Python
+    noun = "parameter" if param.get("role") == "parameter" or param["id"] in _held(ev) else "leaf tensor"
+    what = f"the {noun} {name}" if name else f"a {noun}"  # not in backticks: `critic.2.weight` is no Python
     return (f"Line {line} (`{code}`) changes {what} between a forward pass and its backward(), which needs "
             f"the values the forward pass used. To keep the change (a clip, a renormalisation) with correct gradients, make the write "
             f"{after} (or before the forward pass), under no_grad: `with torch.no_grad(): {write}`. "

@@ -33,8 +33,7 @@ def render_sarif(doc: dict, *, root: str | None = None) -> str:
     """Render a report document as a SARIF 2.1.0 log (JSON text); ROOT defaults to the cwd."""
     codes = list(KINDS)
     rules = [_rule(KINDS[code]) for code in codes]
-    findings = ([(doc["diagnosis"], "error")] if doc.get("diagnosis") else [])
-    findings = [(d, "error", [d]) for d in findings]
+    findings = [(doc["diagnosis"], "error", [doc["diagnosis"]])] if doc.get("diagnosis") else []
     # one result per hazard found at the same places (NOTE [Folding repeated hazards])
     findings += [(h, "warning", group) for h, group in fold(doc.get("hazards") or [])]
     results = [_result(d, level, codes, doc, group) for d, level, group in findings]

@@ -319,8 +319,7 @@ def found(doc) -> bool:
 # explain is asked for the finding: when it finds one, its default is the verdict and the panels
 # with one line naming the options that show the rest (--report, --full, --tensor, --line). The
 # longer forms (run's summary, explain --report, --full) end with the verdict again.
-MORE = ("more: --report (memory, aliasing, modules, timeline) · --full (every tensor and event) · "
-        "--tensor NAME · --line FILE:LINE")
+MORE = "more: --report (the summary) · --full (every event) · --tensor NAME · --line FILE:LINE"
 
 
 def findings(doc, panels) -> list:
