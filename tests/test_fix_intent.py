@@ -176,3 +176,31 @@ def test_a_write_before_the_forward_pass_keeps_the_no_grad_advice(tmp_path):
     d = doc["diagnosis"]
     assert d["kind"] == "leaf-inplace" and d["culprit"]["line"] == 4, err
     assert "`with torch.no_grad(): lin.weight.fill_(0.5)`" in d["fix"] and "after" not in d["fix"], d["fix"]
+
+
+def test_which_writes_change_a_parameter():
+    """The evidence, on hand-built records: a module's or optimizer's parameter through any alias; a
+    leaf that requires grad only through its own name (a detached alias of it is a computation)."""
+    from tensorscope.kinds._base import Evidence
+    from tensorscope.kinds._intent import parameter_written, without_data
+
+    tensors = [
+        {"id": "t1", "names": ["w"], "storage": "s1", "is_leaf": True, "requires_grad": True, "role": None},
+        {"id": "t2", "names": ["tmp"], "storage": "s1", "is_leaf": True, "requires_grad": False, "role": None},
+        {"id": "t3", "names": ["model.fc.weight"], "storage": "s2", "is_leaf": True, "requires_grad": True,
+         "role": "parameter"},
+        {"id": "t4", "names": [], "storage": "s2", "is_leaf": True, "requires_grad": False, "role": None},
+        {"id": "t5", "names": ["h"], "storage": "s3", "is_leaf": False, "requires_grad": True, "role": None},
+    ]
+    ev = Evidence(doc={"tensors": tensors, "optimizers": [], "events": []}, failure=None, saved_failure=None,
+                  hazards=[], backwards=[], node_lines={}, created={}, names={}, exception=None,
+                  by_id={t["id"]: t for t in tensors})
+    assert parameter_written(ev, "t1", "w.data")["id"] == "t1"
+    assert parameter_written(ev, "t2", "tmp") is None
+    assert parameter_written(ev, "t4", "model.fc.weight.data")["id"] == "t3"
+    assert parameter_written(ev, "t4", "p")["id"] == "t3"
+    assert parameter_written(ev, "t5", "h") is None and parameter_written(ev, "t9", "x") is None
+    assert without_data("p.data.clamp_(-0.01, 0.01)") == "p.clamp_(-0.01, 0.01)"
+    assert without_data("net.weight.data.mul_(0.5).add_(0.5 * s)") == "net.weight.mul_(0.5).add_(0.5 * s)"
+    assert without_data("p.detach()[0].zero_()") == "p[0].zero_()"
+    assert without_data("p.data = p.data.clamp(-1, 1)") == "p.copy_(p.clamp(-1, 1))"

@@ -25,17 +25,21 @@ def _held(ev: Evidence) -> set:
     return {p for o in ev.doc.get("optimizers") or [] for p in o.get("parameters") or []}
 
 
-def parameter_written(ev: Evidence, tid: str | None) -> dict | None:
+def parameter_written(ev: Evidence, tid: str | None, alias: str | None = None) -> dict | None:
     """The parameter whose storage tensor ``tid`` is on (``tid`` itself, a view, a ``.data`` alias), or
-    None. A parameter: a module's, one an optimizer updates, or any leaf that requires grad (autograd
-    accumulates its gradient: `w = torch.randn(..., requires_grad=True)` is a weight too)."""
+    None. A parameter: a module's or one an optimizer updates; or a leaf that requires grad written
+    through its own name (``w.data.mul_(0.5)`` on `w = torch.randn(..., requires_grad=True)`; not
+    ``tmp.mul_(2)`` on `tmp = y.detach()`, which is part of a computation)."""
     t = ev.by_id.get(tid) if tid else None
     if t is None or not t.get("storage"):
         return None
     held = _held(ev)
-    return next((p for p in ev.doc["tensors"] if p.get("storage") == t["storage"]
-                 and (p.get("role") == "parameter" or p["id"] in held
-                      or (p.get("is_leaf") and p.get("requires_grad")))), None)
+    same = [p for p in ev.doc["tensors"] if p.get("storage") == t["storage"]]
+    found = next((p for p in same if p.get("role") == "parameter" or p["id"] in held), None)
+    if found is not None:
+        return found
+    root = re.sub(r"(\.data|\.detach\(\))+$", "", alias or "")
+    return next((p for p in same if p.get("is_leaf") and p.get("requires_grad") and root in p["names"]), None)
 
 
 def forward_pending(ev: Evidence) -> bool:

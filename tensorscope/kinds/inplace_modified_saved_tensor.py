@@ -197,7 +197,7 @@ def _fix(ev: Evidence, w: dict | None, saved_label: str, saved_code: str, backwa
                 "every loss that uses them before the optimizer step (e.g. in a GAN: compute the discriminator "
                 "loss on `fake.detach()`, step, then run a fresh generator forward pass), or recompute the "
                 "forward pass after the step.")
-    param = _intent.parameter_written(ev, w.get("tensor")) if not lib else None
+    param = _intent.parameter_written(ev, w.get("tensor"), w.get("alias")) if not lib else None
     if param is not None:  # see NOTE [A fix keeps the write's intent]
         return _intent.move_after_step(ev, param, w.get("file"), line, w.get("seq"), backward_line)
     if "torch/nn" in lib or op in ("relu_", "leaky_relu_", "hardtanh_", "elu_", "threshold_", "silu_", "gelu_"):

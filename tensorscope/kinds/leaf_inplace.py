@@ -85,7 +85,7 @@ def explain(ev: Evidence) -> dict | None:
             "to a leaf, so the write is refused.")
     update = ".grad" in code or op in _UPDATE_OPS and "grad" in code
     init = op in _INIT_OPS or update
-    param = _intent.parameter_written(ev, f.get("tensor")) if init and not lib else None
+    param = _intent.parameter_written(ev, f.get("tensor"), alias) if init and not lib else None
     if param is not None and _intent.forward_pending(ev):
         # under no_grad alone the write would break the pending backward (NOTE [A fix keeps the write's intent])
         fix = _intent.move_after_step(ev, param, file, line, f.get("seq"))
