@@ -327,10 +327,12 @@ def findings(doc, panels) -> list:
     (see NOTE [The finding on the last screen])."""
     counts = site_counts(doc)
     out: list = [*header(doc), verdict(doc, counts), *notes(doc)]
-    if doc["tensors"] or doc["events"]:
+    facts = bool(doc["tensors"] or doc["events"])  # a document stripped to its findings has no more
+    if facts:
         out.append(headline(doc, counts))
     out.extend(finding_panels(doc, panels))
-    out.append(Text(MORE, style="dim", end="\n"))
+    if facts:
+        out.append(Text(MORE, style="dim", end="\n"))
     return [Group(*out)]
 
 
