@@ -71,24 +71,37 @@ def without_data(code: str) -> str:
     return re.sub(r"(\.data\b|\.detach\(\))(?=\s*[.\[])", "", (code or "").strip())
 
 
+def _line(file: str | None, line: int, other: str | None) -> str:
+    """``line 16``, or ``main.py:16`` when it is in another file than ``other``."""
+    if not file or file == other:
+        return f"line {line}"
+    return f"{file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}"
+
+
 def move_after_step(ev: Evidence, param: dict, file: str | None, line: int | None, seq=None,
-                    backward_line: int | None = None) -> str:
+                    backward: dict | None = None) -> str:
     """The fix for the program's write at ``file:line`` into ``param`` while a graph still needs its old
-    values (see NOTE [A fix keeps the write's intent])."""
+    values (see NOTE [A fix keeps the write's intent]); ``backward``: the backward call's place."""
     code = code_at(file, line)
     write = without_data(code)
     name = (param.get("names") or [None])[0]
     step = _optimizer_step(ev, param, seq)
     optimizer = next((o["name"] for o in ev.doc.get("optimizers") or [] if param["id"] in (o.get("parameters") or [])
                       and o.get("name")), None)
+    back = backward or {}
     if step is not None:
-        after = f"after line {step['line']} (`{step.get('code') or code_at(step.get('file'), step['line'])}`)"
+        after = (f"after {_line(step.get('file'), step['line'], file)} "
+                 f"(`{step.get('code') or code_at(step.get('file'), step['line'])}`)")
     else:
-        after = "after backward()" + (f" (line {backward_line})" if backward_line else "")
+        after = "after backward()" + (f" ({_line(back.get('file'), back['line'], file)})" if back.get("line") else "")
         after += f" and `{optimizer}.step()`" if optimizer else ""
+    there = (step or back).get("file")
+    # the write is in a function the program calls from another file: the call moves
+    call = " (the write is inside a function: move the call that runs it)" if there and there != file else ""
     noun = "parameter" if param.get("role") == "parameter" or param["id"] in _held(ev) else "leaf tensor"
     what = f"the {noun} {name}" if name else f"a {noun}"  # not in backticks: `critic.2.weight` is no Python
-    return (f"Line {line} (`{code}`) changes {what} between a forward pass and its backward(), which needs "
-            f"the values the forward pass used. To keep the change (a clip, a renormalisation) with correct gradients, make the write "
-            f"{after} (or before the forward pass), under no_grad: `with torch.no_grad(): {write}`. "
-            "Writing into a clone instead would silently drop the change.")
+    return (f"Line {line} (`{code}`) changes {what} between a forward pass and its backward(), which "
+            "needs the values the forward pass used. To keep the change (a clip, a renormalisation) with "
+            f"correct gradients, make the write {after} (or before the forward pass), under no_grad: "
+            f"`with torch.no_grad(): {write}`{call}. Writing into a clone instead would silently drop the "
+            "change.")

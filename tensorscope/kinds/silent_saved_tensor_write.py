@@ -136,7 +136,7 @@ def explain(ev: Evidence, hazard: dict) -> dict:
     param = _intent.parameter_written(ev, first.get("tensor"), first.get("alias")) if writes and first.get("op") not in _NOT_THE_PROGRAMS \
         and not first.get("library") and not _ddp.is_ddp_write(first) else None
     if param is not None:  # see NOTE [A fix keeps the write's intent]
-        fix = _intent.move_after_step(ev, param, first.get("file"), line, first.get("seq"), backward.get("line"))
+        fix = _intent.move_after_step(ev, param, first.get("file"), line, first.get("seq"), backward)
     culprit = where(first.get("file"), line, alias=first.get("alias"))
     changed = hazard.get("changed_at")
     if changed and changed[1] and (not writes or first.get("op") in _UNSEEN):
