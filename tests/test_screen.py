@@ -20,6 +20,7 @@ import textwrap
 import pytest
 
 from _cli import run_cli
+from test_sarif import sarif_schema, validate  # noqa: F401 (a fixture)
 from tensorscope.pytest_plugin import hazard_lines
 from tensorscope.render import render
 
@@ -131,7 +132,7 @@ def test_the_finding_is_on_the_last_screen(explained):
     assert _lines(render(dict(doc, command="run"), "text", width=100))[-1] == verdict
 
 
-def test_a_hazard_found_at_every_step_is_shown_once_with_its_count(explained):
+def test_a_hazard_found_at_every_step_is_shown_once_with_its_count(explained, sarif_schema):
     root, doc = explained
     hazards = doc["hazards"]
     n = LAYERS * STEPS  # one softmax output written through .data per block per step
@@ -146,6 +147,7 @@ def test_a_hazard_found_at_every_step_is_shown_once_with_its_count(explained):
     sarif = json.loads(render(doc, "sarif"))
     [result] = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "silent-saved-tensor-write"]
     assert result["occurrenceCount"] == n and f"found {n} times" in result["message"]["text"]
+    validate(sarif, sarif_schema)
     html = render(doc, "html")
     assert html.count('class="diagnosis hazard"') == 1 and f'data-count="{n}"' in html
     lines = hazard_lines(hazards)
