@@ -73,7 +73,8 @@ for path in sys.argv[1:]:
     except RuntimeError as e:
         error, ns = str(e)[:80], None
     found = [f["kind"] for f in [rep.diagnosis] + rep.hazards if f]
-    same = ns is not None and all(torch.allclose(p.detach(), params[n], rtol=0, atol=1e-6) for n, p in ns["critic"].named_parameters())
+    same = ns is not None and all(torch.allclose(p.detach(), params[n], rtol=0, atol=1e-6)
+                                  for n, p in ns["critic"].named_parameters())
     clipped = ns is not None and all(p.abs().max().item() <= 0.01 for p in ns["critic"].parameters())
     out[path] = {"error": error, "found": found, "as_reference": same, "clipped": clipped}
 print(json.dumps(out))

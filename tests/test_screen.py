@@ -153,4 +153,5 @@ def test_a_hazard_found_at_every_step_is_shown_once_with_its_count(explained, sa
     lines = hazard_lines(hazards)
     assert lines.count("silent-saved-tensor-write at ") == 1 and f"found {n} times" in lines
     # without the failure, the verdict says how many distinct hazards the count holds
-    assert f"{n} hazards (1 distinct): silent-saved-tensor-write" in render(dict(doc, diagnosis=None), "text", width=100)
+    alone = render(dict(doc, diagnosis=None), "text", width=100)
+    assert f"{n} hazards (1 distinct): silent-saved-tensor-write" in alone

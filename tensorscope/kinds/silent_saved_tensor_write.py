@@ -133,8 +133,9 @@ def explain(ev: Evidence, hazard: dict) -> dict:
     op, line = first.get("op", ""), first.get("line")
     backward = hazard.get("backward") or {}
     how, fix, evidence = _written(first) if writes else _unseen(ev, hazard)
-    param = _intent.parameter_written(ev, first.get("tensor"), first.get("alias")) if writes and first.get("op") not in _NOT_THE_PROGRAMS \
-        and not first.get("library") and not _ddp.is_ddp_write(first) else None
+    programs = bool(writes) and first.get("op") not in _NOT_THE_PROGRAMS and not first.get("library") \
+        and not _ddp.is_ddp_write(first)
+    param = _intent.parameter_written(ev, first.get("tensor"), first.get("alias")) if programs else None
     if param is not None:  # see NOTE [A fix keeps the write's intent]
         fix = _intent.move_after_step(ev, param, first.get("file"), line, first.get("seq"), backward)
     culprit = where(first.get("file"), line, alias=first.get("alias"))
