@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import pytest
 
+from tensorscope.render.fold import fold, repeats
+
 SECTION = "tensorscope"
 HAZARD_SECTION = "tensorscope hazards"
 _MARKER = ("tensorscope(fail_on_hazard=False): with --tensorscope, fail this test when tensorscope "
@@ -101,12 +103,15 @@ class Inspector:
 
 
 def hazard_lines(hazards: list) -> str:
-    """One line per hazard (kind, culprit file:line and code, title) and its fix."""
+    """One line per hazard (kind, culprit file:line and code, title) and its fix; a hazard found again at
+    the same lines once, with how many times."""
     out = []
-    for h in hazards:
+    for h, group in fold(hazards):  # NOTE [Folding repeated hazards]
         c = h.get("culprit") or {}
         at = f" at {c.get('file')}:{c.get('line')} `{c.get('code') or ''}`" if c.get("line") else ""
         out.append(f"{h['kind']}{at}: {h['title']}")
+        if len(group) > 1:
+            out.append(f"  {repeats(group)}")
         if h.get("saved_by") and h["saved_by"].get("line"):
             s = h["saved_by"]
             out.append(f"  saved by {s.get('file')}:{s['line']} `{s.get('code') or ''}`")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from tensorscope.kinds import _ddp
+from tensorscope.kinds import _ddp, _intent
 from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, w, where
 from tensorscope.kinds._fixes import clone_of, out_of_place, rewrite_out_of_place
 from tensorscope.kinds._message import INTS, decode_type, frame_where, ints, node_facts, snake
@@ -181,7 +181,7 @@ def _write_place(w: dict) -> dict | None:
     return where(w.get("file"), w.get("line"), alias=w.get("alias"))
 
 
-def _fix(w: dict | None, saved_label: str, saved_code: str) -> str:
+def _fix(ev: Evidence, w: dict | None, saved_label: str, saved_code: str, backward: dict | None) -> str:
     if w is None:
         return (f"Do not modify {saved_label} in place between the forward pass and backward(): "
                 "clone() it before the in-place op, or use the out-of-place op.")
@@ -197,6 +197,9 @@ def _fix(w: dict | None, saved_label: str, saved_code: str) -> str:
                 "every loss that uses them before the optimizer step (e.g. in a GAN: compute the discriminator "
                 "loss on `fake.detach()`, step, then run a fresh generator forward pass), or recompute the "
                 "forward pass after the step.")
+    param = _intent.parameter_written(ev, w.get("tensor"), w.get("alias")) if not lib else None
+    if param is not None:  # see NOTE [A fix keeps the write's intent]
+        return _intent.move_after_step(ev, param, w.get("file"), line, w.get("seq"), backward)
     if "torch/nn" in lib or op in ("relu_", "leaky_relu_", "hardtanh_", "elu_", "threshold_", "silu_", "gelu_"):
         return (f"The in-place activation called at line {line} (`{code}`) overwrites a value saved for "
                 "backward: use `inplace=False` (e.g. `nn.ReLU()` / `F.relu(x)`), or clone its input.")
@@ -296,7 +299,7 @@ def explain(ev: Evidence) -> dict | None:
     return diagnosis(
         KIND,
         explanation=" ".join(parts),
-        fix=_fix(culprit_write, label, saved_code),
+        fix=_fix(ev, culprit_write, label, saved_code, {"file": f.get("file"), "line": f.get("line")}),
         culprit=culprit,
         saved_by=where(sf.get("saved_file"), sf.get("saved_line"), node=node) or {"node": node, "file": None, "line": None, "code": ""},
         backward=where(f.get("file"), f.get("line")),

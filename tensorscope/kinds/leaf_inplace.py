@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from tensorscope import source
+from tensorscope.kinds import _intent
 from tensorscope.kinds._base import Evidence, Kind, Pattern, created_at, diagnosis, name_of, site, tensor_of, w, where
 from tensorscope.kinds._fixes import clone_of, rewrite_or_clone
 
@@ -84,7 +85,11 @@ def explain(ev: Evidence) -> dict | None:
             "to a leaf, so the write is refused.")
     update = ".grad" in code or op in _UPDATE_OPS and "grad" in code
     init = op in _INIT_OPS or update
-    if init:
+    param = _intent.parameter_written(ev, f.get("tensor"), alias) if init and not lib else None
+    if param is not None and _intent.forward_pending(ev):
+        # under no_grad alone the write would break the pending backward (NOTE [A fix keeps the write's intent])
+        fix = _intent.move_after_step(ev, param, file, line, f.get("seq"))
+    elif init:
         fix = (f"This is a parameter update or initialisation: do it without recording, "
                f"`with torch.no_grad(): {code}`")
         if "emb" in alias.lower() and op == "setitem":

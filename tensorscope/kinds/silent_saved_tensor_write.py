@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from tensorscope.kinds import _ddp
+from tensorscope.kinds import _ddp, _intent
 from tensorscope.kinds._base import Evidence, Kind, diagnosis, where
 from tensorscope.kinds._fixes import rewrite_out_of_place
 from tensorscope.source import code_at
@@ -36,6 +36,8 @@ KIND = Kind(
 
 # writes that no wrapper saw: the recorded fact is who shared the memory, not the writing line
 _UNSEEN = ("numpy", "from_numpy", "custom_function")
+# writes whose fix is not the program's write moved: NumPy's, a custom Function's, a gradient hook's
+_NOT_THE_PROGRAMS = (*_UNSEEN, "grad_hook")
 
 
 def _out_of_place_return(code: str) -> str:
@@ -131,6 +133,11 @@ def explain(ev: Evidence, hazard: dict) -> dict:
     op, line = first.get("op", ""), first.get("line")
     backward = hazard.get("backward") or {}
     how, fix, evidence = _written(first) if writes else _unseen(ev, hazard)
+    programs = bool(writes) and first.get("op") not in _NOT_THE_PROGRAMS and not first.get("library") \
+        and not _ddp.is_ddp_write(first)
+    param = _intent.parameter_written(ev, first.get("tensor"), first.get("alias")) if programs else None
+    if param is not None:  # see NOTE [A fix keeps the write's intent]
+        fix = _intent.move_after_step(ev, param, first.get("file"), line, first.get("seq"), backward)
     culprit = where(first.get("file"), line, alias=first.get("alias"))
     changed = hazard.get("changed_at")
     if changed and changed[1] and (not writes or first.get("op") in _UNSEEN):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 
+from tensorscope.render.fold import fold, repeats
 from tensorscope.render.html_graph import CSS as GRAPH_CSS, graph_section
 from tensorscope.render.html_parts import clip, esc, place_link
 from tensorscope.render.summary import failed_children
@@ -90,13 +91,18 @@ def render_html(doc: dict, *, fragment: bool = False) -> str:
     for note in doc.get("notes") or []:
         body.append(f'<p class="note">note: {esc(note)}</p>')
     findings = ([("diagnosis", doc["diagnosis"])] if doc.get("diagnosis") else [])
-    findings += [("hazard", h) for h in doc.get("hazards") or []]
+    every = findings + [("hazard", h) for h in doc.get("hazards") or []]
+    # one section per hazard found at the same places (NOTE [Folding repeated hazards])
+    groups = {id(d): [d] for _, d in findings}
+    for shown, group in fold(doc.get("hazards") or []):
+        findings.append(("hazard", shown))
+        groups[id(shown)] = group
     codes = _line_codes(doc, findings)
     for i, (role, d) in enumerate(findings):
-        body.append(_finding(d, role, i, anchors))
+        body.append(_finding(d, role, i, anchors, groups[id(d)]))
         if d.get("graph"):  # right under its finding: the stale node shows without scrolling
             body.append(graph_section(d, i, names, anchors, codes, role))
-    stale = _stale_tensors(doc, findings)
+    stale = _stale_tensors(doc, every)
     if doc["storages"]:
         body.append(storage_map(doc, stale))
     if doc["tensors"]:
@@ -189,7 +195,7 @@ def _line_codes(doc: dict, findings) -> dict:
     return codes
 
 
-def _finding(d: dict, role: str, index: int, anchors: dict) -> str:
+def _finding(d: dict, role: str, index: int, anchors: dict, group: list) -> str:
     rows = []
     for key, label in (("culprit", "culprit"), ("saved_by", "saved by"), ("backward", "backward")):
         pl = d.get(key)
@@ -217,7 +223,11 @@ def _finding(d: dict, role: str, index: int, anchors: dict) -> str:
     parts = [f'<section class="diagnosis {role}" id="{role}-{index}" data-kind="{esc(d["kind"])}">',
              f'<h3>{"Diagnosis" if role == "diagnosis" else "Hazard (nothing raised)"}: '
              f'<span class="kind">{esc(d["kind"])}</span></h3>',
-             f'<p><strong>{esc(d["title"])}</strong></p>', f'<p>{esc(d["explanation"])}</p>']
+             f'<p><strong>{esc(d["title"])}</strong></p>']
+    found = repeats(group)
+    if found:
+        parts.append(f'<p class="repeats" data-count="{len(group)}">{esc(found)}</p>')
+    parts.append(f'<p>{esc(d["explanation"])}</p>')
     if rows:
         parts.append('<table class="places">' + "".join(rows) + "</table>")
     if d.get("alias_chain"):

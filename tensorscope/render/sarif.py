@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from tensorscope.version import __version__
 from tensorscope.kinds import KINDS
+from tensorscope.render.fold import fold, repeats
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 _ROOT = "%SRCROOT%"
@@ -32,9 +33,10 @@ def render_sarif(doc: dict, *, root: str | None = None) -> str:
     """Render a report document as a SARIF 2.1.0 log (JSON text); ROOT defaults to the cwd."""
     codes = list(KINDS)
     rules = [_rule(KINDS[code]) for code in codes]
-    findings = ([(doc["diagnosis"], "error")] if doc.get("diagnosis") else [])
-    findings += [(h, "warning") for h in doc.get("hazards") or []]
-    results = [_result(d, level, codes, doc) for d, level in findings]
+    findings = [(doc["diagnosis"], "error", [doc["diagnosis"]])] if doc.get("diagnosis") else []
+    # one result per hazard found at the same places (NOTE [Folding repeated hazards])
+    findings += [(h, "warning", group) for h, group in fold(doc.get("hazards") or [])]
+    results = [_result(d, level, codes, doc, group) for d, level, group in findings]
     run = {
         "tool": {"driver": {"name": "tensorscope", "version": __version__,
                             "semanticVersion": __version__, "rules": rules}},
@@ -84,13 +86,18 @@ def _location(place: dict, message: str | None = None, ident: int | None = None)
     return loc
 
 
-def _result(d: dict, level: str, codes: list, doc: dict) -> dict:
+def _result(d: dict, level: str, codes: list, doc: dict, group: list) -> dict:
     exc = (doc.get("program") or {}).get("exception")  # no program for explain - / --message
     primary = next((p for p in (d.get("culprit"), d.get("backward"), exc) if _located(p)), None)
     text = d["explanation"].rstrip()
+    found = repeats(group)
+    if found:
+        text += f" ({found}.)"
     if d.get("fix"):
         text += f" Fix: {d['fix']}"
     result = {"ruleId": d["kind"], "level": level, "message": {"text": text}}
+    if len(group) > 1:
+        result["occurrenceCount"] = len(group)
     if d["kind"] in codes:
         result["ruleIndex"] = codes.index(d["kind"])
     if primary is not None:

@@ -16,6 +16,7 @@ from rich.console import Group
 from rich.style import Style
 from rich.text import Text
 
+from tensorscope.render.fold import fold
 from tensorscope.render.modules import _same_module_roots, modules
 
 _BAR = 16
@@ -82,7 +83,9 @@ def verdict(doc, counts=None) -> Text:
         if hazards:
             t.append(f"; {_plural(len(hazards), 'hazard')}", style="yellow")
     elif hazards:
-        t.append(f"{_plural(len(hazards), 'hazard')}: ", style="bold yellow")
+        distinct = len(fold(hazards))
+        t.append(f"{_plural(len(hazards), 'hazard')}" + (f" ({distinct} distinct)" if distinct < len(hazards) else "")
+                 + ": ", style="bold yellow")
         t.append(", ".join(sorted({h['kind'] for h in hazards})))
         t.append(f"  ({_plural(n, 'backward call')}, none failed)", style="dim")
     elif exc:
@@ -298,6 +301,47 @@ def timeline(doc, counts) -> list[Text]:
     return out
 
 
+def finding_panels(doc, panels) -> list:
+    """The diagnosis panel, then one panel per hazard, repeated ones folded (see NOTE [Folding
+    repeated hazards]); ``panels(finding, heading, group)`` draws one."""
+    out = [panels(doc["diagnosis"], "Diagnosis", [doc["diagnosis"]])] if doc.get("diagnosis") else []
+    return out + [panels(shown, "Hazard (nothing raised)", group) for shown, group in fold(doc.get("hazards") or [])]
+
+
+def found(doc) -> bool:
+    """A diagnosis or a hazard."""
+    return bool(doc.get("diagnosis") or doc.get("hazards"))
+
+
+# NOTE [The finding on the last screen]
+# A real model's summary runs to 80-100 lines (memory held, modules, a timeline that starts with the
+# weight initialisation), so in a terminal the diagnosis has scrolled away when the prompt returns.
+# explain is asked for the finding: when it finds one, its default is the verdict and the panels
+# with one line naming the options that show the rest (--report, --full, --tensor, --line). The
+# longer forms (run's summary, explain --report, --full) end with the verdict again.
+MORE = "more: --report (the summary) · --full (every event) · --tensor NAME · --line FILE:LINE"
+
+
+def findings(doc, panels) -> list:
+    """explain's default when it found something: the verdict and the findings, then where the rest is
+    (see NOTE [The finding on the last screen])."""
+    counts = site_counts(doc)
+    out: list = [*header(doc), verdict(doc, counts), *notes(doc)]
+    facts = bool(doc["tensors"] or doc["events"])  # a document stripped to its findings has no more
+    if facts:
+        out.append(headline(doc, counts))
+    out.extend(finding_panels(doc, panels))
+    if facts:
+        out.append(Text(MORE, style="dim", end="\n"))
+    return [Group(*out)]
+
+
+def closing(doc) -> list:
+    """The verdict again at the end of a long report that found something, so that the last screen
+    holds it (see NOTE [The finding on the last screen])."""
+    return [Text("", end="\n"), verdict(doc)] if found(doc) else []
+
+
 def renderables(doc, panels) -> list:
     """The summary report as rich renderables; ``panels`` draws a diagnosis or hazard panel."""
     counts = site_counts(doc)
@@ -307,16 +351,15 @@ def renderables(doc, panels) -> list:
     out.extend(notes(doc))
     if doc["tensors"] or doc["events"]:  # a document stripped to its findings has no facts to count
         out.append(headline(doc, counts))
-    if doc.get("diagnosis"):
-        out.append(panels(doc["diagnosis"], "Diagnosis"))
-    for h in doc.get("hazards") or []:
-        out.append(panels(h, "Hazard (nothing raised)"))
+    out.extend(finding_panels(doc, panels))
     same = _same_module_roots([t for t in doc["tensors"] if t.get("role") in ("parameter", "buffer")])
-    for section in (memory_held(doc), aliasing(doc, by_id, same), modules(doc), other_named(doc),
-                    timeline(doc, counts)):
-        if section:
-            out.append(Text("", end="\n"))
-            out.extend(section)
+    sections = [s for s in (memory_held(doc), aliasing(doc, by_id, same), modules(doc), other_named(doc),
+                            timeline(doc, counts)) if s]
+    for section in sections:
+        out.append(Text("", end="\n"))
+        out.extend(section)
+    if sections:  # the panels are no longer on the last screen
+        out.extend(closing(doc))
     return [Group(*out)]
 
 

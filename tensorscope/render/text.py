@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tensorscope.render import focus, summary
+from tensorscope.render.fold import repeats
 
 _BAR = 40
 
@@ -25,8 +26,9 @@ def renderables(doc: dict, *, full: bool = False, tensor: str | None = None, lin
     """What the terminal report shows.
 
     Default: the summary. ``full``: every tensor, storage and event. ``tensor``: one tensor's
-    history, aliases and version changes. ``line``: what one ``FILE:LINE`` did. A clean
-    ``explain`` is one verdict line unless ``report`` asks for the report. A pasted error text
+    history, aliases and version changes. ``line``: what one ``FILE:LINE`` did. ``explain`` shows
+    its finding -- the verdict and the panels -- unless ``report`` asks for the report (a clean one
+    is one verdict line; see NOTE [The finding on the last screen]). A pasted error text
     (``explain -``, ``--message``) is its one explanation panel, whatever the options.
     """
     if doc.get("message") is not None:
@@ -37,8 +39,8 @@ def renderables(doc: dict, *, full: bool = False, tensor: str | None = None, lin
         return [Group(*focus.line_view(doc, line, _describe_event))]
     if full:
         return full_dump(doc)
-    if doc.get("command") == "explain" and not report and not doc.get("diagnosis") and not doc.get("hazards"):
-        return [summary.verdict(doc)]
+    if doc.get("command") == "explain" and not report:
+        return summary.findings(doc, diagnosis_panel) if summary.found(doc) else [summary.verdict(doc)]
     return summary.renderables(doc, diagnosis_panel)
 
 
@@ -57,15 +59,14 @@ def full_dump(doc: dict) -> list:
     """Every tensor, storage and event: the complete report (``--full``)."""
     names = {t["id"]: t["names"] for t in doc["tensors"]}
     out: list = [Group(*summary.header(doc), summary.verdict(doc), *summary.notes(doc))]
-    if doc.get("diagnosis"):
-        out.append(diagnosis_panel(doc["diagnosis"], "Diagnosis"))
-    for h in doc.get("hazards") or []:
-        out.append(diagnosis_panel(h, "Hazard (nothing raised)"))
+    out.extend(summary.finding_panels(doc, diagnosis_panel))
     if doc["tensors"]:
         out.append(tensor_table(doc))
         out.append(storage_map(doc))
     if doc["events"]:
         out.append(timeline(doc, names))
+    if doc["tensors"] or doc["events"]:
+        out.append(Group(*summary.closing(doc)))
     return out
 
 
@@ -95,8 +96,13 @@ def _quote(place: dict | None, label: str) -> Text | None:
     return t
 
 
-def diagnosis_panel(d: dict, heading: str) -> Panel:
-    parts = [Text(d["title"], style="bold"), Text(d["explanation"])]
+def diagnosis_panel(d: dict, heading: str, group: list | None = None) -> Panel:
+    """One finding; ``group``: the hazards folded into it (render/fold.py), ``d`` among them."""
+    parts = [Text(d["title"], style="bold")]
+    found = repeats(group or [d])
+    if found:
+        parts.append(Text(found, style="yellow"))
+    parts.append(Text(d["explanation"]))
     for place, label in ((d.get("culprit"), "culprit"), (d.get("saved_by"), "saved by"),
                          (d.get("backward"), "backward")):
         q = _quote(place, label)
@@ -112,7 +118,8 @@ def diagnosis_panel(d: dict, heading: str) -> Panel:
     for w in d.get("other_writes") or []:
         parts.append(Text(f"also wrote  line {w['line']}  {w.get('code', '')}", style="dim"))
     parts.append(Text.assemble(("fix: ", "bold green"), Text(d.get("fix") or "")))
-    return Panel(Group(*parts), title=Text(f"{heading}: {d['kind']}"), border_style="red", expand=True)
+    times = f" (x{len(group)})" if group and len(group) > 1 else ""
+    return Panel(Group(*parts), title=Text(f"{heading}: {d['kind']}{times}"), border_style="red", expand=True)
 
 
 def message_panel(doc: dict) -> Panel:
