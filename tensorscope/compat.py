@@ -119,6 +119,33 @@ except AttributeError:
         return t.untyped_storage()._cdata
 
 
+# NOTE [Reading a saved tensor without its checks]
+# When backward raised the version error under ``run`` (no hooks of ours), the stale saved variable
+# is found on the graph and its tensor matched against the logged writes (NOTE [Stale saved variable
+# without hooks] in instrument/stale.py). torch 2.10 and later (measured on 2.10.0, 2.13.0, 2.15.0)
+# give ``SavedTensor.data`` (the tensor, read without the version check) and ``.unpack_hook``.
+# torch 2.2 to 2.9 (measured on 2.2.2, 2.6.0, 2.9.1) have neither: only ``register_hooks``, and
+# ``node._saved_x`` raises the version error itself. There the stale tensor is the program's live
+# tensor that the error text describes: its shape, its version now and, for a tensor a node made,
+# that node's name and output number (``stale.named_by_error``); where two tensors on different bytes
+# fit the text, no culprit is named. Without ``unpack_hook`` a saved variable carrying the program's
+# own hooks cannot be told apart, so on those releases reading the graph after the failure may call
+# the program's unpack hook once more per saved variable read (the program's hooks also switch the
+# version check off, so such a variable is never the stale one).
+_SavedTensor = getattr(_autograd, "SavedTensor", None)
+CAN_READ_SAVED_DATA = _SavedTensor is not None and hasattr(_SavedTensor, "data")
+
+
+def saved_data(raw):
+    """The tensor of a ``SavedTensor`` read without PyTorch's checks; None where torch cannot give it."""
+    return raw.data if CAN_READ_SAVED_DATA else None
+
+
+def saved_unpack_hook(raw):
+    """The unpack hook set on a ``SavedTensor``, or None (also where torch does not expose it)."""
+    return getattr(raw, "unpack_hook", None)
+
+
 # NOTE [sys.monitoring on Python 3.12 and later]
 # Python 3.12 added ``sys.monitoring`` (PEP 669): events per tool id, enabled per code object, no
 # frame of the library's calls given a trace function. Where it exists, the watch of exposed
