@@ -146,6 +146,20 @@ def saved_unpack_hook(raw):
     return getattr(raw, "unpack_hook", None)
 
 
+# NOTE [The origin mode crashes torch 2.2 and 2.9]
+# The non-finite origin mode (a TorchDispatchMode pushed for the whole run, only with
+# TENSORSCOPE_NAN_ORIGIN=1) ends the process with SIGSEGV on torch 2.9.1 (Python 3.12) after the
+# program has run: every time, on a program with one backward and one NaN, with or without the
+# program's own ``sys.settrace``; the crash site moves (popping the mode, a later import), so it is a
+# memory corruption met at a later allocation. Pure torch reproduces it without tensorscope: a
+# TorchDispatchMode that only calls ``func`` (2.2.2) or also ``torch._C._functorch.
+# peek_interpreter_stack()`` (2.9.1), pushed over 50 backward calls, then popped, segfaults at the
+# next ``gc.collect()``/``compile``; 2.6.0, 2.8.0, 2.10.0 and 2.13.0 run the same loop cleanly. No
+# feature tells the broken releases apart, so nothing is switched: the origin mode stays off unless
+# asked for, and docs/compatibility.md says not to ask for it on those releases. ``explain`` without it
+# pushes no mode and ran the same program cleanly on 2.9.1 (twice, exit 1 for the hazard it found).
+
+
 # NOTE [sys.monitoring on Python 3.12 and later]
 # Python 3.12 added ``sys.monitoring`` (PEP 669): events per tool id, enabled per code object, no
 # frame of the library's calls given a trace function. Where it exists, the watch of exposed
