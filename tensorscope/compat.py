@@ -154,7 +154,8 @@ def saved_unpack_hook(raw):
 # memory corruption met at a later allocation. Pure torch reproduces it without tensorscope: a
 # TorchDispatchMode that only calls ``func`` (2.2.2) or also ``torch._C._functorch.
 # peek_interpreter_stack()`` (2.9.1), pushed over 50 backward calls, then popped, segfaults at the
-# next ``gc.collect()``/``compile``; 2.6.0, 2.8.0, 2.10.0 and 2.13.0 run the same loop cleanly. No
+# next ``gc.collect()``/``compile`` (on Python 3.11 with 2.2.2 the process hung at exit instead);
+# 2.6.0, 2.8.0, 2.10.0, 2.13.0 and 2.15.0 run the same loop cleanly. No
 # feature tells the broken releases apart, so nothing is switched: the origin mode stays off unless
 # asked for, and docs/compatibility.md says not to ask for it on those releases. ``explain`` without it
 # pushes no mode and ran the same program cleanly on 2.9.1 (twice, exit 1 for the hazard it found).
