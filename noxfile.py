@@ -49,11 +49,10 @@ SUBSET = [
 
 # The quick check, for a loaded machine (a CUDA build of torch can take half a minute to import there):
 # tensorscope's release-dependent paths (test_compat, the API in-process) and one test of each check
-# that reads values or walks references (non-finite values, retention, kept values, torch.func kinds).
+# that walks references or reads kept values (retention, kept values, torch.func kinds). test_nonfinite
+# is left out: it turns the origin mode on, which torch 2.2 and 2.9 do not survive (docs/compatibility.md).
 QUICK = [
     "tests/test_compat.py", "tests/test_api.py",
-    "tests/test_nonfinite.py::test_explain_names_the_origin_and_keeps_the_program_transparent",
-    "tests/test_nonfinite.py::test_run_checks_the_sinks_and_fail_on",
     "tests/test_retention.py::test_retention_path_and_growth_in_json", "tests/test_retention.py::test_api_holders",
     "tests/test_aliasing.py::test_sarif_and_the_terminal_carry_the_new_hazards",
     "tests/test_functorch.py::test_vmap_inplace_names_where_the_unbatched_tensor_was_made",
