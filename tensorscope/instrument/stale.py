@@ -11,9 +11,9 @@ tensor itself; an output a detached alias sharing its storage and version counte
 storage and byte range are matched against the in-place writes the wrappers logged
 (``Tracker.write_log``). Where ``.data`` does not exist (torch before 2.10; see NOTE [Reading a
 saved tensor without its checks] in compat.py) the stale tensor is the program's live tensor that
-torch's own error text describes (``named_by_error``). A saved variable whose unpack goes through someone else's hook is
-never read (that would run the program's hook), and tensors of types we do not
-understand are not looked into (see NOTE [Tensors we do not inspect] in saved.py).
+torch's own error text describes (``named_by_error``). A saved variable whose unpack goes through
+someone else's hook is never read (that would run the program's hook), and tensors of types we do
+not understand are not looked into (see NOTE [Tensors we do not inspect] in saved.py).
 """
 
 from __future__ import annotations
