@@ -161,6 +161,19 @@ def saved_unpack_hook(raw):
 # pushes no mode and ran the same program cleanly on 2.9.1 (twice, exit 1 for the hazard it found).
 
 
+# NOTE [Python 3.10: no column positions, the caught traceback re-raised]
+# Two differences of Python 3.10, found by the matrix (3.10 x 2.2.2) and not handled yet:
+# - The alias a write went through (``tmp`` in ``tmp.mul_(2)``) is read from the exact source of the
+#   call being executed, found with ``code.co_positions()`` (PEP 657, 3.11 and later). 3.10 has no
+#   column positions: the culprit line is named, its alias is not (``frames.call_segment`` gives
+#   None). Taking the frame's whole line instead was tried and reverted: ``call_segment`` has other
+#   users, and the version error's culprit under ``run`` then moved to the backward line.
+# - A bare ``raise`` re-raises the traceback its ``except`` clause caught, not the exception's
+#   ``__traceback__`` (3.11 changed that), so the one frame of tensorscope's wrapper that caught a
+#   program's exception stays in its traceback (``backward`` in instrument/patches.py, ``wrapper``
+#   in api.py); the frames below it are removed as on 3.11.
+
+
 # NOTE [sys.monitoring on Python 3.12 and later]
 # Python 3.12 added ``sys.monitoring`` (PEP 669): events per tool id, enabled per code object, no
 # frame of the library's calls given a trace function. Where it exists, the watch of exposed
