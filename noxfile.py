@@ -4,6 +4,7 @@
     nox -s "matrix(3.11-2.2.2)"            # one pair
     nox -t oldest newest                    # the floor and the newest release
     nox -s "matrix(3.11-2.2.2)" -- --full  # the whole test suite instead of the subset
+    nox -s "matrix(3.11-2.2.2)" -- --quick # a few tests of each release-dependent path (a loaded machine)
 
 Each session makes a fresh virtual environment (uv when it is installed: ``pip install nox uv``;
 it reuses one download of torch's CUDA libraries between sessions), installs that torch with
@@ -46,6 +47,18 @@ SUBSET = [
 ]
 
 
+# The quick check, for a loaded machine (a CUDA build of torch can take half a minute to import there):
+# tensorscope's release-dependent paths (test_compat, the API in-process) and one test of each check
+# that walks references or reads kept values (retention, kept values, torch.func kinds). test_nonfinite
+# is left out: it turns the origin mode on, which torch 2.2 and 2.9 do not survive (docs/compatibility.md).
+QUICK = [
+    "tests/test_compat.py", "tests/test_api.py",
+    "tests/test_retention.py::test_retention_path_and_growth_in_json", "tests/test_retention.py::test_api_holders",
+    "tests/test_aliasing.py::test_sarif_and_the_terminal_carry_the_new_hazards",
+    "tests/test_functorch.py::test_vmap_inplace_names_where_the_unbatched_tensor_was_made",
+]
+
+
 def _numpy(torch: str) -> str:
     # torch 2.2's wheels were built against NumPy 1.x (they warn and fail on `.numpy()` with 2.x)
     return "numpy<2" if torch.startswith(("2.2.", "2.3.")) else "numpy"
@@ -62,7 +75,7 @@ def matrix(session: nox.Session, torch: str) -> None:
     session.env["PIP_CONSTRAINT"] = os.devnull  # a machine-wide pip constraint must not cap torch here
     session.install(f"torch=={torch}", _numpy(torch), "-e", ".[test]")
     session.run("python", "-c", "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)")
-    tests = ["tests"] if "--full" in session.posargs else SUBSET
-    rest = [a for a in session.posargs if a != "--full"]
+    tests = ["tests"] if "--full" in session.posargs else QUICK if "--quick" in session.posargs else SUBSET
+    rest = [a for a in session.posargs if a not in ("--full", "--quick")]
     session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests, *rest)
     session.run("python", ".ci/snippets.py")

@@ -119,6 +119,61 @@ except AttributeError:
         return t.untyped_storage()._cdata
 
 
+# NOTE [Reading a saved tensor without its checks]
+# When backward raised the version error under ``run`` (no hooks of ours), the stale saved variable
+# is found on the graph and its tensor matched against the logged writes (NOTE [Stale saved variable
+# without hooks] in instrument/stale.py). torch 2.10 and later (measured on 2.10.0, 2.13.0, 2.15.0)
+# give ``SavedTensor.data`` (the tensor, read without the version check) and ``.unpack_hook``.
+# torch 2.2 to 2.9 (measured on 2.2.2, 2.6.0, 2.9.1) have neither: only ``register_hooks``, and
+# ``node._saved_x`` raises the version error itself. There the stale tensor is the program's live
+# tensor that the error text describes: its shape, its version now and, for a tensor a node made,
+# that node's name and output number (``stale.named_by_error``); where two tensors on different bytes
+# fit the text, no culprit is named. Without ``unpack_hook`` a saved variable carrying the program's
+# own hooks cannot be told apart, so on those releases reading the graph after the failure may call
+# the program's unpack hook once more per saved variable read (the program's hooks also switch the
+# version check off, so such a variable is never the stale one).
+_SavedTensor = getattr(_autograd, "SavedTensor", None)
+CAN_READ_SAVED_DATA = _SavedTensor is not None and hasattr(_SavedTensor, "data")
+
+
+def saved_data(raw):
+    """The tensor of a ``SavedTensor`` read without PyTorch's checks; None where torch cannot give it."""
+    return raw.data if CAN_READ_SAVED_DATA else None
+
+
+def saved_unpack_hook(raw):
+    """The unpack hook set on a ``SavedTensor``, or None (also where torch does not expose it)."""
+    return getattr(raw, "unpack_hook", None)
+
+
+# NOTE [The origin mode crashes torch 2.2 and 2.9]
+# The non-finite origin mode (a TorchDispatchMode pushed for the whole run, only with
+# TENSORSCOPE_NAN_ORIGIN=1) ends the process with SIGSEGV on torch 2.9.1 (Python 3.12) after the
+# program has run: every time, on a program with one backward and one NaN, with or without the
+# program's own ``sys.settrace``; the crash site moves (popping the mode, a later import), so it is a
+# memory corruption met at a later allocation. Pure torch reproduces it without tensorscope: a
+# TorchDispatchMode that only calls ``func`` (2.2.2) or also ``torch._C._functorch.
+# peek_interpreter_stack()`` (2.9.1), pushed over 50 backward calls, then popped, segfaults at the
+# next ``gc.collect()``/``compile`` (on Python 3.11 with 2.2.2 the process hung at exit instead);
+# 2.6.0, 2.8.0, 2.10.0, 2.13.0 and 2.15.0 run the same loop cleanly. No
+# feature tells the broken releases apart, so nothing is switched: the origin mode stays off unless
+# asked for, and docs/compatibility.md says not to ask for it on those releases. ``explain`` without it
+# pushes no mode and ran the same program cleanly on 2.9.1 (twice, exit 1 for the hazard it found).
+
+
+# NOTE [Python 3.10: no column positions, the caught traceback re-raised]
+# Two differences of Python 3.10, found by the matrix (3.10 x 2.2.2) and not handled yet:
+# - The alias a write went through (``tmp`` in ``tmp.mul_(2)``) is read from the exact source of the
+#   call being executed, found with ``code.co_positions()`` (PEP 657, 3.11 and later). 3.10 has no
+#   column positions: the culprit line is named, its alias is not (``frames.call_segment`` gives
+#   None). Taking the frame's whole line instead was tried and reverted: ``call_segment`` has other
+#   users, and the version error's culprit under ``run`` then moved to the backward line.
+# - A bare ``raise`` re-raises the traceback its ``except`` clause caught, not the exception's
+#   ``__traceback__`` (3.11 changed that), so the one frame of tensorscope's wrapper that caught a
+#   program's exception stays in its traceback (``backward`` in instrument/patches.py, ``wrapper``
+#   in api.py); the frames below it are removed as on 3.11.
+
+
 # NOTE [sys.monitoring on Python 3.12 and later]
 # Python 3.12 added ``sys.monitoring`` (PEP 669): events per tool id, enabled per code object, no
 # frame of the library's calls given a trace function. Where it exists, the watch of exposed

@@ -7,6 +7,7 @@ or the storage object, ``sys.monitoring`` or ``sys.settrace``.
 
 from __future__ import annotations
 
+import inspect as pyinspect
 import json
 import sys
 import textwrap
@@ -16,6 +17,7 @@ import pytest
 import torch
 
 from _cli import run_cli, run_python
+import tensorscope
 from tensorscope import compat
 
 
@@ -230,3 +232,59 @@ def test_each_run_watches_afresh_and_leaves_no_tool_behind(tmp_path):
     helper = lines.index("    view[...] = step") + 1  # sys.monitoring or settrace: the helper's line
     expected = f"[{helper}] [] True [14.0, 14.0, 14.0]"  # the gradient torch computes from the changed bytes
     assert out.splitlines() == [expected, expected], out
+
+
+# --- the stale saved tensor under `run`: read off the graph, or described by torch's error text -----------
+# (see NOTE [Reading a saved tensor without its checks]); each case raises the version error only because
+# of its marked write (checked with the write left out), and the report names that write.
+
+def saved_output(write=True):
+    x = torch.ones(3, requires_grad=True)
+    z = (x * 2).sigmoid()  # SigmoidBackward0 saves its output
+    if write:
+        z.detach().mul_(2)  # culprit: output
+    z.sum().backward()
+
+
+def saved_input(write=True):
+    x = torch.ones(3, requires_grad=True)
+    w = torch.ones(3, requires_grad=True)
+    h = x + 1  # AddBackward0 saves nothing
+    y = h * w  # MulBackward0 saves h, made by the next function AddBackward0
+    if write:
+        h.mul_(3)  # culprit: input
+    y.sum().backward()
+
+
+def two_alike(write=True):
+    x = torch.ones(3, requires_grad=True)
+    p, q = x.sigmoid(), x.sigmoid()  # two outputs alike but for the node that made them
+    p.detach().mul_(2)
+    if write:
+        q.detach().mul_(2)  # culprit: the one backward meets
+    q.sum().backward()
+
+
+def saved_constant(write=True):
+    x = torch.ones(3, requires_grad=True)
+    c = torch.ones(3)
+    y = x * c  # saves c, which no node made
+    if write:
+        c.add_(1)  # culprit: constant
+    y.sum().backward()
+
+
+@pytest.mark.parametrize("case", [saved_output, saved_input, two_alike, saved_constant])
+def test_a_decorated_function_names_the_write_on_every_release(case):
+    case(write=False)  # torch: without the write, backward runs
+    with pytest.raises(RuntimeError) as plain:
+        case()
+    assert "modified by an inplace operation" in str(plain.value)
+    decorated = tensorscope.inspect()(case)
+    with pytest.raises(RuntimeError) as inspected:
+        decorated()
+    assert str(inspected.value) == str(plain.value)
+    source = pyinspect.getsource(case).splitlines()
+    marked = [i for i, text in enumerate(source) if "# culprit" in text]
+    culprit = decorated.report.diagnosis["culprit"]
+    assert culprit is not None and culprit["line"] == case.__code__.co_firstlineno + marked[0], culprit

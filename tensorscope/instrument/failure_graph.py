@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument import stale, state
 from tensorscope.instrument.frames import call_segment, library_name, receiver
 from tensorscope.instrument.recorder import byte_range as _byte_range, node_name
@@ -34,7 +35,7 @@ class FailureGraph:
         if pick is not None:
             seq, entry = pick
             now, expected = stale.versions(entry["error"])
-            t = stale.stale_tensor(entry, message)
+            t = self._stale_tensor(entry, message, nodes[seq]["node"])
             tf = stale.tensor_facts(t) if t is not None else None
             tid = self._saved_tid(t, tf, seq)
             rec = self.rec
@@ -46,6 +47,14 @@ class FailureGraph:
                      "writes": self._writes_on(tf, seq, expected, now) if tf else [], "silent": [],
                      "names": rec.tensor_names.get(tid, []) if tid else [], "from": "graph"}
         return facts, self._graph(nodes, pick, truncated, roots, facts)
+
+    def _stale_tensor(self, entry, message, node=None):
+        """The stale saved tensor: read off the saved variable, else (torch before 2.10, see NOTE [Reading
+        a saved tensor without its checks] in compat.py) the live tensor the error text describes."""
+        t = stale.stale_tensor(entry, message)
+        if t is None and not compat.CAN_READ_SAVED_DATA:
+            t = stale.named_by_error(entry["error"] or message, self.rec.live_tensors(), node)
+        return t
 
     def _saved_tid(self, t, tf, seq, own=True):
         """The program's own tensor behind a saved variable: the saved input itself, or the tensor
@@ -132,7 +141,7 @@ class FailureGraph:
             if e["stale"]:
                 is_pick = has_stale and e is pick[1]
                 now, exp = stale.versions(e["error"])
-                t = stale.stale_tensor(e, e["error"])
+                t = self._stale_tensor(e, e["error"], n["node"])
                 tf = stale.tensor_facts(t) if t is not None else None
                 tid = facts.get("tensor") if is_pick and facts else self._saved_tid(t, tf, seq)
                 out.append({"name": e["name"], "tensor": tid, "storage": self._sid(tf, tid),

@@ -9,9 +9,11 @@ variable that raises the same text is the stale one ("is at version N; expected 
 M"). ``node._raw_saved_<name>.data`` gives its tensor without any check (an input is the
 tensor itself; an output a detached alias sharing its storage and version counter), whose
 storage and byte range are matched against the in-place writes the wrappers logged
-(``Tracker.write_log``). A saved variable whose unpack goes through someone else's hook is
-never read (that would run the program's hook), and tensors of types we do not
-understand are not looked into (see NOTE [Tensors we do not inspect] in saved.py).
+(``Tracker.write_log``). Where ``.data`` does not exist (torch before 2.10; see NOTE [Reading a
+saved tensor without its checks] in compat.py) the stale tensor is the program's live tensor that
+torch's own error text describes (``named_by_error``). A saved variable whose unpack goes through
+someone else's hook is never read (that would run the program's hook), and tensors of types we do
+not understand are not looked into (see NOTE [Tensors we do not inspect] in saved.py).
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ from collections import deque
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument import saved, state
 from tensorscope.instrument.quiet import quiet
 from tensorscope.instrument.recorder import byte_span, node_name, storage_key
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+) instead")
+# "[torch.FloatTensor [2, 3]], which is output 0 of SigmoidBackward0, is at version 1": the output clause is
+# absent for a tensor no node made (a leaf); 2.13 names the forward op ("of Sigmoid") instead of the node
+_DESCRIBED = re.compile(r"inplace operation: \[\S+ \[([\d, ]*)\]\](?:, which is output (\d+) of (\w+),)? is at version")
 MAX_WALK = 5000  # nodes read on the failure path
 MAX_GRAPH = 200  # nodes kept in the report, nearest the stale one
 
@@ -63,7 +69,7 @@ def _read(node, name, attrs):
 
 
 def _others_hook(raw) -> bool:
-    hook = getattr(raw, "unpack_hook", None)
+    hook = compat.saved_unpack_hook(raw)
     return hook is not None and hook is not saved.unpack
 
 
@@ -71,7 +77,7 @@ def _raw_tensor(raw):
     """The saved tensor behind a SavedVariable, read without PyTorch's checks; None for types we skip."""
     try:
         with quiet():
-            t = raw.data
+            t = compat.saved_data(raw)
             if t is None or saved.unusual(t) is not None:
                 return None
             return t
@@ -146,6 +152,70 @@ def stale_tensor(entry, message: str):
         if now is None or t._version == now:
             return t
     return raws[0] if raws else None
+
+
+def named_by_error(message: str, live: dict, node=None):
+    """The program's live tensor that a version error describes (shape, version, the node that made it
+    and its output number), for releases whose saved variables cannot be read without checks; None when
+    the text says too little or two tensors on different bytes fit it. A tensor ``node`` saved was made
+    by ``node`` itself (an output) or by one of its next functions (an input). Among aliases of the same
+    bytes the one seen first (the original, not a later ``detach()``) is taken."""
+    m = _DESCRIBED.search(message or "")
+    now, expected = versions(message)
+    if m is None or now is None:
+        return None
+    shape = [int(d) for d in m.group(1).split(",") if d.strip()]
+    output, maker = (int(m.group(2)), m.group(3)) if m.group(2) else (None, None)
+    makers = None
+    if node is not None and maker is not None:
+        try:
+            makers = {node._sequence_nr()} | {n._sequence_nr() for n, _ in node.next_functions if n is not None}
+        except Exception:
+            makers = None
+    fits = []
+    for tid, t in live.items():
+        try:
+            with quiet():
+                if t._version != now or list(t.shape) != shape or saved.unusual(t) is not None:
+                    continue
+                gf = t.grad_fn
+                if maker is None:
+                    if gf is not None:
+                        continue
+                elif gf is None or not _made_by(gf, t.output_nr, output, maker, makers, now - expected):
+                    continue
+                facts = tensor_facts(t)
+        except Exception:
+            continue
+        if facts is not None:
+            fits.append((int(tid[1:]) if tid[1:].isdigit() else 1 << 62, facts[:2], t))
+    if len({(key, tuple(span)) for _, (key, span), _ in fits}) != 1:
+        return None
+    return min(fits, key=lambda f: f[0])[2]
+
+
+def _made_by(gf, output_nr, output, maker, makers, writes) -> bool:
+    """Whether the tensor with ``grad_fn`` ``gf`` is the one the error names: ``output`` of ``maker`` (its
+    ``grad_fn`` when the error was raised), and, when ``makers`` (the saving node and its next functions)
+    are known, reached from one of them: ``gf`` itself, or a node up to ``writes`` in-place writes back
+    (a write autograd records rebases the tensor's history onto the write's node, whose next functions
+    hold the one before)."""
+    if output_nr != output or node_name(gf) not in (maker, maker + "Backward0"):
+        return False
+    if makers is None:
+        return True
+    level, seen = [gf], set()
+    for _ in range(max(writes, 0) + 1):
+        nxt = []
+        for node in level:
+            seq = node._sequence_nr()
+            if seq in makers:
+                return True
+            if seq not in seen:
+                seen.add(seq)
+                nxt.extend(n for n, _ in node.next_functions if n is not None and not hasattr(n, "variable"))
+        level = nxt[:64]
+    return False
 
 
 def nearest(nodes: dict, start: int, limit: int = MAX_GRAPH) -> list[int]:
