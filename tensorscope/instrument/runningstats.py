@@ -13,7 +13,7 @@ data. Two ways this happens without any error:
 
 ``_BatchNorm.forward`` (and ``SyncBatchNorm.forward``) advance ``num_batches_tracked`` with an
 in-place ``add_`` from their own frame, which the write path sees: the one check on it compares the
-writing frame's code object with these forwards'. An update made while autograd's engine runs a
+writing frame's code object with these forwards' (by id). An update made while autograd's engine runs a
 backward (``torch._C._current_graph_task_id() != -1``) is a recomputation; an update whose input is
 the very tensor of the module's previous update (same object, or same memory and version: a detached
 input of reentrant checkpointing) is the same batch twice. Both are reported once per module line and
@@ -44,8 +44,9 @@ def _forward_codes() -> frozenset:
     return frozenset(codes)
 
 
-#: the code objects whose in-place write of ``num_batches_tracked`` marks one running-statistics update
-CODES = _forward_codes()
+#: the ids of the code objects whose in-place write of ``num_batches_tracked`` marks one running-statistics
+#: update (ids: hashing a code object hashes its contents, ~20x slower than an int; the classes keep them alive)
+CODES = frozenset(id(c) for c in _forward_codes())
 _task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
 

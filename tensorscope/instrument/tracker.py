@@ -140,7 +140,7 @@ class Tracker(Recorder):
                 self.kept.on_write(self, target, op, frame, uf, key)
             if key in self.shared.keys:  # a storage two objects share, or a ctx attribute's: one lookup
                 self.shared.on_write(self, target, op, frame, uf, key)
-            if frame is not None and frame.f_code in _RUNNING_STATS_CODES:  # BatchNorm's num_batches_tracked
+            if frame is not None and id(frame.f_code) in _RUNNING_STATS_CODES:  # BatchNorm's num_batches_tracked
                 self.running_stats.on_update(self, frame, uf)
             if key is not None:
                 # The write log: every in-place write, compactly: what the hook-free failure path matches a
