@@ -2,7 +2,8 @@
 state two objects share, running statistics updated twice, ctx attributes changed before backward.
 
 tests/corpus_aliasing/ holds our own programs written from public reports (each names its source),
-every one with a fine twin (``*_fine.py``). Truth comes from torch, in the program itself: it keeps
+every one with a fine twin (``*_fine.py``); a few fine programs stand alone (tied weights: one model's
+parts sharing a parameter on purpose). Truth comes from torch, in the program itself: it keeps
 an independent ``clone()`` at keeping time, runs an independent copy of the module or optimizer, or
 computes the expected gradient or result another way, and prints ``TRUTH changed=True|False``; plain
 python's line is recorded in truth.json, and the bug programs must print True, the twins (the
@@ -47,7 +48,7 @@ KIND_BY_NUMBER = {
     **dict.fromkeys(("29", "30"), "ctx-attribute-changed"),
 }
 #: programs the fact tests below read: always in the sample
-ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py")
+ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py", "31_tied_weights_fine.py")
 
 
 def kind_of(path: Path) -> str:

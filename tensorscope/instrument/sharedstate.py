@@ -18,8 +18,9 @@ parameter another live module holds, ``Optimizer.load_state_dict`` of tensors it
 range, the line) is filed under its storage key; the write path looks the written storage up here
 with one dict lookup (as for NOTE [Kept values] in kept.py) and records the distinct program lines
 that write the shared bytes. A shared object is reported when two different lines write its memory
-(each object's own update: the optimizer step and the EMA update, or the two ``step()`` calls); one
-writer is the deliberate sharing of tied weights (``lm_head.weight = wte.weight``). A ctx attribute
+(each object's own update: the optimizer step and the EMA update, or the two ``step()`` calls). Tied
+weights (``lm_head.weight = wte.weight``: two parts of one model, a module that holds both) are not
+watched at all; an initialisation line and the optimizer step would otherwise be two writers. A ctx attribute
 is reported when its node runs in backward after a write into its memory (a pre-hook on that node,
 registered only for a Function whose ctx holds tensors).
 """
@@ -94,7 +95,7 @@ class SharedState:
         if other is None:
             return
         uf = frame if frame.f_code.co_filename in rec.user else _program_frame(frame, rec.user)
-        if uf is None:
+        if uf is None or _one_model(module, other[0], frame, uf):
             return
         owner = f"`{type(module).__name__}.{name}`"
         source = f"another module's `{type(other[0]).__name__}.{other[1]}`"
@@ -239,6 +240,41 @@ class SharedState:
                 }
         for where, facts in found.items():
             rec.add_hazard(("shared-state",) + where, facts)  # where: the two writing lines
+
+
+def _one_model(module, other, frame, uf) -> bool:
+    """Whether both modules are parts of one model (tied weights: ``self.decoder.weight = self.encoder.weight``
+    in the model's ``__init__``, ``model.lm_head.weight = model.wte.weight``): a module in ``self`` of the
+    frames from the registering one up to the program's, or among the program frame's names, that holds
+    both."""
+    candidates = []
+    f = frame
+    while f is not None:
+        try:
+            me = f.f_locals.get("self")
+        except Exception:
+            me = None
+        if isinstance(me, torch.nn.Module) and me is not module:
+            candidates.append(me)
+        if f is uf:
+            break
+        f = f.f_back
+    try:
+        candidates += [v for v in list(uf.f_locals.values()) if isinstance(v, torch.nn.Module)]
+    except Exception:
+        pass
+    seen = set()
+    for root in candidates:
+        if id(root) in seen or root is module or root is other:
+            continue
+        seen.add(id(root))
+        try:
+            parts = {id(m) for m in root.modules()}
+        except Exception:
+            continue
+        if id(module) in parts and id(other) in parts:
+            return True
+    return False
 
 
 def _in_load(frame) -> bool:
