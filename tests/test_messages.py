@@ -793,7 +793,8 @@ def test_describe_device_and_other_use_fields():
 
 # The hazard kinds: wrong results or memory held, nothing raised.
 HAZARDS = {"silent-saved-tensor-write", "silent-non-finite-value", "graph-kept-alive", "view-pins-storage",
-           "hook-holds-tensors", "container-grows", "kept-value-changed", "duplicate-index-write"}
+           "hook-holds-tensors", "container-grows", "kept-value-changed", "duplicate-index-write", "shared-state",
+           "running-stats-updated-twice", "ctx-attribute-changed"}
 REQUIRED = {"inplace-modified-saved-tensor", "backward-twice", "no-grad-fn", "leaf-inplace", "view-inplace",
             "overlapping-write", "non-scalar-backward", "non-float-requires-grad", "numpy-requires-grad",
             "resize-requires-grad", "device-mismatch", "other", "silent-saved-tensor-write",

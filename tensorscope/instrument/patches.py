@@ -244,6 +244,42 @@ def make_state_dict(orig):
     return named(state_dict, orig)
 
 
+def make_register_parameter(orig):
+    """``module.<name> = param``: a parameter another live module holds is shared state (see NOTE [Shared state])."""
+    def register_parameter(self, name, param):
+        out = orig(self, name, param)
+        rec = state.recorder
+        if rec is not None and rec.active and isinstance(param, _Tensor):
+            rec.shared.on_register_parameter(rec, self, name, param, sys._getframe(1))
+        return out
+
+    return named(register_parameter, orig)
+
+
+def make_optimizer_load(orig):
+    """``opt.load_state_dict(sd)``: state tensors kept as they are, not copied (see NOTE [Shared state])."""
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        out = orig(self, state_dict, *args, **kwargs)
+        rec = state.recorder
+        if rec is not None and rec.active and isinstance(state_dict, dict):
+            rec.shared.on_optimizer_load(rec, self, state_dict, sys._getframe(1))
+        return out
+
+    return named(load_state_dict, orig)
+
+
+def make_function_apply(orig):
+    """``Fn.apply(...)``: tensors a custom Function's ctx holds as attributes (see NOTE [Shared state])."""
+    def apply(cls, *args, **kwargs):
+        out = orig(cls, *args, **kwargs)
+        rec = state.recorder
+        if rec is not None and rec.active:
+            rec.shared.on_function_apply(rec, cls, out, sys._getframe(1))
+        return out
+
+    return classmethod(named(apply, orig))
+
+
 def make_requires_grad(orig):
     def requires_grad_(self, requires_grad=True):
         rec = state.recorder
@@ -490,6 +526,11 @@ class Patcher:
                   named(saved.disable_saved_tensors_hooks, torch.autograd.graph.disable_saved_tensors_hooks))
         self._set(torch, "compile", make_compile(torch.compile))
         self._set(torch.nn.Module, "state_dict", make_state_dict(torch.nn.Module.state_dict))
+        self._set(torch.nn.Module, "register_parameter", make_register_parameter(torch.nn.Module.register_parameter))
+        self._set(torch.optim.Optimizer, "load_state_dict", make_optimizer_load(torch.optim.Optimizer.load_state_dict))
+        apply = vars(torch.autograd.Function).get("apply")
+        if isinstance(apply, classmethod):
+            self._set(torch.autograd.Function, "apply", make_function_apply(apply.__func__))
         self._set(warnings, "_showwarnmsg", named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
         for owner, name, value in compat.saved_hooks_patches():  # see NOTE [Which saved-tensor hooks are on top]

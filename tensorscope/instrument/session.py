@@ -114,6 +114,8 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
             snap = _snapshot.take(tracker, main_globals, exc)
             snap["memory"] = _memory(tracker, main_globals, exc)
             tracker.kept.finish(tracker, snap["named"])  # see NOTE [Kept values] in kept.py
+            tracker.shared.finish(tracker)  # see NOTE [Shared state] in sharedstate.py
+            tracker.running_stats.finish(tracker)
             return snap
     finally:
         tracker.describe_storage = False

@@ -27,6 +27,8 @@ from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
 from tensorscope.instrument.frames import _LINES, COMPILER, library_name, line_of, receiver, user_frame
 from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
+from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES, RunningStats
+from tensorscope.instrument.sharedstate import SharedState
 from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
 from tensorscope.instrument.records import PreWrite, write_facts
 from tensorscope.instrument.saved_checks import SavedChecks
@@ -61,6 +63,8 @@ class Tracker(Recorder):
         self.growth = Growth(self)  # live bytes per name at sampled step boundaries (see NOTE [Sampling growth])
         self.values = None  # the non-finite checks (nonfinite.ValueWatch), installed by session.active
         self.kept = KeptValues()  # aliases the program keeps (see NOTE [Kept values] in kept.py)
+        self.shared = SharedState()  # state two objects share, ctx attributes (see NOTE [Shared state])
+        self.running_stats = RunningStats()  # see NOTE [Running statistics updated twice] in runningstats.py
         self.index_checks: dict[tuple, int] = {}  # (file, line) -> index writes checked for duplicates
 
     # --- in-place writes ----------------------------------------------------------
@@ -134,6 +138,10 @@ class Tracker(Recorder):
             v1 = target._version
             if key in self.kept.keys:  # a storage with a kept alias: one dict lookup per write
                 self.kept.on_write(self, target, op, frame, uf, key)
+            if key in self.shared.keys:  # a storage two objects share, or a ctx attribute's: one lookup
+                self.shared.on_write(self, target, op, frame, uf, key)
+            if frame is not None and id(frame.f_code) in _RUNNING_STATS_CODES:  # BatchNorm's num_batches_tracked
+                self.running_stats.on_update(self, frame, uf)
             if key is not None:
                 # The write log: every in-place write, compactly: what the hook-free failure path matches a
                 # stale saved tensor against (see NOTE [Stale saved variable without hooks] in stale.py).

@@ -50,7 +50,8 @@ MODULES = (
     "functorch_transform", "non_finite_value",
     "other", "silent_saved_tensor_write", "silent_non_finite_value",
     "graph_kept_alive", "view_pins_storage", "hook_holds_tensors", "container_grows",
-    "kept_value_changed", "duplicate_index_write",
+    "kept_value_changed", "duplicate_index_write", "shared_state", "running_stats_updated_twice",
+    "ctx_attribute_changed",
 )
 
 _mods = [importlib.import_module(f"{__name__}.{name}") for name in MODULES]
