@@ -52,7 +52,10 @@ _DATA_OPS = frozenset({"lift_fresh", "lift_fresh_copy", "_to_copy", "tensor", "s
 
 
 def _floating(t) -> bool:
-    return isinstance(t, _Tensor) and (t.is_floating_point() or t.is_complex()) and inspectable(t)
+    """A tensor whose values can be non-finite and can be read here: not a ZeroTensor (see NOTE [ZeroTensors
+    inside a dispatch mode])."""
+    return (isinstance(t, _Tensor) and (t.is_floating_point() or t.is_complex()) and inspectable(t)
+            and not t._is_zerotensor())
 
 
 def _flat(values, out):
@@ -404,25 +407,17 @@ class ValueWatch:
         return b
 
 
-_FUNCTORCH = getattr(torch._C, "_functorch", None)
-
-
-def _under_functorch(out) -> bool:
-    """Whether a torch.func transform is active or ``out`` is one of its wrapped tensors.
-
-    NOTE [No value checks inside torch.func transforms]
-    Reading the values of a functorch-wrapped tensor from inside a dispatch mode (the checks'
-    own ops on it) crashed the process (SIGSEGV) under ``torch.func.hessian`` (torch 2.13): inside
-    a transform the origin is not checked; the values the transform returns are checked as usual.
-    """
-    if _FUNCTORCH is None:
-        return False
-    try:
-        if _FUNCTORCH.peek_interpreter_stack() is not None:
-            return True
-        return isinstance(out, torch.Tensor) and _FUNCTORCH.is_functorch_wrapped_tensor(out)
-    except Exception:
-        return True
+# NOTE [ZeroTensors inside a dispatch mode]
+# Forward AD (``torch.func.jvp``, ``jacfwd``, so ``hessian``) makes tangents with
+# ``aten._efficientzerotensor``: a tensor of zeros with no data (its storage's pointer is null),
+# whose ops the ZeroTensor dispatch key answers without reading it. A dispatch mode runs below that
+# key, with ZeroTensor (and Conjugate, Negative) in the thread's exclude set
+# (``torch._C._dispatch_tls_local_exclude_set()``), so an ``isfinite`` issued from
+# ``__torch_dispatch__`` on such a tensor goes straight to the CPU kernel, which reads address 0:
+# SIGSEGV (torch 2.13, ``hessian`` of any function). A ZeroTensor holds zeros, so ``_floating``
+# leaves it out everywhere. functorch's own wrappers are not the danger: below the Python key every
+# tensor a mode sees is already unwrapped (``peek_interpreter_stack()`` is None there), so values
+# made inside a transform are checked like any other.
 
 
 class OriginMode(TorchDispatchMode):
@@ -436,7 +431,7 @@ class OriginMode(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         w = self.watch
-        if w.done or w.busy or not w.tracker.active or _under_functorch(out):
+        if w.done or w.busy or not w.tracker.active:
             return out
         try:
             f = sys._getframe(1)
