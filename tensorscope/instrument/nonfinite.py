@@ -12,16 +12,29 @@ GPU at each step. The first sink that failed is the recorded fact.
 NOTE [Origin of a non-finite value]
 ``explain`` (and ``run --check-values``) adds a TorchDispatchMode that sees every aten op, forward,
 backward (the engine's ops pass through dispatch too, with ``_current_autograd_node`` set) and the
-optimizer's. For each floating output it reads one ``isfinite(out).all()``. An op whose output is
-non-finite while all its floating inputs are finite is a *birth* (the op made the value); one whose
-non-finite input no op under the mode produced (``torch.from_numpy``, a loaded tensor) is a *data*
-birth, named at the line that made that input when tensorscope saw it. Non-finite outputs of an
-op with a non-finite input *carry* the birth of that input (a map from storage address to birth,
-bounded). A sink that fails names the birth its tensor carries: the origin. Births that never reach a
-sink (a ``masked_fill(-inf)`` absorbed by a softmax, a NaN removed by ``nan_to_num`` or ``where``)
-are never reported: see NOTE [Non-finite values handled on purpose] in kinds/non_finite_value.py.
-Cost: one reduction per floating output and nothing else while values are finite; after the first
-sink failure the mode stops checking (it only passes ops through).
+optimizer's. An op whose output is non-finite while all its floating inputs are finite is a *birth*
+(the op made the value); one whose non-finite input no op under the mode produced
+(``torch.from_numpy``, a loaded tensor) is a *data* birth, named at the line that made that input
+when tensorscope saw it. Non-finite outputs of an op with a non-finite input *carry* the birth of
+that input (a map from storage address to birth, bounded). A sink that fails names the birth its
+tensor carries: the origin. Births that never reach a sink (a ``masked_fill(-inf)`` absorbed by a
+softmax, a NaN removed by ``nan_to_num`` or ``where``) are never reported: see NOTE [Non-finite
+values handled on purpose] in kinds/non_finite_value.py. After the first sink failure the mode stops
+checking (it only passes ops through).
+
+NOTE [The cost of the origin mode]
+What an op costs under the mode, in order of size: torch's own Python call of
+``__torch_dispatch__`` (with its dynamo-disable wrappers; an empty mode alone costs about as much as
+anomaly mode on a small CPU model), then the check. The check is one ``sum`` of each floating output
+and one read of it (``_finite``: a NaN or Inf anywhere makes the sum non-finite), not
+``isfinite(out).all()`` (four kernels and a bool temporary the size of the output). Left out:
+- views (``view``, ``t``, ``transpose``, ``expand``...): their values are their base's, checked
+  when the base was made; they share its storage, so they carry its birth;
+- integer and bool outputs, ZeroTensors (NOTE [ZeroTensors inside a dispatch mode]);
+- the ops inside ``optimizer.step()`` (a for-loop Adam runs about eight per parameter): the
+  parameter sink after the step checks them all in one reduction; a parameter made non-finite from
+  finite gradients names the step itself, at its line, with the gradient's statistics;
+- the frame walk for the line, done only for an op whose output is non-finite or that tests values.
 """
 
 from __future__ import annotations
@@ -294,6 +307,11 @@ class ValueWatch:
             facts["count"] = len(tensors)
             facts["index"] = bad
             b = self.carried.get(_key(t))
+            if b is None and facts["what"] == "parameter" and self.origins:
+                if self.pending_grad is not None:  # the step applied non-finite gradients
+                    b = self.pending_grad.get("birth")
+                elif len(self.births) < _MAX_BIRTHS:
+                    b = self._step_birth(facts, t)
             facts["birth"] = b
             if b is None and self.births and self.origins:
                 facts["birth"] = 0  # carried through something the map missed: the first birth is the best guess
@@ -304,29 +322,54 @@ class ValueWatch:
             if self.origins:
                 self.done = True  # NOTE [Origin of a non-finite value]: stop checking deep
 
+    def _step_birth(self, facts, param) -> int:
+        """A parameter the optimizer's step made non-finite from finite gradients (the ops of a step are not
+        checked one by one: NOTE [The cost of the origin mode]): the step is the birth, at its line."""
+        grad = param.grad if isinstance(param, _Tensor) else None
+        inputs = []
+        if grad is not None and _floating(grad):
+            s = stats(grad)
+            s["tensor"] = self.tracker.tid(grad)
+            inputs.append(s)
+        self.births.append({"op": f"{facts.get('optimizer') or 'optimizer'}.step", "aten": None, "node": None,
+                            "phase": "optimizer", "optimizer": facts.get("optimizer"), "file": facts.get("file"),
+                            "line": facts.get("line"), "step": facts.get("step"), "tensor": facts.get("tensor"),
+                            "value": facts.get("value"), "dtype": str(param.dtype).replace("torch.", ""),
+                            "shape": list(param.shape), "inputs": inputs, "data": False, "intended": False})
+        return len(self.births) - 1
+
     # --- the origin mode -------------------------------------------------------------
 
-    def on_op(self, func, args, kwargs, out, frame):
-        name = func.overloadpacket.__name__
-        outs = _flat([out], []) if out is not None else []
-        outs = [o for o in outs if _floating(o)]
-        if not outs and func._schema.is_mutable:  # a _foreach_*_ op returns nothing: check what it wrote
+    def on_op(self, func, args, kwargs, out):
+        """One op's outputs (see NOTE [The cost of the origin mode]); ``sys._getframe(2)`` is where
+        ``__torch_dispatch__`` was called from, read only when something is non-finite or tested."""
+        info = _OPS.get(func)
+        if info is None:
+            info = _OPS[func] = _op_info(func)
+        name, mutable, test, view = info
+        if view or self.in_step:  # NOTE [The cost of the origin mode]
+            return
+        if type(out) is _Tensor or isinstance(out, _Tensor):
+            outs = [out] if _floating(out) else []
+        else:
+            outs = [o for o in _flat([out], []) if _floating(o)] if out is not None else []
+        if not outs and mutable:  # a _foreach_*_ op returns nothing: check what it wrote
             outs = [t for t in _written(func, args, kwargs) if _floating(t)]
-        if name in _TESTS:
-            self._on_test(name, args, frame)
+        if test:
+            self._on_test(name, args, _program_frame(sys._getframe(2)))
         for o in outs:
-            if o.numel() == 0:
+            if o.numel() == 0 or o.device.type == "meta":
                 continue
-            if bool(torch.isfinite(o).all()):
-                if func._schema.is_mutable and self.carried:
+            if _finite(o):
+                if mutable and self.carried:
                     self.carried.pop(_key(o), None)  # written in place with finite values again
                 continue
-            self._non_finite(name, func, args, kwargs, o, frame)
+            self._non_finite(name, func, args, kwargs, o, _program_frame(sys._getframe(2)))
             break
 
     def _on_test(self, name, args, frame):
         for t in _flat(list(args), []):
-            if _floating(t) and t.numel() and not bool(torch.isfinite(t).all()):
+            if _floating(t) and t.numel() and not _finite(t):
                 uf = user_frame(frame, self.tracker.user)
                 self.tested = {"op": name, "file": uf.f_code.co_filename if uf else None,
                                "line": line_of(uf) if uf else None, "birth": self.carried.get(_key(t)),
@@ -352,7 +395,7 @@ class ValueWatch:
             carried = None  # a NaN made from a mask's -inf (an all-masked softmax row): a birth of its own
         elif carried is None:
             for t in inputs:
-                if t.numel() and not bool(torch.isfinite(t).all()):
+                if t.numel() and not _finite(t):
                     outside = t  # non-finite, and no op under the mode made it: it came with the data
                     break
         if carried is None:
@@ -434,13 +477,42 @@ class OriginMode(TorchDispatchMode):
         if w.done or w.busy or not w.tracker.active:
             return out
         try:
-            f = sys._getframe(1)
-            while f is not None and f.f_code.co_filename.endswith(_DISPATCH_SHIMS):
-                f = f.f_back
-            w.on_op(func, args, kwargs, out, f)
+            w.on_op(func, args, kwargs, out)
         except Exception:
             pass
         return out
+
+
+_OPS: dict = {}  # OpOverload -> (name, mutable, a test of values)
+
+
+def _op_info(func) -> tuple:
+    name = func.overloadpacket.__name__
+    schema = func._schema
+    view = not schema.is_mutable and any(r.alias_info is not None and not r.alias_info.is_write
+                                         for r in schema.returns)
+    return name, schema.is_mutable, name in _TESTS, view
+
+
+def _program_frame(f):
+    """The frame that called the op, past torch's wrappers of ``__torch_dispatch__``."""
+    while f is not None and f.f_code.co_filename.endswith(_DISPATCH_SHIMS):
+        f = f.f_back
+    return f
+
+
+def _finite(t) -> bool:
+    """Whether every value of ``t`` is finite: one ``sum`` and one read of it.
+
+    A NaN or an infinity anywhere makes the sum NaN or infinite, so a finite sum proves the tensor
+    finite with one kernel and no temporary of the tensor's size (``isfinite(t).all()`` is four
+    kernels on a float tensor: ``eq``, ``abs``, ``ne``, ``all``). A sum that overflowed (float16
+    values near 65504) is settled by ``isfinite``.
+    """
+    v = t.sum().item()
+    if v - v == 0:  # False for nan and +-inf, real or complex
+        return True
+    return bool(torch.isfinite(t).all())
 
 
 def _written(func, args, kwargs):
