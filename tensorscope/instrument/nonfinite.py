@@ -31,6 +31,8 @@ and one read of it (``_finite``: a NaN or Inf anywhere makes the sum non-finite)
 - views (``view``, ``t``, ``transpose``, ``expand``...): their values are their base's, checked
   when the base was made; they share its storage, so they carry its birth;
 - integer and bool outputs, ZeroTensors (NOTE [ZeroTensors inside a dispatch mode]);
+- ``empty`` and its kin, whose uninitialised memory may hold NaN bit patterns the program never
+  reads (a check there would name a false origin), and constant or random fills (``_UNCHECKED``);
 - the ops inside ``optimizer.step()`` (a for-loop Adam runs about eight per parameter): the
   parameter sink after the step checks them all in one reduction; a parameter made non-finite from
   finite gradients names the step itself, at its line, with the gradient's statistics;
@@ -60,6 +62,11 @@ _TESTS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf", "_loca
 # ops that write a value given as an argument: a -inf or NaN they make is a mask or a fill, made on purpose
 _MASK_OPS = frozenset({"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full", "where",
                        "index_put", "index_put_", "index_fill", "index_fill_", "scatter", "scatter_"})
+# ops whose output holds no value computed from another: uninitialised memory (which may hold any bit
+# pattern, NaN included, and is written before it is read) or a constant or random fill
+_UNCHECKED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+                        "new_zeros", "zero_", "ones", "ones_like", "new_ones", "arange", "linspace", "rand", "randn",
+                        "rand_like", "randn_like", "uniform_", "normal_", "bernoulli_", "exponential_"})
 # ops whose output is a fresh tensor made from Python or NumPy values: a non-finite value here came with the data
 _DATA_OPS = frozenset({"lift_fresh", "lift_fresh_copy", "_to_copy", "tensor", "scalar_tensor", "full", "fill"})
 
@@ -346,8 +353,10 @@ class ValueWatch:
         info = _OPS.get(func)
         if info is None:
             info = _OPS[func] = _op_info(func)
-        name, mutable, test, view = info
-        if view or self.in_step:  # NOTE [The cost of the origin mode]
+        name, mutable, test, skip = info
+        if skip or self.in_step:  # NOTE [The cost of the origin mode]
+            if mutable and self.carried and isinstance(out, _Tensor):
+                self.carried.pop(_key(out), None)  # overwritten (zero_, a fill, the optimizer's update)
             return
         if type(out) is _Tensor or isinstance(out, _Tensor):
             outs = [out] if _floating(out) else []
@@ -491,7 +500,7 @@ def _op_info(func) -> tuple:
     schema = func._schema
     view = not schema.is_mutable and any(r.alias_info is not None and not r.alias_info.is_write
                                          for r in schema.returns)
-    return name, schema.is_mutable, name in _TESTS, view
+    return name, schema.is_mutable, name in _TESTS, view or name in _UNCHECKED
 
 
 def _program_frame(f):
