@@ -27,7 +27,7 @@ What an op costs under the mode, in order of size: torch's own Python call of
 ``__torch_dispatch__`` (with its dynamo-disable wrappers; an empty mode alone costs about as much as
 anomaly mode on a small CPU model), then the check. The check is one ``sum`` of each floating output
 and one read of it (``_finite``: a NaN or Inf anywhere makes the sum non-finite), not
-``isfinite(out).all()`` (four kernels and a bool temporary the size of the output). Left out:
+``isfinite(out).all()`` (five kernels and temporaries the size of the output). Left out:
 - views (``view``, ``t``, ``transpose``, ``expand``...): their values are their base's, checked
   when the base was made; they share its storage, so they carry its birth;
 - integer and bool outputs, ZeroTensors (NOTE [ZeroTensors inside a dispatch mode]);
@@ -492,7 +492,7 @@ class OriginMode(TorchDispatchMode):
         return out
 
 
-_OPS: dict = {}  # OpOverload -> (name, mutable, a test of values)
+_OPS: dict = {}  # OpOverload -> (name, mutable, a test of values, not checked: a view or _UNCHECKED)
 
 
 def _op_info(func) -> tuple:
@@ -514,9 +514,9 @@ def _finite(t) -> bool:
     """Whether every value of ``t`` is finite: one ``sum`` and one read of it.
 
     A NaN or an infinity anywhere makes the sum NaN or infinite, so a finite sum proves the tensor
-    finite with one kernel and no temporary of the tensor's size (``isfinite(t).all()`` is four
-    kernels on a float tensor: ``eq``, ``abs``, ``ne``, ``all``). A sum that overflowed (float16
-    values near 65504) is settled by ``isfinite``.
+    finite with one kernel and no temporary of the tensor's size (``isfinite(t).all()`` on a float
+    tensor is five: ``abs``, ``ne``, ``eq``, ``mul``, ``all``, with temporaries of its size). A sum
+    that overflowed (float16 values near 65504) is settled by ``isfinite``.
     """
     v = t.sum().item()
     if v - v == 0:  # False for nan and +-inf, real or complex
