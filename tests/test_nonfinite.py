@@ -42,22 +42,8 @@ def test_loss_is_finite():
 """
 
 
-# The origin mode is on request (NOTE [Origin of a non-finite value]): these tests ask for it.
-ORIGIN = {"TENSORSCOPE_NAN_ORIGIN": "1"}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _origin_mode():
-    with pytest.MonkeyPatch.context() as mp:  # the in-process scoring and the pytester run see it too
-        mp.setenv("TENSORSCOPE_NAN_ORIGIN", "1")
-        yield
-
-
-def cli(*args, cwd=CORPUS, stdin=None, origin=True):
+def cli(*args, cwd=CORPUS, stdin=None):
     env = dict(os.environ, TENSORSCOPE_NO_PROGRESS="1")
-    env.pop("TENSORSCOPE_NAN_ORIGIN", None)
-    if origin:
-        env.update(ORIGIN)
     return subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=env, input=stdin,
                           capture_output=True, text=True, timeout=600)
 
@@ -111,17 +97,52 @@ def test_explain_names_the_origin_and_keeps_the_program_transparent(schema):
     assert h["backward"]["line"] == 11
 
 
-def test_run_checks_the_sinks_and_fail_on(schema):
-    """run --check-values without the origin mode: the sink that held the value; --fail-on hazard exits 5."""
-    out = cli("run", "--check-values", "--json", "log_zero_prob.py", origin=False)
+def test_run_check_values_names_the_origin_and_fail_on(schema):
+    """run --check-values pins the origin as explain does (the sink at line 13 carries it); --fail-on hazard
+    exits 5."""
+    out = cli("run", "--check-values", "--json", "log_zero_prob.py")
     assert out.returncode == 0
     doc = json.loads(out.stdout)
     jsonschema.validate(doc, schema)
     (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
-    assert h["nonfinite"]["checked"] == "sinks" and h["nonfinite"]["sink"]["what"] == "loss"
-    assert h["culprit"]["line"] == 13 and "tensorscope explain" in h["fix"]
-    assert cli("run", "--fail-on", "hazard", "log_zero_prob.py", origin=False).returncode == 5
-    assert cli("run", "--fail-on", "hazard", "log_zero_prob_fixed.py", origin=False).returncode == 0
+    nf = h["nonfinite"]
+    assert nf["checked"] == "origins" and nf["sink"]["what"] == "loss" and nf["sink"]["line"] == 13
+    assert (h["culprit"]["line"], nf["op"], nf["phase"]) == (11, "aten.log", "forward")
+    assert cli("run", "--fail-on", "hazard", "log_zero_prob.py").returncode == 5
+    assert cli("run", "--fail-on", "hazard", "log_zero_prob_fixed.py").returncode == 0
+
+
+FUNC_NAN = """\
+import torch
+from torch.func import grad, hessian, jacfwd
+
+
+def f(x):
+    return torch.log(x).sum()
+
+
+print(hessian(lambda t: (t.sin() * t ** 3).sum())(torch.tensor([0.5, 1.0], dtype=torch.float64)).tolist())
+print(jacfwd(torch.tanh)(torch.tensor([0.0, 1.0])).tolist())
+g = grad(f)(torch.tensor([1.0, 0.0, 2.0]))
+print(g.tolist())
+"""
+
+
+def test_torch_func_transforms_under_explain(tmp_path, schema):
+    """hessian and jacfwd (forward AD: ZeroTensor tangents) run as under python, and a NaN born inside
+    torch.func.grad is pinned to its line (NOTE [ZeroTensors inside a dispatch mode])."""
+    prog = tmp_path / "func_nan.py"
+    prog.write_text(FUNC_NAN)
+    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=600)
+    assert ref.returncode == 0 and "inf" in ref.stdout.splitlines()[-1]  # torch: d/dx log(x) at 0 is inf
+    out = cli("explain", "--json", str(prog), cwd=tmp_path)
+    assert out.returncode == 1, out.stderr[-2000:]  # a hazard; the program itself exited 0
+    assert out.stderr.replace("\r", "").startswith(ref.stdout)
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    assert doc["program"]["exit_status"] == 0
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    assert (h["culprit"]["line"], h["nonfinite"]["op"], h["nonfinite"]["phase"]) == (6, "aten.log", "forward")
 
 
 def test_a_program_that_raises_on_the_nan_gets_the_diagnosis():

@@ -12,16 +12,31 @@ GPU at each step. The first sink that failed is the recorded fact.
 NOTE [Origin of a non-finite value]
 ``explain`` (and ``run --check-values``) adds a TorchDispatchMode that sees every aten op, forward,
 backward (the engine's ops pass through dispatch too, with ``_current_autograd_node`` set) and the
-optimizer's. For each floating output it reads one ``isfinite(out).all()``. An op whose output is
-non-finite while all its floating inputs are finite is a *birth* (the op made the value); one whose
-non-finite input no op under the mode produced (``torch.from_numpy``, a loaded tensor) is a *data*
-birth, named at the line that made that input when tensorscope saw it. Non-finite outputs of an
-op with a non-finite input *carry* the birth of that input (a map from storage address to birth,
-bounded). A sink that fails names the birth its tensor carries: the origin. Births that never reach a
-sink (a ``masked_fill(-inf)`` absorbed by a softmax, a NaN removed by ``nan_to_num`` or ``where``)
-are never reported: see NOTE [Non-finite values handled on purpose] in kinds/non_finite_value.py.
-Cost: one reduction per floating output and nothing else while values are finite; after the first
-sink failure the mode stops checking (it only passes ops through).
+optimizer's. An op whose output is non-finite while all its floating inputs are finite is a *birth*
+(the op made the value); one whose non-finite input no op under the mode produced
+(``torch.from_numpy``, a loaded tensor) is a *data* birth, named at the line that made that input
+when tensorscope saw it. Non-finite outputs of an op with a non-finite input *carry* the birth of
+that input (a map from storage address to birth, bounded). A sink that fails names the birth its
+tensor carries: the origin. Births that never reach a sink (a ``masked_fill(-inf)`` absorbed by a
+softmax, a NaN removed by ``nan_to_num`` or ``where``) are never reported: see NOTE [Non-finite
+values handled on purpose] in kinds/non_finite_value.py. After the first sink failure the mode stops
+checking (it only passes ops through).
+
+NOTE [The cost of the origin mode]
+What an op costs under the mode, in order of size: torch's own Python call of
+``__torch_dispatch__`` (with its dynamo-disable wrappers; an empty mode alone costs about as much as
+anomaly mode on a small CPU model), then the check. The check is one ``sum`` of each floating output
+and one read of it (``_finite``: a NaN or Inf anywhere makes the sum non-finite), not
+``isfinite(out).all()`` (five kernels and temporaries the size of the output). Left out:
+- views (``view``, ``t``, ``transpose``, ``expand``...): their values are their base's, checked
+  when the base was made; they share its storage, so they carry its birth;
+- integer and bool outputs, ZeroTensors (NOTE [ZeroTensors inside a dispatch mode]);
+- ``empty`` and its kin, whose uninitialised memory may hold NaN bit patterns the program never
+  reads (a check there would name a false origin), and constant or random fills (``_UNCHECKED``);
+- the ops inside ``optimizer.step()`` (a for-loop Adam runs about eight per parameter): the
+  parameter sink after the step checks them all in one reduction; a parameter made non-finite from
+  finite gradients names the step itself, at its line, with the gradient's statistics;
+- the frame walk for the line, done only for an op whose output is non-finite or that tests values.
 """
 
 from __future__ import annotations
@@ -47,12 +62,20 @@ _TESTS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf", "_loca
 # ops that write a value given as an argument: a -inf or NaN they make is a mask or a fill, made on purpose
 _MASK_OPS = frozenset({"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full", "where",
                        "index_put", "index_put_", "index_fill", "index_fill_", "scatter", "scatter_"})
+# ops whose output holds no value computed from another: uninitialised memory (which may hold any bit
+# pattern, NaN included, and is written before it is read) or a constant or random fill
+_UNCHECKED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+                        "new_zeros", "zero_", "ones", "ones_like", "new_ones", "arange", "linspace", "rand", "randn",
+                        "rand_like", "randn_like", "uniform_", "normal_", "bernoulli_", "exponential_"})
 # ops whose output is a fresh tensor made from Python or NumPy values: a non-finite value here came with the data
 _DATA_OPS = frozenset({"lift_fresh", "lift_fresh_copy", "_to_copy", "tensor", "scalar_tensor", "full", "fill"})
 
 
 def _floating(t) -> bool:
-    return isinstance(t, _Tensor) and (t.is_floating_point() or t.is_complex()) and inspectable(t)
+    """A tensor whose values can be non-finite and can be read here: not a ZeroTensor (see NOTE [ZeroTensors
+    inside a dispatch mode])."""
+    return (isinstance(t, _Tensor) and (t.is_floating_point() or t.is_complex()) and inspectable(t)
+            and not t._is_zerotensor())
 
 
 def _flat(values, out):
@@ -291,6 +314,11 @@ class ValueWatch:
             facts["count"] = len(tensors)
             facts["index"] = bad
             b = self.carried.get(_key(t))
+            if b is None and facts["what"] == "parameter" and self.origins:
+                if self.pending_grad is not None:  # the step applied non-finite gradients
+                    b = self.pending_grad.get("birth")
+                elif len(self.births) < _MAX_BIRTHS:
+                    b = self._step_birth(facts, t)
             facts["birth"] = b
             if b is None and self.births and self.origins:
                 facts["birth"] = 0  # carried through something the map missed: the first birth is the best guess
@@ -301,29 +329,56 @@ class ValueWatch:
             if self.origins:
                 self.done = True  # NOTE [Origin of a non-finite value]: stop checking deep
 
+    def _step_birth(self, facts, param) -> int:
+        """A parameter the optimizer's step made non-finite from finite gradients (the ops of a step are not
+        checked one by one: NOTE [The cost of the origin mode]): the step is the birth, at its line."""
+        grad = param.grad if isinstance(param, _Tensor) else None
+        inputs = []
+        if grad is not None and _floating(grad):
+            s = stats(grad)
+            s["tensor"] = self.tracker.tid(grad)
+            inputs.append(s)
+        self.births.append({"op": f"{facts.get('optimizer') or 'optimizer'}.step", "aten": None, "node": None,
+                            "phase": "optimizer", "optimizer": facts.get("optimizer"), "file": facts.get("file"),
+                            "line": facts.get("line"), "step": facts.get("step"), "tensor": facts.get("tensor"),
+                            "value": facts.get("value"), "dtype": str(param.dtype).replace("torch.", ""),
+                            "shape": list(param.shape), "inputs": inputs, "data": False, "intended": False})
+        return len(self.births) - 1
+
     # --- the origin mode -------------------------------------------------------------
 
-    def on_op(self, func, args, kwargs, out, frame):
-        name = func.overloadpacket.__name__
-        outs = _flat([out], []) if out is not None else []
-        outs = [o for o in outs if _floating(o)]
-        if not outs and func._schema.is_mutable:  # a _foreach_*_ op returns nothing: check what it wrote
+    def on_op(self, func, args, kwargs, out):
+        """One op's outputs (see NOTE [The cost of the origin mode]); ``sys._getframe(2)`` is where
+        ``__torch_dispatch__`` was called from, read only when something is non-finite or tested."""
+        info = _OPS.get(func)
+        if info is None:
+            info = _OPS[func] = _op_info(func)
+        name, mutable, test, skip = info
+        if skip or self.in_step:  # NOTE [The cost of the origin mode]
+            if mutable and self.carried and isinstance(out, _Tensor):
+                self.carried.pop(_key(out), None)  # overwritten (zero_, a fill, the optimizer's update)
+            return
+        if type(out) is _Tensor or isinstance(out, _Tensor):
+            outs = [out] if _floating(out) else []
+        else:
+            outs = [o for o in _flat([out], []) if _floating(o)] if out is not None else []
+        if not outs and mutable:  # a _foreach_*_ op returns nothing: check what it wrote
             outs = [t for t in _written(func, args, kwargs) if _floating(t)]
-        if name in _TESTS:
-            self._on_test(name, args, frame)
+        if test:
+            self._on_test(name, args, _program_frame(sys._getframe(2)))
         for o in outs:
-            if o.numel() == 0:
+            if o.numel() == 0 or o.device.type == "meta":
                 continue
-            if bool(torch.isfinite(o).all()):
-                if func._schema.is_mutable and self.carried:
+            if _finite(o):
+                if mutable and self.carried:
                     self.carried.pop(_key(o), None)  # written in place with finite values again
                 continue
-            self._non_finite(name, func, args, kwargs, o, frame)
+            self._non_finite(name, func, args, kwargs, o, _program_frame(sys._getframe(2)))
             break
 
     def _on_test(self, name, args, frame):
         for t in _flat(list(args), []):
-            if _floating(t) and t.numel() and not bool(torch.isfinite(t).all()):
+            if _floating(t) and t.numel() and not _finite(t):
                 uf = user_frame(frame, self.tracker.user)
                 self.tested = {"op": name, "file": uf.f_code.co_filename if uf else None,
                                "line": line_of(uf) if uf else None, "birth": self.carried.get(_key(t)),
@@ -349,7 +404,7 @@ class ValueWatch:
             carried = None  # a NaN made from a mask's -inf (an all-masked softmax row): a birth of its own
         elif carried is None:
             for t in inputs:
-                if t.numel() and not bool(torch.isfinite(t).all()):
+                if t.numel() and not _finite(t):
                     outside = t  # non-finite, and no op under the mode made it: it came with the data
                     break
         if carried is None:
@@ -404,25 +459,17 @@ class ValueWatch:
         return b
 
 
-_FUNCTORCH = getattr(torch._C, "_functorch", None)
-
-
-def _under_functorch(out) -> bool:
-    """Whether a torch.func transform is active or ``out`` is one of its wrapped tensors.
-
-    NOTE [No value checks inside torch.func transforms]
-    Reading the values of a functorch-wrapped tensor from inside a dispatch mode (the checks'
-    own ops on it) crashed the process (SIGSEGV) under ``torch.func.hessian`` (torch 2.13): inside
-    a transform the origin is not checked; the values the transform returns are checked as usual.
-    """
-    if _FUNCTORCH is None:
-        return False
-    try:
-        if _FUNCTORCH.peek_interpreter_stack() is not None:
-            return True
-        return isinstance(out, torch.Tensor) and _FUNCTORCH.is_functorch_wrapped_tensor(out)
-    except Exception:
-        return True
+# NOTE [ZeroTensors inside a dispatch mode]
+# Forward AD (``torch.func.jvp``, ``jacfwd``, so ``hessian``) makes tangents with
+# ``aten._efficientzerotensor``: a tensor of zeros with no data (its storage's pointer is null),
+# whose ops the ZeroTensor dispatch key answers without reading it. A dispatch mode runs below that
+# key, with ZeroTensor (and Conjugate, Negative) in the thread's exclude set
+# (``torch._C._dispatch_tls_local_exclude_set()``), so an ``isfinite`` issued from
+# ``__torch_dispatch__`` on such a tensor goes straight to the CPU kernel, which reads address 0:
+# SIGSEGV (torch 2.13, ``hessian`` of any function). A ZeroTensor holds zeros, so ``_floating``
+# leaves it out everywhere. functorch's own wrappers are not the danger: below the Python key every
+# tensor a mode sees is already unwrapped (``peek_interpreter_stack()`` is None there), so values
+# made inside a transform are checked like any other.
 
 
 class OriginMode(TorchDispatchMode):
@@ -436,16 +483,45 @@ class OriginMode(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         w = self.watch
-        if w.done or w.busy or not w.tracker.active or _under_functorch(out):
+        if w.done or w.busy or not w.tracker.active:
             return out
         try:
-            f = sys._getframe(1)
-            while f is not None and f.f_code.co_filename.endswith(_DISPATCH_SHIMS):
-                f = f.f_back
-            w.on_op(func, args, kwargs, out, f)
+            w.on_op(func, args, kwargs, out)
         except Exception:
             pass
         return out
+
+
+_OPS: dict = {}  # OpOverload -> (name, mutable, a test of values, not checked: a view or _UNCHECKED)
+
+
+def _op_info(func) -> tuple:
+    name = func.overloadpacket.__name__
+    schema = func._schema
+    view = not schema.is_mutable and any(r.alias_info is not None and not r.alias_info.is_write
+                                         for r in schema.returns)
+    return name, schema.is_mutable, name in _TESTS, view or name in _UNCHECKED
+
+
+def _program_frame(f):
+    """The frame that called the op, past torch's wrappers of ``__torch_dispatch__``."""
+    while f is not None and f.f_code.co_filename.endswith(_DISPATCH_SHIMS):
+        f = f.f_back
+    return f
+
+
+def _finite(t) -> bool:
+    """Whether every value of ``t`` is finite: one ``sum`` and one read of it.
+
+    A NaN or an infinity anywhere makes the sum NaN or infinite, so a finite sum proves the tensor
+    finite with one kernel and no temporary of the tensor's size (``isfinite(t).all()`` on a float
+    tensor is five: ``abs``, ``ne``, ``eq``, ``mul``, ``all``, with temporaries of its size). A sum
+    that overflowed (float16 values near 65504) is settled by ``isfinite``.
+    """
+    v = t.sum().item()
+    if v - v == 0:  # False for nan and +-inf, real or complex
+        return True
+    return bool(torch.isfinite(t).all())
 
 
 def _written(func, args, kwargs):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from contextlib import contextmanager
 
 import torch
@@ -68,11 +66,10 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     control = _Control(tracker, patcher)
     if device != "auto":
         _device.install(device, tracker, patcher)
-    # the sinks where values are checked (explain, --check-values): their reductions read values, which a
-    # plain run never does (tests/test_device.py); the origin mode only on request, see
-    # NOTE [Origin of a non-finite value] and NOTE [No value checks inside torch.func transforms]
+    # the sinks and the origin mode where values are checked (explain, --check-values): their reductions
+    # read values, which a plain run never does (tests/test_device.py); see NOTE [Origin of a non-finite value]
     if hooks:
-        tracker.values = nonfinite.ValueWatch(tracker, origins=os.environ.get("TENSORSCOPE_NAN_ORIGIN") == "1").install()
+        tracker.values = nonfinite.ValueWatch(tracker, origins=True).install()
     if ops:
         control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")

@@ -110,6 +110,10 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
     zeros = any((i.get("zeros") or 0) > 0 for i in inputs)
     negs = any((i.get("negatives") or 0) > 0 for i in inputs)
     dtype = origin.get("dtype") or (inputs[0].get("dtype") if inputs else "")
+    if origin.get("phase") == "optimizer" and origin.get("optimizer"):
+        return (f"The {origin['optimizer']} step{at} made a parameter non-finite from finite gradients: lower the "
+                "learning rate (or warm it up), clip the gradients (`torch.nn.utils.clip_grad_norm_`), and keep the "
+                "optimizer's `eps` above 0 (1e-8 underflows to 0 in float16).")
     if origin.get("data"):
         where_ = f"line {origin.get('data_line')} (`{data_code}`)" if origin.get("data_line") and data_code else \
             f"the data read{at}"
