@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from contextlib import contextmanager
 
@@ -41,6 +42,7 @@ class _Control:
         if saved.hooks_on_top():
             saved.pop()
         self.patcher.uninstall()
+        self.tracker.lines.uninstall()
         self.tracker.watch.reset()
 
 
@@ -60,6 +62,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     if hooks:  # before any wrapper or hook is in place: see NOTE [The version check's text ...]
         tracker.message_style = saved.learn_message_style()
     patcher.install()
+    tracker.lines.install(sys._getframe(2))  # the API's block: its caller's frames are the program's
     ddp.install(tracker, patcher)
     saving.install(tracker, patcher)  # torch.save of a view writes its whole storage (docs/retention.md)
     if hooks:
@@ -100,6 +103,7 @@ def release_run_state(tracker: Tracker) -> None:
     that may sit inside a longer recording."""
     tracker.write_log.clear()
     tracker.marks.clear()
+    tracker.lines.clear()
 
 
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:
