@@ -62,7 +62,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     if hooks:  # before any wrapper or hook is in place: see NOTE [The version check's text ...]
         tracker.message_style = saved.learn_message_style()
     patcher.install()
-    tracker.lines.install(sys._getframe(2))  # the API's block: its caller's frames are the program's
+    if os.environ.get("TENSORSCOPE_NO_LINES") != "1":  # benchmarks/run.py's comparison mode tensorscope-no-lines
+        tracker.lines.install(sys._getframe(2))  # the API's block: its caller's frames are the program's
     ddp.install(tracker, patcher)
     saving.install(tracker, patcher)  # torch.save of a view writes its whole storage (docs/retention.md)
     if hooks:
