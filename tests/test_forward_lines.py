@@ -109,3 +109,44 @@ def test_plugin_names_the_saving_line(pytester):
     section = result.stdout.str().split(" tensorscope -", 1)[1]
     assert f"saved by test_step.py:{line_of(path, 'a = torch.tanh(scale(h))')}  a = torch.tanh(scale(h))" in section
     assert f"culprit test_step.py:{line_of(path, 'a.add_(1)')}  a.add_(1)" in section
+
+
+# -- saving lines that were missed: each program's failing node, as anomaly mode names it ----------
+
+MISSED = {"detach_inplace": "saved-detached-inplace", "sam_step": "inplace-modified-saved-tensor",
+          "kept_graph": "inplace-modified-saved-tensor"}
+
+
+def failing_node(program: Path) -> tuple[str, int]:
+    """(node name, forward line) of the node whose backward failed, from anomaly mode's warning."""
+    proc = subprocess.run([sys.executable, str(DIR / "truth.py"), str(program)], env=_env(),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and proc.stdout, proc.stderr
+    name, line = json.loads(proc.stdout.splitlines()[-1])
+    return name, line
+
+
+@pytest.mark.parametrize("name", sorted(MISSED))
+def test_saving_line_of_missed_failures_under_run(name):
+    program = DIR / f"{name}.py"
+    node, line = failing_node(program)
+    rc, _, err, doc = run_cli("run", "--json", str(program))
+    assert rc == 1 and "RuntimeError" in err
+    d = doc["diagnosis"]
+    assert d["kind"] == MISSED[name]
+    assert d["saved_by"]["node"] == node
+    if EXACT:
+        assert d["saved_by"]["line"] == line
+    else:  # only where recorded events bracket the node: never a wrong line
+        assert d["saved_by"]["line"] in (None, line)
+
+
+def test_detached_saved_tensor_names_its_saving_line_under_explain():
+    program = DIR / "detach_inplace.py"
+    node, line = failing_node(program)
+    rc, _, _, doc = run_cli("explain", "--json", str(program))
+    d = doc["diagnosis"]
+    assert rc == 1 and d["kind"] == "saved-detached-inplace"
+    assert (d["saved_by"]["node"], d["saved_by"]["line"]) == (node, line)
+    assert d["culprit"]["line"] == line_of(program, "h.detach_()")
+    assert f"when line {line} ran" in d["explanation"]
