@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 import tensorscope
 from tensorscope import compat
@@ -150,3 +151,29 @@ def test_detached_saved_tensor_names_its_saving_line_under_explain():
     assert (d["saved_by"]["node"], d["saved_by"]["line"]) == (node, line)
     assert d["culprit"]["line"] == line_of(program, "h.detach_()")
     assert f"when line {line} ran" in d["explanation"]
+
+
+def test_unused_input_names_the_line_that_used_it_without_a_graph():
+    # torch's facts: used under no_grad, w is not in the graph; the same code with grad on gives w a gradient
+    x = torch.randn(3, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        scale = (w * 2).mean()
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        torch.autograd.grad(((x * scale) ** 2).sum(), [x, w])
+    scale = (w * 2).mean()  # the ablation: the block's code with grad on
+    assert torch.autograd.grad(((x * scale) ** 2).sum(), [x, w])[1] is not None
+
+    program = DIR / "unused_nograd.py"
+    rc, _, _, doc = run_cli("run", "--json", str(program))
+    d = doc["diagnosis"]
+    assert rc == 1 and d["kind"] == "unused-input"
+    assert (d["culprit"]["line"], d["culprit"]["alias"]) == (line_of(program, "scale = (w * 2).mean()"), "w")
+    assert d["backward"]["line"] == line_of(program, "torch.autograd.grad(loss, [x, w])")
+    # a no_grad block that reads other tensors is not blamed: the culprit stays the grad call
+    program = DIR / "unused_plain.py"
+    rc, _, _, doc = run_cli("run", "--json", str(program))
+    d = doc["diagnosis"]
+    assert rc == 1 and d["kind"] == "unused-input"
+    assert d["culprit"]["line"] == line_of(program, "torch.autograd.grad(loss, [x, w])")
+    assert "no_grad" not in d["explanation"]
