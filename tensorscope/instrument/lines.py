@@ -8,8 +8,8 @@ to the next note were built while that line ran, by it or by the library code it
 forward line of every node, exact, with no saved-tensor hook and nothing on the tensors. Where
 ``sys.monitoring`` exists (see NOTE [sys.monitoring on Python 3.12 and later] in compat.py) a tool
 of tensorscope's own hears LINE events of the program's code objects only (a library's code costs
-one PY_START event, then is DISABLEd) and PY_RETURN of the program's functions (the caller's line
-goes on after a call into the program's own helper: ``h = torch.sigmoid(helper(x))``). The note
+one PY_START event, then is DISABLEd) and PY_RETURN/PY_YIELD of the program's functions (the
+caller's line goes on after a call into the program's own helper: ``h = torch.sigmoid(helper(x))``). The note
 is kept only when a line built a node: a line that built none is overwritten by the next one, so
 the record grows with the nodes built, not the lines run, and is bounded (the oldest half goes).
 Only the program's main thread notes lines: other threads number their nodes from counters of
@@ -72,6 +72,7 @@ class LineRecord:
             _mon.register_callback(self.tool, events.PY_START, self._on_start)
             _mon.register_callback(self.tool, events.LINE, self._on_line)
             _mon.register_callback(self.tool, events.PY_RETURN, self._on_return)
+            _mon.register_callback(self.tool, events.PY_YIELD, self._on_return)
             user = self.user
             while frame is not None:
                 if frame.f_code.co_filename in user:
@@ -92,7 +93,7 @@ class LineRecord:
             _mon.set_events(tool, 0)
             for code in self._codes:
                 _mon.set_local_events(tool, code, 0)
-            for event in (_mon.events.PY_START, _mon.events.LINE, _mon.events.PY_RETURN):
+            for event in (_mon.events.PY_START, _mon.events.LINE, _mon.events.PY_RETURN, _mon.events.PY_YIELD):
                 _mon.register_callback(tool, event, None)
             _mon.free_tool_id(tool)
         except Exception:
@@ -117,7 +118,8 @@ class LineRecord:
     def _follow(self, code) -> None:
         if code not in self._codes:
             self._codes.add(code)
-            _mon.set_local_events(self.tool, code, _mon.events.LINE | _mon.events.PY_RETURN)
+            events = _mon.events
+            _mon.set_local_events(self.tool, code, events.LINE | events.PY_RETURN | events.PY_YIELD)
 
     def _on_start(self, code, offset):
         if code.co_filename not in self.user:
@@ -149,7 +151,7 @@ class LineRecord:
         return None
 
     def _on_return(self, code, offset, retval):
-        """A program function returns: its caller's line (the nearest program frame) goes on."""
+        """A program function returns (or yields): its caller's line (the nearest program frame) goes on."""
         try:
             frame = sys._getframe(1).f_back
             user = self.user

@@ -63,7 +63,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
         tracker.message_style = saved.learn_message_style()
     patcher.install()
     if os.environ.get("TENSORSCOPE_NO_LINES") != "1":  # benchmarks/run.py's comparison mode tensorscope-no-lines
-        tracker.lines.install(sys._getframe(2))  # the API's block: its caller's frames are the program's
+        tracker.lines.install(sys._getframe())  # the frames running already (the API's caller) are followed too
     ddp.install(tracker, patcher)
     saving.install(tracker, patcher)  # torch.save of a view writes its whole storage (docs/retention.md)
     if hooks:
