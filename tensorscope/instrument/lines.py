@@ -47,8 +47,9 @@ class LineRecord:
         self.user = user  # the program's files (frames.UserCode)
         self.tool = None
         self.starts = array("q")  # autograd's next sequence nr when each kept line began
-        self.where: list = []  # (file, line) of each kept line
-        self._places: dict = {}  # (code, line) -> (file, line): one tuple per program line
+        self.codes: list = []  # the code object of each kept line
+        self.lines = array("i")  # its line number
+        self._last = [-1]  # the sequence nr of the last kept line (one cell, shared with the callbacks)
         self._codes: set = set()
 
     @property
@@ -69,10 +70,11 @@ class LineRecord:
             else:
                 return False
             events = _mon.events
+            on_line = self._line_callback()
             _mon.register_callback(self.tool, events.PY_START, self._on_start)
-            _mon.register_callback(self.tool, events.LINE, self._on_line)
-            _mon.register_callback(self.tool, events.PY_RETURN, self._on_return)
-            _mon.register_callback(self.tool, events.PY_YIELD, self._on_return)
+            _mon.register_callback(self.tool, events.LINE, on_line)
+            _mon.register_callback(self.tool, events.PY_RETURN, self._return_callback(on_line))
+            _mon.register_callback(self.tool, events.PY_YIELD, self._return_callback(on_line))
             user = self.user
             while frame is not None:
                 if frame.f_code.co_filename in user:
@@ -102,8 +104,9 @@ class LineRecord:
 
     def clear(self) -> None:
         del self.starts[:]
-        self.where.clear()
-        self._places.clear()
+        self.codes.clear()
+        del self.lines[:]
+        self._last[0] = -1
 
     def node_line(self, seq):
         """(file, line) of the program line that built node ``seq``, or None where none is known."""
@@ -111,7 +114,7 @@ class LineRecord:
         if not starts or seq < starts[0]:
             return None
         i = bisect.bisect_right(starts, seq) - 1
-        return self.where[i]
+        return self.codes[i].co_filename, self.lines[i]
 
     # -- the callbacks: the hot path (one per program line run) ------------------------------------
 
@@ -128,37 +131,43 @@ class LineRecord:
             self._follow(code)
         return None
 
-    def _note(self, place) -> None:
-        if _get_ident() != _MAIN_ID:
-            return
-        seq = _get_sequence_nr()
-        starts = self.starts
-        if starts and starts[-1] == seq:
-            self.where[-1] = place  # the line before built no node
-            return
-        if len(starts) >= MAX_ENTRIES:
-            half = MAX_ENTRIES // 2
-            del starts[:half]
-            del self.where[:half]
-        starts.append(seq)
-        self.where.append(place)
+    def _line_callback(self):
+        """The LINE callback: a closure over the record's arrays (no attribute lookups per line)."""
+        starts, codes, lines, last = self.starts, self.codes, self.lines, self._last
+        seq_nr, ident, main, half = _get_sequence_nr, _get_ident, _MAIN_ID, MAX_ENTRIES // 2
 
-    def _on_line(self, code, line):
-        place = self._places.get((code, line))
-        if place is None:
-            place = self._places[(code, line)] = (code.co_filename, line)
-        self._note(place)
-        return None
+        def on_line(code, line):
+            seq = seq_nr()
+            if seq == last[0]:  # the line before built no node: this one takes its place
+                codes[-1] = code  # (another thread's counter is this one only by chance: not worth a check here)
+                lines[-1] = line
+                return None
+            if ident() != main:
+                return None
+            last[0] = seq
+            starts.append(seq)
+            codes.append(code)
+            lines.append(line)
+            if len(codes) > MAX_ENTRIES:
+                del starts[:half], codes[:half], lines[:half]
+            return None
 
-    def _on_return(self, code, offset, retval):
-        """A program function returns (or yields): its caller's line (the nearest program frame) goes on."""
-        try:
-            frame = sys._getframe(1).f_back
-            user = self.user
-            while frame is not None and frame.f_code.co_filename not in user:
-                frame = frame.f_back
-            if frame is not None:
-                self._on_line(frame.f_code, frame.f_lineno)
-        except Exception:
-            pass
-        return None
+        return on_line
+
+    def _return_callback(self, on_line):
+        user = self.user
+        getframe = sys._getframe
+
+        def on_return(code, offset, retval):
+            """A program function returns (or yields): its caller's line (the nearest program frame) goes on."""
+            try:
+                frame = getframe(1).f_back
+                while frame is not None and frame.f_code.co_filename not in user:
+                    frame = frame.f_back
+                if frame is not None:
+                    on_line(frame.f_code, frame.f_lineno)
+            except Exception:
+                pass
+            return None
+
+        return on_return
