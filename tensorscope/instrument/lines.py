@@ -124,9 +124,9 @@ class LineRecord:
             events = _mon.events
             _mon.set_local_events(self.tool, code, events.LINE | events.PY_RETURN | events.PY_YIELD)
 
-    def _on_start(self, code, offset):
+    def _on_start(self, code, offset, _disable=getattr(_mon, "DISABLE", None)):
         if code.co_filename not in self.user:
-            return _mon.DISABLE  # the library's code: never heard again
+            return _disable  # the library's code: never heard again
         if self.tool is not None:
             self._follow(code)
         return None
