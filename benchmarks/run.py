@@ -22,6 +22,9 @@ are all counted) under each mode:
 ``tensorscope-no-retention`` (opt-in)
     ``tensorscope`` with ``TENSORSCOPE_NO_RETENTION=1``: without the retention walks (docs/retention.md),
     to show their cost beside ``tensorscope``
+``tensorscope-no-lines`` (opt-in)
+    ``tensorscope`` with ``TENSORSCOPE_NO_LINES=1``: without the line record that names every autograd
+    node's forward line on Python 3.12 and later, to show its cost beside ``tensorscope``
 ``tensorscope-explain``, ``tensorscope-check-values`` (named with ``--modes``)
     ``python -m tensorscope explain -o <tmp>/report.json W`` and ``... run --check-values ...``:
     saved-tensor hooks plus the dispatch mode that finds where a NaN/Inf was born, beside
@@ -178,6 +181,10 @@ def build_modes(python: str, selected: list[str], extra: list[str]) -> list[Mode
         # at backward calls, Memory held at the end), to show what they cost beside `tensorscope`
         "tensorscope-no-retention": Mode("tensorscope-no-retention", ["env", "TENSORSCOPE_NO_RETENTION=1", python, "-m",
                                                                       "tensorscope", "run", "-o", "{report}"], True),
+        # opt-in: the same run without the record of the program's lines that names every node's forward line
+        # (Python 3.12+ only: see NOTE [Forward lines from line events]), to show what it costs beside `tensorscope`
+        "tensorscope-no-lines": Mode("tensorscope-no-lines", ["env", "TENSORSCOPE_NO_LINES=1", python, "-m",
+                                                              "tensorscope", "run", "-o", "{report}"], True),
         # not in the default set: explain (saved-tensor hooks and the non-finite origin mode, see
         # tensorscope/instrument/nonfinite.py) and run --check-values, beside anomaly mode's check_nan
         "tensorscope-explain": Mode("tensorscope-explain", [python, "-m", "tensorscope", "explain", "-o", "{report}"],

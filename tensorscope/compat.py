@@ -180,5 +180,9 @@ def saved_unpack_hook(raw):
 # saved bytes (instrument/watch.py) takes a tool id of its own and turns LINE/PY_RETURN events on
 # for the program's code objects only; on 3.10 and 3.11 it falls back to ``sys.settrace``. A
 # program's own ``sys.settrace`` and ``sys.monitoring`` tools keep working beside it (monitoring
-# is per tool id; tensorscope never takes the debugger's or the profiler's id).
+# is per tool id; tensorscope never takes the debugger's or the profiler's id). The record of the
+# program's lines that names every autograd node's forward line (instrument/lines.py, NOTE
+# [Forward lines from line events]) takes a second id under every command; 3.10 and 3.11 have no
+# equivalent at a cost a plain run can bear, so there the line is named only where recorded events
+# bracket the node.
 monitoring = getattr(sys, "monitoring", None)

@@ -210,6 +210,10 @@ class BackwardCalls:
                     if failure["saved"] is None and saved is not None:
                         failure["saved"] = rec.saved_failure = saved
                     failure["autograd_graph"] = graph
+                elif stale.is_stale_error(failure["message"]):  # a saved tensor detached in place
+                    saved, graph = rec.failure_graph.stale_facts(roots or [], str(error))
+                    failure["detached"] = rec.saved_checks.detached or saved
+                    failure["autograd_graph"] = graph
         except Exception:
             pass
 

@@ -31,6 +31,8 @@ class FailureGraph:
         """(saved-failure facts, plain graph) of a backward that raised the version error."""
         nodes, truncated = stale.walk(roots, message)
         pick = stale.choose_stale(nodes, message)
+        if pick is None and not stale.is_version_error(message):
+            pick = self._detached(nodes)
         facts = None
         if pick is not None:
             seq, entry = pick
@@ -55,6 +57,25 @@ class FailureGraph:
         if t is None and not compat.CAN_READ_SAVED_DATA:
             t = stale.named_by_error(entry["error"] or message, self.rec.live_tensors(), node)
         return t
+
+    def _detached(self, nodes):
+        """The saved input that a logged ``detach_()`` reached after its node was built (PyTorch's getter
+        unpacks it without complaint: only backward's own unpack raises), latest node first."""
+        log = self.rec.write_log
+        for seq in sorted(nodes, reverse=True):
+            for e in nodes[seq]["saved"]:
+                for r in e["raws"]:
+                    t = stale._raw_tensor(r)
+                    if t is None or t.grad_fn is not None or t.requires_grad:
+                        continue
+                    tf = stale.tensor_facts(t)
+                    if tf is None:
+                        continue
+                    for w in map(LoggedWrite._make, log.get(tf[0], [])):
+                        if w.op == "detach_" and w.sequence_nr > seq:
+                            e["stale"] = True
+                            return seq, e
+        return None
 
     def _saved_tid(self, t, tf, seq, own=True):
         """The program's own tensor behind a saved variable: the saved input itself, or the tensor

@@ -23,6 +23,7 @@ import torch
 
 from tensorscope import compat
 from tensorscope.instrument.frames import UserCode, call_segment, library_name, line_of
+from tensorscope.instrument.lines import LineRecord
 
 _Tensor = torch.Tensor
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
@@ -217,6 +218,7 @@ class Recorder:
         self._n_saved = 0
         self.node_lines: OrderedDict = OrderedDict()  # node sequence nr -> (file, line)
         self.marks: list[tuple] = []  # (autograd's next sequence nr, file, line) of recorded user lines
+        self.lines = LineRecord(self.user)  # every node's forward line, where line events exist (3.12+)
         # backward bookkeeping
         self.freed_nodes: list[tuple[set, dict]] = []  # (sequence nrs, backward event)
         # outcomes
@@ -372,10 +374,14 @@ class Recorder:
 
     def node_line(self, seq):
         """(file, line) of the forward line that built node ``seq``: exact where a pack hook saw it
-        (explain); else when the events recorded just before and just after the node was built ran
-        in one execution of one line (same frame, same line, later instruction: not the same line
-        in the next iteration of a loop); else (None, None)."""
+        (explain) or where the program's line events were heard (Python 3.12 and later, see NOTE
+        [Forward lines from line events] in lines.py); else when the events recorded just before
+        and just after the node was built ran in one execution of one line (same frame, same line,
+        later instruction: not the same line in the next iteration of a loop); else (None, None)."""
         known = self.node_lines.get(seq)
+        if known is not None:
+            return known
+        known = self.lines.node_line(seq)
         if known is not None:
             return known
         marks = self.marks

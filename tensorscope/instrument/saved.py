@@ -306,6 +306,12 @@ def _pack(t):
 def unpack(p):
     t = p.tensor
     if p.check_detached and _detached_in_place(t):
+        rec = state.recorder
+        if rec is not None:
+            try:
+                rec.saved_checks.on_detached_unpack(p)
+            except Exception:
+                pass
         raise RuntimeError(DETACHED_IN_PLACE)
     if t._version != p.version:
         rec = state.recorder

@@ -30,6 +30,7 @@ class SavedChecks:
         self.rec = rec  # the run's Tracker
         self.numpy_shared: dict[int, dict] = {}  # storage key -> the `.numpy()`/`from_numpy` sharing it
         self.unchecked: list = []  # CUDA: (device flag, hazard facts) read once the program has ended
+        self.detached: dict | None = None  # the saved input found detached in place at unpack (explain)
         self._packs = 0
         self._next_sweep = 4096
 
@@ -90,6 +91,13 @@ class SavedChecks:
             if t is not None:
                 p.tid = self.rec.note_tensor(t)
         return p.tid
+
+    def on_detached_unpack(self, p):
+        """Backward unpacks a saved input that was detached in place: who saved it (explain)."""
+        if self.detached is None:
+            node = _current_node()
+            self.detached = {"tensor": self.saved_tid(p), "saved_file": p.file, "saved_line": p.line,
+                             "node": node_name(node) if node is not None else None, "from": "pack"}
 
     def on_stale_unpack(self, p):
         rec = self.rec

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from contextlib import contextmanager
 
 import torch
@@ -39,6 +42,7 @@ class _Control:
         if saved.hooks_on_top():
             saved.pop()
         self.patcher.uninstall()
+        self.tracker.lines.uninstall()
         self.tracker.watch.reset()
 
 
@@ -58,6 +62,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     if hooks:  # before any wrapper or hook is in place: see NOTE [The version check's text ...]
         tracker.message_style = saved.learn_message_style()
     patcher.install()
+    if os.environ.get("TENSORSCOPE_NO_LINES") != "1":  # benchmarks/run.py's comparison mode tensorscope-no-lines
+        tracker.lines.install(sys._getframe())  # the frames running already (the API's caller) are followed too
     ddp.install(tracker, patcher)
     saving.install(tracker, patcher)  # torch.save of a view writes its whole storage (docs/retention.md)
     if hooks:
@@ -97,6 +103,7 @@ def release_run_state(tracker: Tracker) -> None:
     that may sit inside a longer recording."""
     tracker.write_log.clear()
     tracker.marks.clear()
+    tracker.lines.clear()
 
 
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:

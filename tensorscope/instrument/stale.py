@@ -40,6 +40,12 @@ def is_version_error(message: str) -> bool:
     return "modified by an inplace operation" in message
 
 
+def is_stale_error(message: str) -> bool:
+    """A backward that failed on one saved variable, found again by unpacking each (see NOTE [Stale saved
+    variable without hooks]): a version error, or a saved tensor detached in place (``detach_()``)."""
+    return is_version_error(message) or saved.DETACHED_IN_PLACE[:48] in message
+
+
 def versions(message: str) -> tuple[int | None, int | None]:
     m = _VERSIONS.search(message or "")
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
@@ -125,7 +131,7 @@ def walk(roots, message: str):
                     continue
                 value, error = _read(node, name, attrs)
                 entries.append({"name": name, "raws": raws, "value": value, "error": error,
-                                "stale": bool(error) and is_version_error(error)})
+                                "stale": bool(error) and (is_version_error(error) or error == message)})
             nodes[seq] = {"node": node, "name": node_name(node), "next": nxt, "saved": entries}
         return nodes, bool(queue)
     finally:

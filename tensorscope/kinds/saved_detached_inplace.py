@@ -6,6 +6,7 @@ import ast
 
 from tensorscope import source
 from tensorscope.kinds._base import Kind, Pattern, assignable, diagnosis, last_event, opening, statement, w, where
+from tensorscope.kinds.inplace_modified_saved_tensor import graph_for_report
 
 KIND = Kind(
     code="saved-detached-inplace",
@@ -56,5 +57,14 @@ def explain(ev):
         new = rewrite(wcode)
         if new:
             fix = f"Detach out of place: replace the line with `{new}`."
+    saved_by, evidence = None, ["a saved tensor lost its grad_fn through detach_()"]
+    f = ev.failure or {}
+    sf = f.get("detached")
+    if sf is not None and sf.get("node"):  # the saved variable that raised, found in the graph
+        saved_by = (where(sf.get("saved_file"), sf.get("saved_line"), node=sf["node"])
+                    or {"node": sf["node"], "file": None, "line": None, "code": ""})
+        if saved_by["line"]:
+            text += f" It had been saved by {sf['node']} when line {saved_by['line']} ran (`{saved_by['code']}`)."
+        evidence.append("the saved variable that raises the same error, read from the autograd graph")
     return diagnosis(KIND, explanation=text, fix=fix, culprit=culprit, backward=where(file, line),
-                     evidence=["a saved tensor lost its grad_fn through detach_()"])
+                     saved_by=saved_by, evidence=evidence, graph=graph_for_report(f.get("autograd_graph")))

@@ -52,6 +52,24 @@ def _grad_call(code: str):
     return None
 
 
+def _used_without_graph(ev, name: str):
+    """(file, line, grad-mode line, its code) of the first statement that reads ``name`` inside a block run
+    with grad mode off (a recorded ``no_grad``/``inference_mode``/``set_grad_enabled(False)`` entered at a
+    ``with`` statement), or None."""
+    for e in (ev.doc or {}).get("events") or []:
+        if e.get("kind") != "grad_mode" or e.get("enabled") is not False or not e.get("line"):
+            continue
+        stmt = source.statement_at(e.get("file"), e["line"])
+        if not isinstance(stmt, (ast.With, ast.AsyncWith)):
+            continue
+        for inner in stmt.body:
+            for node in ast.walk(inner):
+                if isinstance(node, ast.stmt) and not isinstance(node, (ast.With, ast.For, ast.If, ast.While)) \
+                        and name in source.reads(node):
+                    return e.get("file"), node.lineno, e["line"], source.code(e.get("file"), e["line"])
+    return None
+
+
 def explain(ev):
     at = opening(ev)
     if at is None:
@@ -75,8 +93,15 @@ def explain(ev):
         if stmt is not None and isinstance(stmt, ast.Assign) and name in source.reads(stmt.value):
             rebound = stmt.lineno
             culprit = where(file, rebound, alias=name)
+    unrecorded = None if rebound or not name or not name.isidentifier() else _used_without_graph(ev, name)
+    if unrecorded is not None:
+        culprit = where(unrecorded[0], unrecorded[1], alias=name)
     text = (f"Line {line} (`{code}`) asks autograd.grad for the gradient of {what}, but the outputs do not "
             "depend on it: no recorded op on the way to the outputs used that tensor.")
+    if unrecorded is not None:
+        ufile, uline, gline, gcode = unrecorded
+        text += (f" Line {uline} (`{source.code(ufile, uline)}`) used `{name}` inside `{gcode}` (line {gline}), "
+                 "where autograd records no graph, so nothing the outputs computed from there leads back to it.")
     if rebound:
         text += (f" Line {rebound} (`{source.code(file, rebound)}`) rebinds `{name}` to a new tensor; the outputs "
                  "were computed from the previous one.")
