@@ -11,6 +11,7 @@ import torch
 
 from tensorscope.instrument import (ddp, device as _device, nonfinite, ops as _ops, retention, saved, saving,
                                     snapshot as _snapshot, state)
+from tensorscope import compat
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -75,7 +76,12 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     # the sinks and the origin mode where values are checked (explain, --check-values): their reductions
     # read values, which a plain run never does (tests/test_device.py); see NOTE [Origin of a non-finite value]
     if hooks:
-        tracker.values = nonfinite.ValueWatch(tracker, origins=True).install()
+        origins = compat.DISPATCH_MODE_OVER_BACKWARD_SAFE  # NOTE [The origin mode crashes torch 2.2 and 2.9]
+        tracker.values = nonfinite.ValueWatch(tracker, origins=origins).install()
+        if not origins:
+            tracker.note(f"torch {torch.__version__}: the origin of a non-finite value is not pinned (a dispatch "
+                         "mode kept on over backward calls crashes this release; docs/compatibility.md); the "
+                         "loss, the gradients and the parameters after a step are still checked")
     if ops:
         control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
