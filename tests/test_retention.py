@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from _cli import REPO, run_cli, run_python, validate_against_schema
+from _browser import WINDOW, load, needs_browser, png_facts
+from _cli import REPO, line_of, run_cli, run_python, validate_against_schema
 from retention_truth import culprit_line, expected_kind, twin_source
 
 CORPUS = sorted((REPO / "tests" / "corpus_retention").glob("*.py"))
@@ -140,3 +142,68 @@ def test_growth_sampling_is_invisible_to_the_program(tmp_path):
     assert rc == 0
     assert err.strip().splitlines()[-2:] == plain.strip().splitlines()[-2:]  # the program's stdout goes to stderr
     assert any(h["kind"] == "graph-kept-alive" for h in doc["hazards"])
+
+
+_PICTURE = '''
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(64, 64)
+history = []
+for step in range(12):
+    x = torch.randn(16, 64)
+    out = model(x)
+    loss = out.pow(2).mean()
+    model.zero_grad()
+    loss.backward()
+    history.append(out)
+big = torch.zeros(512, 1024)
+first_row = big[0]
+del big
+'''
+
+
+@needs_browser
+def test_holder_path_picture_in_the_browser(tmp_path):
+    """The HTML report's Memory held section draws each holder path: the name with its retaining line,
+    each step, the tensor kept with its bytes; the bars of the holders follow their bytes."""
+    prog = tmp_path / "picture.py"
+    prog.write_text(_PICTURE)
+    page = tmp_path / "picture.html"
+    rc, out, err, _ = run_cli("run", "-o", str(page), str(prog))
+    assert rc == 0 and page.exists(), err
+    dom = load(page, tmp_path, screenshot=tmp_path / "picture.png")
+    section = dom.by_id("memory-held")
+    assert section is not None
+
+    # what torch says about the same tensors
+    model = torch.nn.Linear(64, 64)
+    out = model(torch.randn(16, 64))
+    out.pow(2).mean().backward()
+    model_bytes = sum(t.numel() * t.element_size() for p in model.parameters() for t in (p, p.grad))
+    big = torch.zeros(512, 1024)
+    row = big[0]
+
+    kept = section.one("svg", "holder-path", data_kind="graph-kept-alive")
+    assert kept.attrs["data-holder"] == "history"
+    assert kept.attrs["data-culprit-line"] == str(line_of(prog, "history.append(out)"))
+    assert int(kept.attrs["data-nodes-per-step"]) > 0
+    labels = [g.attrs["data-label"] for g in kept.find_all("g") if "data-label" in g.attrs]
+    assert labels[0] == "history" and labels[1].startswith("[")
+    target = kept.one("g", "target")
+    assert int(target.attrs["data-bytes"]) == out.numel() * out.element_size()
+    assert len(kept.find_all("path", "edge")) == len(labels)  # holder -> each step -> the tensor
+
+    pinned = section.one("svg", "holder-path", data_pinned="true")
+    assert pinned.attrs["data-holder"] == "first_row"
+    t = pinned.one("g", "target")
+    assert int(t.attrs["data-bytes"]) == row.numel() * row.element_size()
+    assert int(t.attrs["data-storage-bytes"]) == row.untyped_storage().nbytes()
+    assert t.attrs["data-alloc-line"] == str(line_of(prog, "first_row = big[0]"))
+
+    rows = {r.attrs["data-name"]: r for r in section.find_all("tr", "holder")}
+    assert int(rows["model"].attrs["data-bytes"]) == model_bytes
+    widths = {n: int(r.one("rect", "fill").attrs["data-width"]) for n, r in rows.items()}
+    nbytes = {n: int(r.attrs["data-bytes"]) for n, r in rows.items()}
+    assert all(widths[a] >= widths[b] for a in rows for b in rows if nbytes[a] > nbytes[b])
+    w, h, colours = png_facts(tmp_path / "picture.png")
+    assert (w, h) == WINDOW and colours > 50

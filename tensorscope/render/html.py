@@ -1,8 +1,8 @@
 """The HTML form: one self-contained page (no network: CSS and SVG inline, no script).
 
 Sections: a verdict header, the diagnosis and hazards, the autograd graph of the failing
-backward (when the document carries one, see :mod:`tensorscope.render.html_graph`), the
-storage map drawn as SVG, the tensors, and the timeline with file:line.
+backward (when the document carries one, see :mod:`tensorscope.render.html_graph`), the memory
+held with its holder paths (:mod:`tensorscope.render.html_retention`), the storage map drawn as SVG, the tensors, and the timeline with file:line.
 
 Every string that comes from the user's program (source lines, names, messages) goes through
 :func:`esc`. Elements carry ``data-*`` attributes (``data-tensor``, ``data-storage``, ...) so
@@ -22,6 +22,8 @@ import json
 
 from tensorscope.render.html_graph import graph_section
 from tensorscope.render.html_parts import clip, esc, place_link
+from tensorscope.render.html_retention import CSS as MEMORY_CSS
+from tensorscope.render.html_retention import memory_section
 from tensorscope.render.summary import failed_children
 from tensorscope.render.text import _describe_event
 
@@ -103,6 +105,9 @@ def render_html(doc: dict, *, fragment: bool = False) -> str:
     for i, (role, d) in enumerate(findings):
         if d.get("graph"):
             body.append(graph_section(d, i, names, anchors, _line_codes(doc, findings), role))
+    held = memory_section(doc, anchors)  # holder paths: render/html_retention.py
+    if held:
+        body.append(held)
     stale = _stale_tensors(doc, findings)
     if doc["storages"]:
         body.append(storage_map(doc, stale))
@@ -171,7 +176,7 @@ def _verdict(doc: dict) -> str:
             + f'<div class="meta">{" · ".join(meta)}</div></header>')
 
 
-SCOPED_CSS = _scope(_CSS)
+SCOPED_CSS = _scope(_CSS + MEMORY_CSS.strip() + "\n")
 
 
 # -- places and anchors ---------------------------------------------------------------------------
