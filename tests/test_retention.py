@@ -228,3 +228,42 @@ def test_holder_path_picture_in_the_browser(tmp_path):
     assert all(widths[a] >= widths[b] for a in rows for b in rows if nbytes[a] > nbytes[b])
     w, h, colours = png_facts(tmp_path / "picture.png")
     assert (w, h) == WINDOW and colours > 50
+
+
+def test_cuda_blocks_are_named_from_a_snapshot_shape():
+    """The naming of CUDA blocks is plain data: blocks in address order from their segment's start."""
+    from tensorscope.instrument.retention import name_blocks
+
+    snap = {"segments": [{"device": 0, "address": 4096, "blocks": [
+        {"size": 1024, "requested_size": 1000, "state": "active_allocated"},
+        {"size": 512, "state": "inactive"},
+        {"size": 2048, "requested_size": 2048, "state": "active_allocated"}]}]}
+    named = name_blocks(snap, {(0, 4096): ["model", ".w"], (0, 4096 + 1024 + 512): ["history", "[0]"]})
+    assert [(b["bytes"], b["name"]) for b in named] == [(2048, "history -> [0]"), (1024, "model -> .w")]
+
+
+_OOM = '''
+import torch
+model = torch.nn.Linear(1024, 1024).cuda()
+history = [torch.randn(256, 1024, device="cuda") for _ in range(4)]
+free, total = torch.cuda.mem_get_info()
+too_big = torch.empty(int(total), dtype=torch.uint8, device="cuda")  # more than the device has
+'''
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_out_of_memory_names_the_cuda_blocks(tmp_path):
+    """At torch.OutOfMemoryError the report names the blocks of the CUDA snapshot by their holders."""
+    prog = tmp_path / "oom.py"
+    prog.write_text(_OOM)
+    rc, plain, err = run_python(prog)
+    assert rc == 1 and "OutOfMemoryError" in err
+    rc, out, err, doc = run_cli("run", "--json", str(prog))
+    assert rc == 1 and doc is not None and validate_against_schema(doc)
+    assert doc["program"]["exception"]["type"] == "OutOfMemoryError"
+    blocks = doc["memory"]["cuda_blocks"]
+    names = {b["name"] for b in blocks if b["name"]}
+    assert {"history -> [0]", "model -> .weight"} <= names, blocks
+    nbytes = {b["name"]: b["requested_bytes"] for b in blocks if b["name"]}
+    assert nbytes["history -> [0]"] == 256 * 1024 * 4 and nbytes["model -> .weight"] == 1024 * 1024 * 4
