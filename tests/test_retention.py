@@ -267,3 +267,37 @@ def test_out_of_memory_names_the_cuda_blocks(tmp_path):
     assert {"history -> [0]", "model -> .weight"} <= names, blocks
     nbytes = {b["name"]: b["requested_bytes"] for b in blocks if b["name"]}
     assert nbytes["history -> [0]"] == 256 * 1024 * 4 and nbytes["model -> .weight"] == 1024 * 1024 * 4
+
+
+_WORD_LM_LOOP = '''
+def train():
+    total_loss = 0.
+    if args.model != 'Transformer':
+        hidden = model.init_hidden(args.batch_size)
+    for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):
+        data, targets = get_batch(train_data, i)
+        model.zero_grad()
+        if args.model == 'Transformer':
+            output = model(data)
+            output = output.view(-1, ntokens)
+        else:
+            output, hidden = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        total_loss += loss.item()
+        cache[i] = loss
+'''
+
+
+def test_carried_names_of_a_training_loop():
+    """What one iteration hands the next is what the loop reads before it surely binds it: the RNN's
+    `hidden` and the running `total_loss`, not `output` (made afresh on both branches, then updated
+    from itself on one), nor the loop's own targets."""
+    import ast
+
+    from tensorscope import source
+
+    loop = next(n for n in ast.walk(ast.parse(_WORD_LM_LOOP)) if isinstance(n, ast.For))
+    carried = source.carried_names(loop)
+    assert {"hidden", "total_loss", "cache", "model", "args"} <= carried
+    assert not {"output", "loss", "data", "targets", "batch", "i"} & carried
