@@ -112,6 +112,8 @@ def _hazard_path(h: dict, index: int, anchors: dict) -> str:
     holder_sub = f"stored by line {culprit['line']}" if culprit.get("line") else (r.get("where") or "")
     target = {"bytes": r.get("nbytes"), "storage_bytes": r.get("storage_nbytes"),
               "file": alloc.get("file"), "line": alloc.get("line")}
+    if r.get("nbytes") is None and r.get("nodes_per_step"):  # the path ends in the graph it keeps
+        target["title"] = f"graph +{r['nodes_per_step']} nodes/step"
     svg = path_svg(r.get("path") or [r.get("holder") or "?"], holder_sub, target,
                    attrs={"data-kind": h.get("kind"), "data-holder": r.get("holder"),
                           "data-culprit-line": culprit.get("line"), "data-bytes-per-step": r.get("bytes_per_step"),
@@ -169,7 +171,8 @@ def path_svg(steps, holder_sub: str, target: dict, attrs: dict) -> str:
     tsub = f"storage {human(target.get('storage_bytes'))}" if target.get("storage_bytes") else ""
     if target.get("line"):
         tsub = (tsub + " · " if tsub else "") + f"line {target['line']}"
-    boxes.append(("target", f"tensor {human(target.get('bytes'))}" if target.get("bytes") is not None else "tensor",
+    title = target.get("title") or (f"tensor {human(target.get('bytes'))}" if target.get("bytes") is not None else "tensor")
+    boxes.append(("target", title,
                   tsub, {"data-bytes": target.get("bytes"), "data-storage-bytes": target.get("storage_bytes"),
                          "data-alloc-line": target.get("line")}))
     cols = min(_PER_ROW, len(boxes))
