@@ -32,7 +32,8 @@ svg.holder-path g.target rect.box{fill:#ddf4ff;stroke:#0969da;stroke-width:2}
 svg.holder-path g.step.graph rect.box{fill:#fbefff;stroke:#8250df}
 svg.holder-path g.step.hook rect.box{fill:#fff1e5;stroke:#bc4c00}
 svg.holder-path g.step.base rect.box{fill:#f6f8fa;stroke:#57606a;stroke-dasharray:4 2}
-svg.holder-path path.edge{fill:none;stroke:#57606a;stroke-width:1.3;marker-end:url(#ts-arrow)}
+svg.holder-path path.edge{fill:none;stroke:#57606a;stroke-width:1.3}
+svg.holder-path polygon.head{fill:#57606a}
 svg.holder-path text.sub{fill:#57606a;font-size:11px}
 section.memory-held .kind{font-family:ui-monospace,monospace;color:#9a6700}
 section.memory-held span.muted{color:#57606a}
@@ -81,10 +82,7 @@ def memory_section(doc: dict, anchors: dict) -> str:
     pinned = mem.get("pinned_views") or []
     if not (hazards or holders or pinned):
         return ""
-    out = ['<section class="memory-held" id="memory-held"><h2>Memory held</h2>',
-           '<svg width="0" height="0" style="position:absolute"><defs><marker id="ts-arrow" viewBox="0 0 10 10" '
-           'refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
-           '<path d="M0,0 L10,5 L0,10 z" fill="#57606a"/></marker></defs></svg>']
+    out = ['<section class="memory-held" id="memory-held"><h2>Memory held</h2>']
     if mem:
         out.append(f'<p>{esc(human(mem.get("total_bytes")))} in {esc(mem.get("storages"))} storages reached from the '
                    "program's names" + (" (the walk stopped early)" if mem.get("truncated") else "") + ".</p>")
@@ -189,11 +187,15 @@ def path_svg(steps, holder_sub: str, target: dict, attrs: dict) -> str:
     for k in range(1, len(boxes)):
         (x0, y0), (x1, y1) = pos[k - 1], pos[k]
         if y0 == y1:
-            d = f"M{x0 + _BOX_W},{y0 + _BOX_H / 2} L{x1},{y1 + _BOX_H / 2}"
+            ex, ey = x1, y1 + _BOX_H / 2
+            d = f"M{x0 + _BOX_W},{ey} L{ex},{ey}"
+            head = f"{ex},{ey} {ex - 7},{ey - 4} {ex - 7},{ey + 4}"
         else:  # next row: down from the last box, back to the left, down into the first box of the row
             mid = y0 + _BOX_H + _GAP_Y / 2
-            d = f"M{x0 + _BOX_W / 2},{y0 + _BOX_H} L{x0 + _BOX_W / 2},{mid} L{x1 + _BOX_W / 2},{mid} L{x1 + _BOX_W / 2},{y1}"
-        out.append(f'<path class="edge" d="{d}"/>')
+            ex, ey = x1 + _BOX_W / 2, y1
+            d = f"M{x0 + _BOX_W / 2},{y0 + _BOX_H} L{x0 + _BOX_W / 2},{mid} L{ex},{mid} L{ex},{ey}"
+            head = f"{ex},{ey} {ex - 4},{ey - 7} {ex + 4},{ey - 7}"
+        out.append(f'<path class="edge" d="{d}"/><polygon class="head" points="{head}"/>')
     for k, (cls, title, sub, data) in enumerate(boxes):
         x, y = pos[k]
         data_attrs = " ".join(f'{n}="{esc(v)}"' for n, v in data.items() if v is not None)
