@@ -179,6 +179,60 @@ def self_updates(stmts) -> list[tuple[str, ast.stmt]]:
     return out
 
 
+def carried_names(loop) -> set[str]:
+    """Names a loop's body reads before it surely binds them: the state one iteration hands the next
+    (``hidden`` in ``output, hidden = model(data, hidden)``), not a value each iteration makes first and
+    then updates (``output = output.view(...)`` after ``output = model(data)``). A name bound on only one
+    branch of an ``if`` is not surely bound after it."""
+    found: set[str] = set()
+
+    def load(node, bound):
+        if node is None:
+            return
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound:
+                found.add(n.id)
+
+    def block(stmts, bound: set) -> set:
+        bound = set(bound)
+        for st in stmts:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(st.name)
+            elif isinstance(st, ast.If):
+                load(st.test, bound)
+                bound |= block(st.body, bound) & block(st.orelse, bound)
+            elif isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
+                load(getattr(st, "iter", None) or getattr(st, "test", None), bound)
+                block(st.body, bound | set(target_names(st.target)) if hasattr(st, "target") else bound)
+                block(st.orelse, bound)
+            elif isinstance(st, (ast.With, ast.AsyncWith)):
+                for item in st.items:
+                    load(item.context_expr, bound)
+                names, _ = assigned(st)
+                bound = block(st.body, bound | set(names))
+            elif isinstance(st, ast.Try):
+                after = block(st.body, bound)
+                for h in st.handlers:
+                    block(h.body, bound)
+                bound = block(st.finalbody, block(st.orelse, after))
+            elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                load(st.value, bound)
+                if isinstance(st, ast.AugAssign):
+                    load(ast.Name(id=st.target.id, ctx=ast.Load()) if isinstance(st.target, ast.Name) else st.target, bound)
+                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                    if not isinstance(t, (ast.Name, ast.Tuple, ast.List, ast.Starred)):
+                        load(t, bound)  # `cache[k] = v` reads `cache`
+                names, _ = assigned(st)
+                bound |= set(names)
+            else:
+                load(st, bound)
+        return bound
+
+    body = getattr(loop, "body", None) or []
+    block(body, set(target_names(loop.target)) if hasattr(loop, "target") else set())
+    return found
+
+
 def dotted(expr) -> str:
     """``torch.nn.functional.relu`` for an attribute chain, '' otherwise."""
     parts = []

@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from _cli import REPO, run_cli, run_python, validate_against_schema
+from _browser import WINDOW, load, needs_browser, png_facts
+from _cli import REPO, line_of, run_cli, run_python, validate_against_schema
 from retention_truth import culprit_line, expected_kind, twin_source
 
 CORPUS = sorted((REPO / "tests" / "corpus_retention").glob("*.py"))
@@ -77,19 +79,40 @@ def test_memory_held_section_and_tensor_holders(tmp_path):
     assert "held by: cache -> ['row']" in out, out
 
 
+_SAVES = """import os, sys
+import torch
+d = sys.argv[1]
+x = torch.randn(1000, 1000)
+emb = torch.randn(2000, 256)
+torch.save(x[:10], os.path.join(d, "a.pt"))
+torch.save(x[:10].detach(), os.path.join(d, "b.pt"))
+torch.save({"model": {"emb": emb[:10], "n": 3}}, os.path.join(d, "c.pt"))
+torch.save([x, x[:10]], os.path.join(d, "d.pt"))
+torch.save({"head": x[:10].clone()}, os.path.join(d, "e.pt"))
+state = {"emb": emb[:5]}
+torch.save(state, os.path.join(d, "f.pt"))
+"""
+
+
 def test_torch_save_of_a_pinning_view(tmp_path):
-    prog = tmp_path / "save_view.py"
-    prog.write_text("import os, sys\nimport torch\nx = torch.randn(1000, 1000)\n"
-                    "torch.save(x[:10], os.path.join(sys.argv[1], 'head.pt'))\n")
+    """torch.save writes a tensor's whole storage: reported where the file is >= 4x (and >= 1 MB) the bytes
+    of the tensors saved, a `.detach()`ed slice and a slice inside nested dicts included; not when the
+    whole tensor is saved beside its slice, nor for a `.clone()`."""
+    prog = tmp_path / "saves.py"
+    prog.write_text(_SAVES)
     rc, plain, err = run_python(prog, str(tmp_path))
     assert rc == 0, err
-    whole = (tmp_path / "head.pt").stat().st_size  # torch writes the whole 4 MB storage
-    assert whole > 4_000_000
+    reach = {"a": 40_000, "b": 40_000, "c": 10 * 256 * 4, "d": 4_000_000 + 40_000, "e": 40_000, "f": 5 * 256 * 4}
+    size = {f: (tmp_path / f"{f}.pt").stat().st_size for f in reach}
+    wasteful = {line_of(prog, f'"{f}.pt"') for f in reach if size[f] >= max(4 * reach[f], 1 << 20)}
+    assert len(wasteful) == 4  # torch wrote a, b, c and f whole
     rc, out, err, doc = run_cli("run", "--json", str(prog), str(tmp_path))
     assert rc == 0, err
-    h = next(h for h in doc["hazards"] if h["kind"] == "view-pins-storage")
-    assert h["culprit"]["line"] == 4
-    assert "torch.save(x[:10].clone(), " in h["fix"]
+    found = {h["culprit"]["line"]: h for h in doc["hazards"] if h["kind"] == "view-pins-storage"}
+    assert set(found) == wasteful
+    assert "torch.save(x[:10].clone(), " in found[line_of(prog, '"a.pt"')]["fix"]
+    assert '{"emb": emb[:10].clone(), "n": 3}' in found[line_of(prog, '"c.pt"')]["fix"]
+    assert "['emb']" in found[line_of(prog, '"f.pt"')]["fix"]
 
 
 def test_api_holders(tmp_path):
@@ -140,3 +163,141 @@ def test_growth_sampling_is_invisible_to_the_program(tmp_path):
     assert rc == 0
     assert err.strip().splitlines()[-2:] == plain.strip().splitlines()[-2:]  # the program's stdout goes to stderr
     assert any(h["kind"] == "graph-kept-alive" for h in doc["hazards"])
+
+
+_PICTURE = '''
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(64, 64)
+history = []
+for step in range(12):
+    x = torch.randn(16, 64)
+    out = model(x)
+    loss = out.pow(2).mean()
+    model.zero_grad()
+    loss.backward()
+    history.append(out)
+big = torch.zeros(512, 1024)
+first_row = big[0]
+del big
+'''
+
+
+@needs_browser
+def test_holder_path_picture_in_the_browser(tmp_path):
+    """The HTML report's Memory held section draws each holder path: the name with its retaining line,
+    each step, the tensor kept with its bytes; the bars of the holders follow their bytes."""
+    prog = tmp_path / "picture.py"
+    prog.write_text(_PICTURE)
+    page = tmp_path / "picture.html"
+    rc, out, err, _ = run_cli("run", "-o", str(page), str(prog))
+    assert rc == 0 and page.exists(), err
+    dom = load(page, tmp_path, screenshot=tmp_path / "picture.png")
+    section = dom.by_id("memory-held")
+    assert section is not None
+
+    # what torch says about the same tensors
+    model = torch.nn.Linear(64, 64)
+    out = model(torch.randn(16, 64))
+    out.pow(2).mean().backward()
+    model_bytes = sum(t.numel() * t.element_size() for p in model.parameters() for t in (p, p.grad))
+    big = torch.zeros(512, 1024)
+    row = big[0]
+
+    kept = section.one("svg", "holder-path", data_kind="graph-kept-alive")
+    assert kept.attrs["data-holder"] == "history"
+    assert kept.attrs["data-culprit-line"] == str(line_of(prog, "history.append(out)"))
+    assert int(kept.attrs["data-nodes-per-step"]) > 0
+    labels = [g.attrs["data-label"] for g in kept.find_all("g") if "data-label" in g.attrs]
+    assert labels[0] == "history" and labels[1].startswith("[")
+    target = kept.one("g", "target")
+    assert int(target.attrs["data-bytes"]) == out.numel() * out.element_size()
+    assert len(kept.find_all("path", "edge")) == len(labels)  # holder -> each step -> the tensor
+
+    pinned = section.one("svg", "holder-path", data_pinned="true")
+    assert pinned.attrs["data-holder"] == "first_row"
+    t = pinned.one("g", "target")
+    assert int(t.attrs["data-bytes"]) == row.numel() * row.element_size()
+    assert int(t.attrs["data-storage-bytes"]) == row.untyped_storage().nbytes()
+    assert t.attrs["data-alloc-line"] == str(line_of(prog, "first_row = big[0]"))
+
+    rows = {r.attrs["data-name"]: r for r in section.find_all("tr", "holder")}
+    assert int(rows["model"].attrs["data-bytes"]) == model_bytes
+    widths = {n: int(r.one("rect", "fill").attrs["data-width"]) for n, r in rows.items()}
+    nbytes = {n: int(r.attrs["data-bytes"]) for n, r in rows.items()}
+    assert all(widths[a] >= widths[b] for a in rows for b in rows if nbytes[a] > nbytes[b])
+    w, h, colours = png_facts(tmp_path / "picture.png")
+    assert (w, h) == WINDOW and colours > 50
+
+
+def test_cuda_blocks_are_named_from_a_snapshot_shape():
+    """The naming of CUDA blocks is plain data: blocks in address order from their segment's start."""
+    from tensorscope.instrument.retention import name_blocks
+
+    snap = {"segments": [{"device": 0, "address": 4096, "blocks": [
+        {"size": 1024, "requested_size": 1000, "state": "active_allocated"},
+        {"size": 512, "state": "inactive"},
+        {"size": 2048, "requested_size": 2048, "state": "active_allocated"}]}]}
+    named = name_blocks(snap, {(0, 4096): ["model", ".w"], (0, 4096 + 1024 + 512): ["history", "[0]"]})
+    assert [(b["bytes"], b["name"]) for b in named] == [(2048, "history -> [0]"), (1024, "model -> .w")]
+
+
+_OOM = '''
+import torch
+model = torch.nn.Linear(1024, 1024).cuda()
+history = [torch.randn(256, 1024, device="cuda") for _ in range(4)]
+free, total = torch.cuda.mem_get_info()
+too_big = torch.empty(int(total), dtype=torch.uint8, device="cuda")  # more than the device has
+'''
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_out_of_memory_names_the_cuda_blocks(tmp_path):
+    """At torch.OutOfMemoryError the report names the blocks of the CUDA snapshot by their holders."""
+    prog = tmp_path / "oom.py"
+    prog.write_text(_OOM)
+    rc, plain, err = run_python(prog)
+    assert rc == 1 and "OutOfMemoryError" in err
+    rc, out, err, doc = run_cli("run", "--json", str(prog))
+    assert rc == 1 and doc is not None and validate_against_schema(doc)
+    assert doc["program"]["exception"]["type"] == "OutOfMemoryError"
+    blocks = doc["memory"]["cuda_blocks"]
+    names = {b["name"] for b in blocks if b["name"]}
+    assert {"history -> [0]", "model -> .weight"} <= names, blocks
+    nbytes = {b["name"]: b["requested_bytes"] for b in blocks if b["name"]}
+    assert nbytes["history -> [0]"] == 256 * 1024 * 4 and nbytes["model -> .weight"] == 1024 * 1024 * 4
+
+
+_WORD_LM_LOOP = '''
+def train():
+    total_loss = 0.
+    if args.model != 'Transformer':
+        hidden = model.init_hidden(args.batch_size)
+    for batch, i in enumerate(range(0, train_data.size(0) - 1, args.bptt)):
+        data, targets = get_batch(train_data, i)
+        model.zero_grad()
+        if args.model == 'Transformer':
+            output = model(data)
+            output = output.view(-1, ntokens)
+        else:
+            output, hidden = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        total_loss += loss.item()
+        cache[i] = loss
+'''
+
+
+def test_carried_names_of_a_training_loop():
+    """What one iteration hands the next is what the loop reads before it surely binds it: the RNN's
+    `hidden` and the running `total_loss`, not `output` (made afresh on both branches, then updated
+    from itself on one), nor the loop's own targets."""
+    import ast
+
+    from tensorscope import source
+
+    loop = next(n for n in ast.walk(ast.parse(_WORD_LM_LOOP)) if isinstance(n, ast.For))
+    carried = source.carried_names(loop)
+    assert {"hidden", "total_loss", "cache", "model", "args"} <= carried
+    assert not {"output", "loss", "data", "targets", "batch", "i"} & carried

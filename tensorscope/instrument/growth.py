@@ -74,8 +74,8 @@ class Growth:
 
     def _sample(self, walk) -> dict:
         keys: dict[int, set] = {}
-        for key, (nbytes, r, _) in walk.storages.items():
-            keys.setdefault(r, set()).add(key)
+        for key, (nbytes, r, tid) in walk.storages.items():
+            keys.setdefault(r, set()).add(_identity(walk, key, tid))
         rb = walk.root_bytes()
         prev = self.samples[-1]["roots"] if self.samples else {}
         before = self.samples[-2]["roots"] if len(self.samples) > 1 else {}
@@ -99,12 +99,16 @@ class Growth:
         return {"step": self.boundaries, "truncated": walk.truncated, "roots": roots}
 
     def _witness(self, walk, r, new_keys) -> dict:
-        """The path to the largest storage new under root ``r``, or to its graph."""
+        """The path to the largest storage new under root ``r``, or to its graph: on equal bytes, one
+        not held as a leaf's ``.grad`` (backward replaces it each step), then the first in walk order."""
         best = None
-        for key in new_keys:
-            nbytes, _, tid = walk.storages[key]
-            if best is None or nbytes > best[0]:
-                best = (nbytes, tid)
+        order = {key: i for i, key in enumerate(walk.storages)}
+        for ident in sorted(new_keys, key=lambda i: order[i[0]]):
+            nbytes, _, tid = walk.storages[ident[0]]
+            rank = (nbytes, ident[2] != ".grad")
+            if best is None or rank > best[0]:
+                best = (rank, tid)
+        best = (best[0][0], best[1]) if best is not None else None
         target = best[1] if best is not None else walk.first_node.get(r)
         if target is None:
             return {}
@@ -161,6 +165,24 @@ class Growth:
     def findings(self) -> list[dict]:
         """Raw facts of each name that grew at its last three samples (torch-free)."""
         return findings(self.samples)
+
+
+def _identity(walk, key, tid) -> tuple:
+    """A storage as the samples compare it: its address, and the object and step it was first reached
+    through. See NOTE [Storage identity across samples]."""
+    parent, step = walk._parent.get(tid, (None, {}))
+    return (key, parent, step.get("label"))
+
+
+# NOTE [Storage identity across samples]
+# A storage's address (its StorageImpl) is reused by the allocator once the storage is freed: a leaf's
+# `.grad` freed by `zero_grad()` and the gradient a hook appends to a list next step can share one
+# address across two samples, so "new since the last sample" and "kept since the previous one" read
+# by address alone depended on where malloc put each step's tensors (the witness of
+# corpus_retention/grad_hook_collector.py was then `.weight -> .grad`, a container-grows finding at
+# the wrong line, in some runs). A storage is therefore compared by its address and the object and
+# label it was first reached through (`seen` and `[5]`; `weight` and `.grad`): a list's new item is
+# new even at a reused address, a `.grad` replaced in place of the last one is the same holder's.
 
 
 def family(witness: dict, nodes_grew: bool) -> str:

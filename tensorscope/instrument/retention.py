@@ -480,7 +480,7 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
         total = sum(nbytes for nbytes, _, _ in walk.storages.values())
         doc = {"device": "cpu", "total_bytes": total, "storages": len(walk.storages), "holders": out,
                "pinned_views": pinned, "paths": paths, "visited": walk.visited, "truncated": walk.truncated,
-               "cuda_allocated": _cuda_allocated()}
+               "cuda_allocated": _cuda_allocated(), "cuda_blocks": cuda_blocks(walk)}
         if growth is not None:
             doc["sampled_steps"] = [s["step"] for s in growth.samples]
             doc["sample_seconds"] = round(growth.seconds, 4)
@@ -523,6 +523,56 @@ def _cuda_allocated():
     except Exception:
         pass
     return None
+
+
+MAX_CUDA_BLOCKS = 20
+
+
+def cuda_blocks(walk) -> list | None:
+    """The allocated blocks of ``torch.cuda.memory._snapshot()``, largest first, each named by the path
+    that holds the storage starting at it (None where CUDA is not in use). See NOTE [Naming CUDA blocks]."""
+    try:
+        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return None
+        snap = torch.cuda.memory._snapshot()
+    except Exception:
+        return None
+    starts = {}
+    for _key, (_nbytes, _r, tid) in walk.storages.items():
+        t = walk.obj(tid)
+        try:
+            if t.is_cuda:
+                starts[(t.device.index, t.untyped_storage().data_ptr())] = [s.get("label") for s in walk.path(tid)]
+        except Exception:
+            continue
+    return name_blocks(snap, starts)
+
+
+def name_blocks(snapshot: dict, starts: dict) -> list:
+    """Plain data: ``snapshot`` as ``torch.cuda.memory._snapshot()`` gives it (segments with an address
+    and blocks in address order), ``starts``: (device, storage data_ptr) -> path labels."""
+    out = []
+    for seg in snapshot.get("segments") or ():
+        addr, device = seg.get("address", 0), seg.get("device")
+        for b in seg.get("blocks") or ():
+            size = b.get("size", 0)
+            if b.get("state") == "active_allocated":
+                path = starts.get((device, addr))
+                out.append({"device": device, "bytes": size, "requested_bytes": b.get("requested_size", size),
+                            "path": path, "name": " -> ".join(path) if path else None})
+            addr += size
+    out.sort(key=lambda b: -b["bytes"])
+    return out[:MAX_CUDA_BLOCKS]
+
+
+# NOTE [Naming CUDA blocks]
+# The caching allocator's snapshot lists segments (cudaMalloc'd ranges) and, in address order, the
+# blocks carved from them, with sizes and states but no names. A tensor's storage starts at the
+# block it was allocated in, so a block whose start is the `data_ptr()` of a storage the retention
+# walk reached is named by that storage's path (`model -> .fc -> .weight`, `history -> [3]`); a block
+# nobody reachable from the program's names starts is left unnamed (held by the graph of a running
+# backward, by a C++ cache, or freed by the program but not yet by a stream). The end-of-run walk (and
+# the walk at an uncaught exception, torch.OutOfMemoryError included) fills `memory.cuda_blocks`.
 
 
 def holders_of(target, frame, user, budget: int = END_BUDGET) -> list[list[dict]]:

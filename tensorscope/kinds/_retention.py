@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import linecache
 import os
+import re
 
 from tensorscope import source
 from tensorscope.kinds._base import diagnosis, where
@@ -246,6 +247,11 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
                 "reduced values).")
     if fam == "graph-kept-alive":
         return "Store `.item()` or `.detach()` values in what outlives the step, not tensors with a graph."
+    if fam == "view-pins-storage" and h.get("save"):
+        item = (h.get("save") or {}).get("item")
+        what = f"the tensor at `{item}` of what is saved" if item else "the tensor"
+        return (f"Save a copy of just the slice: `.clone()` {what} before torch.save (the file then holds only "
+                "its bytes, not its whole storage).")
     if fam == "view-pins-storage":
         return "Store `.clone()` of the slice, not the slice: a view keeps its base's whole storage alive."
     return "Clear the container each step or epoch, bound it, or store Python numbers (`.item()`) instead of tensors."
@@ -257,8 +263,28 @@ def _saved_view(h: dict):
     stmt = source.statement_at(at.get("file"), at.get("line"))
     for node in ast.walk(stmt) if stmt is not None else ():
         if isinstance(node, ast.Call) and _last_name(node.func) == "save" and node.args:
-            return at.get("file"), stmt, node.args[0]
+            return at.get("file"), stmt, _item_of(node.args[0], at.get("item") or "")
     return at.get("file"), stmt, None
+
+
+def _item_of(expr, item: str):
+    """The expression of the saved tensor inside the literal passed to torch.save (``{'emb': emb[:10]}``
+    and ``['emb']`` give ``emb[:10]``), or None when it is not written out there."""
+    try:
+        keys = [ast.literal_eval(k) for k in re.findall(r"\[([^\[\]]*)\]", item)]
+    except (ValueError, SyntaxError):
+        return None
+    for k in keys:
+        if isinstance(expr, ast.Dict):
+            expr = next((v for kk, v in zip(expr.keys, expr.values)
+                         if isinstance(kk, ast.Constant) and kk.value == k), None)
+        elif isinstance(expr, (ast.List, ast.Tuple)) and isinstance(k, int) and 0 <= k < len(expr.elts):
+            expr = expr.elts[k]
+        else:
+            return None
+        if expr is None:
+            return None
+    return expr
 
 
 def explain(ev, h: dict, kind) -> dict:

@@ -79,11 +79,14 @@ def _freeing_backward(earlier: list[dict], node: dict | None) -> dict | None:
     return freeing[-1] if freeing else (earlier[-1] if earlier else None)
 
 
-def _carried(f: dict, graph: dict, culprit: dict | None) -> tuple[str | None, str, int | None]:
+def _carried(f: dict, graph: dict, culprit: dict | None, prefer: str | None = None) -> tuple[str | None, str, int | None]:
     """The tensor that links the failing graph to the freed one: (name, how, line of the link).
 
     how: "same" (backward on the very same tensor), "carried" (a variable updated from itself in a
     loop, e.g. an RNN hidden state or a running sum), "shared" (an intermediate both losses use).
+    ``prefer``: the name the retention walk found holding the freed graph; its own update is the carry
+    (a loop's other self-updates are read from the source and may sit in a branch that never ran:
+    ``output = output.view(...)`` in word_language_model's Transformer branch).
     """
     horizon = (culprit or {}).get("seq_now") or 0
     local = graph.get("locals") or []
@@ -101,6 +104,9 @@ def _carried(f: dict, graph: dict, culprit: dict | None) -> tuple[str | None, st
     if loop is not None:
         updates = source.self_updates(source.scope_statements(loop))
         names = {loc["name"] for loc in linked}
+        if prefer and any(u[0] == prefer for u in updates):  # a tuple (h, c) is no tensor local: the walk saw it
+            names = {prefer}
+        names &= source.carried_names(loop)  # `output = output.view(...)` updates this iteration's own value
         for name, s in updates:
             if name in names:
                 return name, "carried", s.lineno
@@ -164,7 +170,8 @@ def explain(ev: Evidence) -> dict | None:
     top = max(old, key=lambda n: n["seq"]) if old else None
     first = _freeing_backward(earlier, top)
     node_file, node_line = ev.node_lines.get(top["seq"], (None, None)) if top else (None, None)
-    name, how, link_line = _carried(f, graph, first)
+    held_by = _held_into_freed(ev, f)
+    name, how, link_line = _carried(f, graph, first, prefer=held_by[2].split(".")[0] if held_by else None)
     bline = f.get("line")
     op = "torch.autograd.grad" if first and first.get("op") == "grad" else "backward()"
     parts = []
@@ -200,7 +207,7 @@ def explain(ev: Evidence) -> dict | None:
                    "before that line, once per iteration: truncated backpropagation through time), or build it "
                    "afresh each iteration; use retain_graph=True only if the backward really must reach into "
                    "earlier iterations.")
-    held = _retained(ev, f, first, op)
+    held = _retained(held_by, first, op)
     if held is not None:  # the line that kept the freed graph reachable: See NOTE [The retaining line]
         said, culprit, chain, fix = held
         parts.append(said)
@@ -219,9 +226,8 @@ def explain(ev: Evidence) -> dict | None:
     )
 
 
-def _retained(ev, f: dict, first: dict | None, op: str):
-    """(sentence, culprit, chain, fix) from the retention paths into the freed graph, or None."""
-    held = _held_into_freed(ev, f)
+def _retained(held, first: dict | None, op: str):
+    """(sentence, culprit, chain, fix) from the retention paths into the freed graph (``_held_into_freed``), or None."""
     if held is None:
         return None
     stmt_file, stmt, holder, steps = held
@@ -232,18 +238,32 @@ def _retained(ev, f: dict, first: dict | None, op: str):
     chain = [c for c in [where(first["file"], first["line"], what=f"{op} without retain_graph=True freed the "
                                "graph built before it") if first else None,
                          where(stmt_file, line, what="keeps a tensor of that graph for the next iteration")] if c]
-    return said, where(stmt_file, line, alias=holder), chain, _detach_fix(code, holder)
+    return said, where(stmt_file, line, alias=holder), chain, _detach_fix(code, holder, steps)
 
 def _held_into_freed(ev, f):
     """(file, statement, holder, path) of the line that stored what carries the freed graph into this backward."""
-    for h in f.get("holders") or ():
+    holders = list(f.get("holders") or ())
+    stmt = source.statement_at(f.get("file"), f.get("line"))
+    loop = source.loop_of(stmt) if stmt is not None else None
+    if loop is not None:  # the name the loop hands from one iteration to the next first (NOTE [The carried holder])
+        carried = source.carried_names(loop)
+        holders.sort(key=lambda h: str(h.get("holder")).split(".")[0] not in carried)
+    for h in holders:
         file, stmt, _ = _retention.retaining_line(ev, {"path": h.get("path"), "holder": h.get("holder")})
         if stmt is not None:
             return file, stmt, _retention.holder_name(h.get("path")) or h.get("holder"), h.get("path")
     return None
 
 
-def _detach_fix(code: str, holder: str) -> str:
+# NOTE [The carried holder]
+# At the failing backward every name that reaches the freed graph does so through this iteration's graph:
+# word_language_model's new `output` and new `hidden` both do. The one that carried the old graph in is
+# the one the loop reads before it binds it (`hidden` in `output, hidden = model(data, hidden)`);
+# `output` is made afresh each iteration, and its self-update `output = output.view(...)` sits in a
+# branch (the Transformer's) that never ran. So holders the loop carries (source.carried_names) come first.
+
+
+def _detach_fix(code: str, holder: str, steps=()) -> str:
     """Detach what the retaining line stores: ``self.h = h`` -> ``self.h = h.detach()``."""
     try:
         stmt = ast.parse(code.strip()).body[0]
@@ -253,6 +273,13 @@ def _detach_fix(code: str, holder: str) -> str:
         return (f"Detach what is kept for the next iteration: `{source.text(stmt.targets[0])} = {stmt.value.id}.detach()` "
                 "(truncated backpropagation through time); use retain_graph=True only if backward really must "
                 "reach into earlier iterations.")
+    steps = list(steps or ())
+    held_in = next((s.get("via") for s in steps[1:] if s.get("via") != "attr"), None)
+    if held_in == "item":  # `hidden -> [0] -> .grad_fn ...`: an LSTM's (h, c) tuple
+        how = f"`{holder} = tuple(h.detach() for h in {holder})`"
+    elif steps:
+        how = f"`{holder} = {holder}.detach()`"
+    else:
+        how = f"`{holder} = {holder}.detach()`, for a tuple `{holder} = tuple(h.detach() for h in {holder})`"
     return (f"Detach `{holder}` before the next iteration uses it, at this line or right before it "
-            f"(`{holder} = {holder}.detach()`, for a tuple `{holder} = tuple(h.detach() for h in {holder})`): "
-            "each iteration's graph then starts fresh.")
+            f"({how}): each iteration's graph then starts fresh.")

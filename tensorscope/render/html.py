@@ -1,8 +1,8 @@
 """The HTML form: one self-contained page (no network: CSS and SVG inline, no script).
 
 Sections: a verdict header, the diagnosis and hazards, the autograd graph of the failing
-backward (when the document carries one, see :mod:`tensorscope.render.html_graph`), the
-storage map drawn as SVG, the tensors, and the timeline with file:line.
+backward (when the document carries one, see :mod:`tensorscope.render.html_graph`), the memory
+held with its holder paths (:mod:`tensorscope.render.html_retention`), the storage map drawn as SVG, the tensors, and the timeline with file:line.
 
 Every string that comes from the user's program (source lines, names, messages) goes through
 :func:`esc`. Elements carry ``data-*`` attributes (``data-tensor``, ``data-storage``, ...) so
@@ -23,6 +23,8 @@ import json
 from tensorscope.render.fold import fold, repeats
 from tensorscope.render.html_graph import CSS as GRAPH_CSS, graph_section
 from tensorscope.render.html_parts import clip, esc, place_link
+from tensorscope.render.html_retention import CSS as MEMORY_CSS
+from tensorscope.render.html_retention import memory_section
 from tensorscope.render.summary import failed_children
 from tensorscope.render.text import _describe_event
 
@@ -102,6 +104,9 @@ def render_html(doc: dict, *, fragment: bool = False) -> str:
         body.append(_finding(d, role, i, anchors, groups[id(d)]))
         if d.get("graph"):  # right under its finding: the stale node shows without scrolling
             body.append(graph_section(d, i, names, anchors, codes, role))
+    held = memory_section(doc, anchors)  # holder paths: render/html_retention.py
+    if held:
+        body.append(held)
     stale = _stale_tensors(doc, every)
     if doc["storages"]:
         body.append(storage_map(doc, stale))
@@ -170,7 +175,7 @@ def _verdict(doc: dict) -> str:
             + f'<div class="meta">{" · ".join(meta)}</div></header>')
 
 
-SCOPED_CSS = _scope(_CSS.strip() + "\n" + GRAPH_CSS.strip())
+SCOPED_CSS = _scope(_CSS.strip() + "\n" + GRAPH_CSS.strip() + "\n" + MEMORY_CSS.strip() + "\n")
 
 
 # -- places and anchors ---------------------------------------------------------------------------
