@@ -113,7 +113,10 @@ def _hide_sequence_protocol(cls) -> None:
         pass
 
 
-_local = threading.local()
+# idents of the threads inside a write wrapper: a set, not a ``threading.local`` flag, which cost three
+# times as much to read and set (about 0.5 us of every in-place write)
+_IN_WRITE: set = set()
+_get_ident = threading.get_ident
 
 
 def _programs(frame, user) -> bool:
@@ -127,7 +130,8 @@ def _programs(frame, user) -> bool:
 def make_write(op, orig):
     def write(*args, **kwargs):
         rec = state.recorder
-        if rec is None or not rec.active or getattr(_local, "in_write", False):
+        ident = _get_ident()
+        if rec is None or not rec.active or ident in _IN_WRITE:
             # inside another write wrapper: a TorchFunctionMode (e.g. set_default_device) sent the
             # op through the wrappers a second time; the outer call records it once
             return orig(*args, **kwargs)
@@ -137,7 +141,7 @@ def make_write(op, orig):
             return orig(*args, **kwargs)
         frame = sys._getframe(1)
         pre = rec.pre_write(target, frame)
-        _local.in_write = True
+        _IN_WRITE.add(ident)
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
@@ -145,7 +149,7 @@ def make_write(op, orig):
             strip_traceback(e)
             raise
         finally:
-            _local.in_write = False
+            _IN_WRITE.discard(ident)
         rec.post_write(pre, target, op, frame, args[1] if op == "copy_" and len(args) > 1 else None)
         if op in INDEX_WRITES:
             indexwrite.check(rec, op, args, kwargs, frame)
