@@ -620,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     for w in workloads:
         p = WORKLOAD_DIR / f"{w}.py"
         if not p.is_file():
-            known = ", ".join(sorted(q.stem for q in WORKLOAD_DIR.glob("*.py")))
+            known = ", ".join(sorted(q.stem for q in WORKLOAD_DIR.glob("*.py") if not q.stem.startswith("_")))
             print(f"run.py: unknown workload {w!r} (known: {known})", file=sys.stderr)
             return 2
         paths[w] = p

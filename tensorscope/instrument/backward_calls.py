@@ -15,7 +15,7 @@ import torch
 from tensorscope.instrument import links, retention, stale
 from tensorscope.instrument.failure_graph import _MAX_WALK, _is_freed_error
 from tensorscope.instrument.frames import receiver, user_frame
-from tensorscope.instrument.recorder import inspectable, node_name
+from tensorscope.instrument.recorder import _dtype_name, inspectable, node_name
 
 _Tensor = torch.Tensor
 _MAIN = threading.main_thread()
@@ -76,7 +76,7 @@ class BackwardCalls:
                 # the full description only for recorded calls: a training loop calls this every step
                 f = {"tensor": rec.note_tensor(r) if detailed else rec.tid(r), "requires_grad": bool(r.requires_grad),
                      "grad_fn": node_name(r.grad_fn) if r.grad_fn is not None else None,
-                     "dtype": str(r.dtype).replace("torch.", ""), "shape": list(r.shape),
+                     "dtype": _dtype_name(r.dtype), "shape": list(r.shape),
                      "is_leaf": bool(r.is_leaf)}
                 root_facts.append(f)
             ctx["roots"] = root_facts

@@ -192,9 +192,24 @@ def user_frame(frame, user: UserCode):
     return None
 
 
+_LIBRARY_NAMES: dict = {}  # id(code) -> (code, its short name): a backward or a write from one place, named once
+
+
 def library_name(frame) -> str:
     """A short name for a library frame, e.g. ``torch/optim/sgd.py:_single_tensor_sgd``."""
-    fn = frame.f_code.co_filename
+    code = frame.f_code
+    entry = _LIBRARY_NAMES.get(id(code))
+    if entry is not None and entry[0] is code:
+        return entry[1]
+    if len(_LIBRARY_NAMES) >= 4096:
+        _LIBRARY_NAMES.clear()
+    name = _library_name(code)
+    _LIBRARY_NAMES[id(code)] = (code, name)
+    return name
+
+
+def _library_name(code) -> str:
+    fn = code.co_filename
     for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
         i = fn.rfind(marker)
         if i >= 0:
@@ -202,7 +217,7 @@ def library_name(frame) -> str:
             break
     else:
         fn = os.path.basename(fn)
-    return f"{fn}:{frame.f_code.co_name}"
+    return f"{fn}:{code.co_name}"
 
 
 # --- source positions -------------------------------------------------------
@@ -230,6 +245,12 @@ def _positions(code):
     return flat
 
 
+# (id(code), instruction offset) -> (code, segment): the source text of one instruction's expression is a
+# function of that pair, as its line is (see NOTE [Line numbers of running frames]); a backward call or
+# a write on a loop's line is then sliced out of its source once, not at every step
+_SEGMENTS: dict = {}
+
+
 def call_segment(frame) -> str | None:
     """The exact source text of the expression the frame is executing (Python 3.11+).
 
@@ -237,10 +258,23 @@ def call_segment(frame) -> str | None:
     inside a longer line it gives that call, not the whole line.
     """
     code = frame.f_code
+    key = (id(code), frame.f_lasti)
+    entry = _SEGMENTS.get(key)
+    if entry is not None and entry[0] is code:
+        return entry[1]
+    segment = _segment(code, frame.f_lasti)
+    if segment is not None:  # no text yet (a file linecache cannot read now) is looked up again later
+        if len(_SEGMENTS) >= 16_384:
+            _SEGMENTS.clear()
+        _SEGMENTS[key] = (code, segment)
+    return segment
+
+
+def _segment(code, lasti) -> str | None:
     positions = _positions(code)
     if positions is None:
         return None
-    i = frame.f_lasti // 2 * 4
+    i = lasti // 2 * 4
     if i + 4 > len(positions):
         return None
     line, end_line, col, end_col = positions[i:i + 4]

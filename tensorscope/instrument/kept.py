@@ -8,7 +8,9 @@ too, and nothing raises. tensorscope records three things, all cheap:
 
 - the keeping: an alias taken on a program line (``.detach()``, ``.data``, a view of a leaf tensor, every
   tensor of a ``state_dict()``, a tensor made over NumPy's or a buffer's memory), filed under its
-  storage key with a weak reference, its memory range and the line;
+  storage key with a weak reference and the line; its memory range is read at the first write into
+  that storage (a kept value over outside memory: at once, to link it), so the many views a loop takes
+  and drops (``x = data[i]``) cost a weak reference each;
 - the first write after it: the write path of every in-place op does one dict lookup of the written
   storage here (see NOTE [Hot path] in patches.py); only a storage with a kept alias goes further, and
   a write counts when its bytes overlap the kept value's and it is not a write through the kept value
@@ -140,11 +142,13 @@ class KeptValues:
                                  "checked for writes (kept-value-changed)")
                     return
             key = storage_key(t)
-            mem = memory(t)
-            if mem is None:
+            external = op in EXTERNAL
+            # the bytes of a view of torch's own memory are read at the first write into its storage, if
+            # one comes (most kept views die young: `x = data[i]` in a loop); outside memory is linked now
+            mem = memory(t) if external else None
+            if external and mem is None:
                 return
             src = weakref.ref(base) if base is not None else None  # its id is taken at the end, if at all
-            external = op in EXTERNAL
             entry = _Kept(weakref.ref(t), None, op, frame.f_code.co_filename, line_of(frame), src, t._version,
                           mem, key, external, op != "data" and not external)
             self._file(key, entry)
@@ -217,6 +221,8 @@ class KeptValues:
                 continue
             if mem is None:
                 mem = memory(target)
+            if e.mem is None:
+                e.mem = memory(k)
             if not _overlap(mem, e.mem):
                 continue
             e.writes += 1

@@ -9,34 +9,20 @@ frame check per call; nothing is walked until a backward fails.
 
 from __future__ import annotations
 
-import sys
-
 import torch
 
-from tensorscope.instrument import state
-from tensorscope.instrument.frames import strip_traceback
+from tensorscope.instrument.calls import after_call
 from tensorscope.instrument.recorder import inspectable
-from tensorscope.instrument.transparent import named
 
 _Tensor = torch.Tensor
 
 
 def make_sample(op, orig):
-    def sample(self, *args, **kwargs):
-        rec = state.recorder
-        if rec is None or not rec.active:
-            return orig(self, *args, **kwargs)
-        try:
-            out = orig(self, *args, **kwargs)
-        except BaseException as e:
-            strip_traceback(e)
-            raise
-        frame = sys._getframe(1)
+    def after(rec, args, kwargs, out, frame):
         if frame.f_code.co_filename in rec.user:
-            rec.on_sample(op, self, out, frame)
-        return out
+            rec.on_sample(op, args[0], out, frame)
 
-    return named(sample, orig)
+    return after_call(orig, after)
 
 
 # Ops whose result has no grad_fn by nature (integer or bool values): a graph ends there. Each is
@@ -51,26 +37,16 @@ TORCH_FUNCTIONS = ("argmax", "argmin", "argsort") + COMPARISON_OPS
 
 
 def make_cut(op, orig):
-    def cut(*args, **kwargs):
-        rec = state.recorder
-        if rec is None or not rec.active:
-            return orig(*args, **kwargs)
-        try:
-            out = orig(*args, **kwargs)
-        except BaseException as e:
-            strip_traceback(e)
-            raise
+    def after(rec, args, kwargs, out, frame):
         try:
             src = next((a for a in args[:2] if isinstance(a, _Tensor) and a.requires_grad), None)
             if src is not None and isinstance(out, _Tensor) and out is not src:
-                frame = sys._getframe(1)
                 if frame.f_code.co_filename in rec.user and inspectable(src):
                     rec.on_copy(op, src, out, frame, "copy", kwargs)
         except Exception:
             pass
-        return out
 
-    return named(cut, orig)
+    return after_call(orig, after)
 
 
 def install_cuts(set_attr) -> None:

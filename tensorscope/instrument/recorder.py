@@ -22,7 +22,7 @@ from collections import OrderedDict
 import torch
 
 from tensorscope import compat
-from tensorscope.instrument.frames import UserCode, call_segment, library_name, line_of
+from tensorscope.instrument.frames import _LINES, UserCode, call_segment, library_name, line_of
 from tensorscope.instrument.lines import LineRecord
 
 _Tensor = torch.Tensor
@@ -325,8 +325,22 @@ class Recorder:
     # --- events ---------------------------------------------------------------
 
     def allow(self, kind: str, frame) -> bool:
-        """Count an event at this site; True while it may be recorded in full detail."""
-        return self.allow_at(kind, frame.f_code.co_filename, line_of(frame))
+        """Count an event at this site; True while it may be recorded in full detail.
+
+        Called for every alias, copy and creation the program's own lines make, so ``line_of`` and
+        ``allow_at`` are inlined for a line seen before (see NOTE [Hot path] in patches.py)."""
+        code = frame.f_code
+        entry = _LINES.get((id(code), frame.f_lasti))
+        site = (kind, code.co_filename, entry[1] if entry is not None and entry[0] is code else line_of(frame))
+        counts = self.site_counts
+        n = counts.get(site, 0) + 1
+        counts[site] = n
+        if n > self.per_site or len(self.events) >= self.max_events:
+            self.aggregated += 1
+            if n <= self.per_site:
+                self.log_full = True
+            return False
+        return True
 
     def allow_at(self, kind: str, file: str, line: int) -> bool:
         """``allow`` for a frame whose line is known."""

@@ -1,0 +1,36 @@
+"""The MLP training loop that `mlp_train.py` and `small_mlp.py` run at two sizes (not a workload itself).
+
+Synthetic data from a seeded generator, made once before the loop, so the loop measures only
+forward, backward and the optimizer (the hot path a tool must not slow down much).
+"""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def scale() -> float:
+    """The workload's size factor: argv[1] or env TS_BENCH_SCALE (float, default 1.0)."""
+    return float(sys.argv[1]) if len(sys.argv) > 1 else float(os.environ.get("TS_BENCH_SCALE", "1.0"))
+
+
+def train(name, *, steps, sizes, batch, n_batches, optimizer):
+    """Train ``Linear(sizes[0], sizes[1]), ReLU, Linear(sizes[1], sizes[2])`` with cross-entropy for
+    ``steps`` steps, ``optimizer(parameters)`` making the optimizer; print one line with the final loss."""
+    d_in, hidden, d_out = sizes
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    data = torch.randn(n_batches, batch, d_in, generator=gen)
+    labels = torch.randint(0, d_out, (n_batches, batch), generator=gen)
+    model = nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
+    opt = optimizer(model.parameters())
+    loss = None
+    for step in range(steps):
+        i = step % n_batches
+        opt.zero_grad()
+        loss = F.cross_entropy(model(data[i]), labels[i])
+        loss.backward()
+        opt.step()
+    print(f"{name} ok steps={steps} loss={loss.item():.4f}")
