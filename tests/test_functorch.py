@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests._cli import run_cli, run_python, validate_against_schema
+from tests._sample import ci_sample
 
 HERE = Path(__file__).resolve().parent / "programs" / "functorch"
-PROGRAMS = sorted(HERE.glob("*.py"))
+# A fixed sample in CI (tests/_sample.py), every program with TENSORSCOPE_CORPUS_FULL=1.
+PROGRAMS = ci_sample(sorted(HERE.glob("*.py")), 8)
 _FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in ')
 
 

@@ -18,9 +18,13 @@ import torch
 
 from _browser import WINDOW, load, needs_browser, png_facts
 from _cli import REPO, line_of, run_cli, run_python, validate_against_schema
+from _sample import ci_sample
 from retention_truth import culprit_line, expected_kind, twin_source
 
-CORPUS = sorted((REPO / "tests" / "corpus_retention").glob("*.py"))
+# Each program costs two tensorscope runs (the leak and its twin): CI runs a fixed sample of them
+# (tests/_sample.py); TENSORSCOPE_CORPUS_FULL=1 runs every one.
+ALL = sorted((REPO / "tests" / "corpus_retention").glob("*.py"))
+CORPUS = ci_sample(ALL, 8)
 RETENTION_KINDS = {"graph-kept-alive", "view-pins-storage", "hook-holds-tensors", "container-grows"}
 
 
