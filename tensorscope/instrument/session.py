@@ -76,7 +76,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     # the sinks and the origin mode where values are checked (explain, --check-values): their reductions
     # read values, which a plain run never does (tests/test_device.py); see NOTE [Origin of a non-finite value]
     if hooks:
-        origins = compat.DISPATCH_MODE_OVER_BACKWARD_SAFE  # NOTE [The origin mode crashes torch 2.2 and 2.9]
+        origins = compat.DISPATCH_MODE_OVER_BACKWARD_SAFE  # NOTE [The origin mode crashes torch before 2.11]
         tracker.values = nonfinite.ValueWatch(tracker, origins=origins).install()
         if not origins:
             tracker.note(f"torch {torch.__version__}: the origin of a non-finite value is not pinned (a dispatch "
