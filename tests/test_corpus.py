@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -36,6 +35,7 @@ import pytest
 
 import test_fixes
 from tests._cli import selected_programs
+from tests._sample import FULL, ci_sample
 
 _SCORE = Path(__file__).resolve().parent / "corpus" / "score.py"
 _spec = importlib.util.spec_from_file_location("tensorscope_corpus_score", _SCORE)
@@ -44,8 +44,6 @@ sys.modules[_spec.name] = score  # dataclasses look their module up in sys.modul
 _spec.loader.exec_module(score)
 
 PROGRAMS = [score.parse(p) for p in score.programs()]
-IDS = [p.path.stem for p in PROGRAMS]
-FULL = os.environ.get("TENSORSCOPE_CORPUS_FULL", "") not in ("", "0")
 
 
 # `tensorscope run -o` is compared with plain python on these by default (every program with
@@ -69,6 +67,15 @@ def _behaviour_sample():
 
 
 BEHAVIOUR = _behaviour_sample()
+# Each program costs a `tensorscope explain` (~3 s of CPU): CI explains a fixed sample of them, a share
+# of each kind (tests/_sample.py), plus the programs whose run behaviour and fixes are checked below;
+# TENSORSCOPE_CORPUS_FULL=1 (and `python tests/corpus/score.py`) explain every one.
+CI_EXPLAINED = 30
+_FIXED = set(test_fixes.default_sample())
+_KEEP = ({p.name for p in ci_sample(PROGRAMS, CI_EXPLAINED, group=lambda p: p.kind or p.hazard)}
+         | {p.name for p in BEHAVIOUR} | {p.name for p in PROGRAMS if p.path in _FIXED})
+EXPLAINED = [p for p in PROGRAMS if p.name in _KEEP]
+IDS = [p.path.stem for p in EXPLAINED]
 
 
 def _skip_reason(prog):
@@ -93,7 +100,7 @@ def results(request):
             "run": score.tensorscope_behaviour(prog.path) if prog.name in sampled else None,
         }
 
-    todo = [p for p in selected_programs(request, PROGRAMS, __file__) if _skip_reason(p) is None]
+    todo = [p for p in selected_programs(request, EXPLAINED, __file__) if _skip_reason(p) is None]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(one, todo))
 
@@ -118,7 +125,7 @@ def test_corpus_is_big_and_well_formed():
             assert prog.culprit_lines, f"{prog.name}: no '# <- culprit' marker"
 
 
-@pytest.mark.parametrize("prog", PROGRAMS, ids=IDS)
+@pytest.mark.parametrize("prog", EXPLAINED, ids=IDS)
 def test_explain_finds_what_the_program_declares(prog, results):
     res = _get(results, prog)["explain"]
     assert res.doc is not None, f"{prog.name}: {res.error}"
@@ -129,7 +136,7 @@ def test_explain_finds_what_the_program_declares(prog, results):
     )
 
 
-@pytest.mark.parametrize("prog", PROGRAMS, ids=IDS)
+@pytest.mark.parametrize("prog", EXPLAINED, ids=IDS)
 def test_explain_keeps_the_programs_exception(prog, results):
     r = _get(results, prog)
     res, plain = r["explain"], r["plain"]

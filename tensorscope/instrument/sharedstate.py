@@ -67,6 +67,9 @@ class SharedState:
         self.keys: dict[int, list] = {}
         self.owners: dict[int, list] = {}  # storage key -> [(weakref of module, parameter name)]
         self.n = 0
+        # the sizes at which the next prune runs: twice what a prune left alive, so that a program with
+        # more live parameters than _MAX_ENTRIES prunes a logarithmic number of times, not once a call
+        self.prune_owners_at = self.prune_keys_at = _MAX_ENTRIES
 
     # --- where sharing is made -----------------------------------------------------------------
 
@@ -78,8 +81,9 @@ class SharedState:
             return
         holders = self.owners.get(key)
         if holders is None:
-            if len(self.owners) >= _MAX_ENTRIES:
+            if len(self.owners) >= self.prune_owners_at:
                 self._prune_owners()
+                self.prune_owners_at = max(_MAX_ENTRIES, 2 * len(self.owners))
             self.owners[key] = [(weakref.ref(module), name)]
             return
         other = None
@@ -157,8 +161,9 @@ class SharedState:
     def _watch(self, entry, key):
         if entry.mem is None:
             return
-        if self.n >= _MAX_ENTRIES:
+        if self.n >= self.prune_keys_at:
             self._prune()
+            self.prune_keys_at = max(_MAX_ENTRIES, 2 * self.n)
             if self.n >= _MAX_ENTRIES:
                 return
         self.keys.setdefault(key, []).append(entry)
