@@ -70,7 +70,7 @@ BEHAVIOUR = _behaviour_sample()
 # Each program costs a `tensorscope explain` (~3 s of CPU): CI explains a fixed sample of them, a share
 # of each kind (tests/_sample.py), plus the programs whose run behaviour and fixes are checked below;
 # TENSORSCOPE_CORPUS_FULL=1 (and `python tests/corpus/score.py`) explain every one.
-CI_EXPLAINED = 30
+CI_EXPLAINED = 20
 _FIXED = set(test_fixes.default_sample())
 _KEEP = ({p.name for p in ci_sample(PROGRAMS, CI_EXPLAINED, group=lambda p: p.kind or p.hazard)}
          | {p.name for p in BEHAVIOUR} | {p.name for p in PROGRAMS if p.path in _FIXED})
