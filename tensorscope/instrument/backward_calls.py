@@ -13,7 +13,7 @@ import weakref
 import torch
 
 from tensorscope.instrument import links, retention, stale
-from tensorscope.instrument.failure_graph import _MAX_WALK, _is_freed_error
+from tensorscope.instrument.failure_graph import _is_freed_error, accumulated_leaves
 from tensorscope.instrument.frames import receiver, user_frame
 from tensorscope.instrument.recorder import _dtype_name, inspectable, node_name
 
@@ -94,7 +94,7 @@ class BackwardCalls:
                 known = self.site_leaves.get(site)
                 walked = known is None
                 if walked:
-                    leaves, visited = self._leaves(roots)
+                    leaves, visited = accumulated_leaves(roots)
                     if visited > _REWALK_NODES:
                         self.site_leaves[site] = _weak(leaves)
                 else:
@@ -123,36 +123,6 @@ class BackwardCalls:
             return retention.carried_holders(uf, self.rec.user, freed, exclude=roots)
         except Exception:
             return []
-
-    def _leaves(self, roots):
-        """The leaf tensors a backward from `roots` accumulates into (AccumulateGrad nodes), and the
-        number of nodes walked."""
-        out = []
-        seen = set()
-        stack = [r.grad_fn for r in roots if r.grad_fn is not None]
-        # each node once: a graph with residual connections reaches a node along many paths. The
-        # wrappers are kept (the dict's values) so that no id is reused by another node during the walk.
-        visited = {id(node): node for node in stack}
-        n = 0
-        while stack and n < _MAX_WALK:
-            node = stack.pop()
-            n += 1
-            try:
-                for nxt, _ in node.next_functions:
-                    if nxt is None or id(nxt) in visited:
-                        continue
-                    visited[id(nxt)] = nxt
-                    if hasattr(nxt, "variable"):
-                        v = nxt.variable
-                        k = id(v)
-                        if k not in seen:
-                            seen.add(k)
-                            out.append(v)
-                    else:
-                        stack.append(nxt)
-            except Exception:
-                continue
-        return out, len(visited)
 
     def after(self, ctx, error):
         """The call ``ctx`` (from ``before``) returned, or raised ``error``."""

@@ -19,6 +19,37 @@ _Tensor = torch.Tensor
 _MAX_WALK = 20_000
 
 
+def accumulated_leaves(roots, limit: int = _MAX_WALK) -> tuple[list, int]:
+    """The leaf tensors a backward from ``roots`` accumulates into (AccumulateGrad nodes), and the
+    number of nodes walked (at most ``limit``).
+
+    Each node once: a graph with residual connections reaches a node along many paths. The nodes are
+    kept (the dict's values) so that no id is reused by another node during the walk.
+    """
+    out, seen = [], set()
+    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+    visited = {id(node): node for node in stack}
+    n = 0
+    while stack and n < limit:
+        node = stack.pop()
+        n += 1
+        try:
+            for nxt, _ in node.next_functions:
+                if nxt is None or id(nxt) in visited:
+                    continue
+                visited[id(nxt)] = nxt
+                if hasattr(nxt, "variable"):
+                    v = nxt.variable
+                    if id(v) not in seen:
+                        seen.add(id(v))
+                        out.append(v)
+                else:
+                    stack.append(nxt)
+        except Exception:
+            continue
+    return out, len(visited)
+
+
 class FailureGraph:
     """The failure-path readers of a backward's graph, for one run."""
 

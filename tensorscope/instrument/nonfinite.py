@@ -47,6 +47,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
+from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
 from tensorscope.instrument.recorder import inspectable
 
@@ -555,28 +556,9 @@ def _all_finite(tensors):
 
 
 def _leaves_of(roots) -> list:
-    """The leaf tensors (AccumulateGrad nodes) a backward from ``roots`` reaches (walk bounded)."""
-    out, seen = [], set()
-    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
-    visited = {id(n): n for n in stack}
-    n = 0
-    while stack and n < _MAX_LEAF_WALK:
-        node = stack.pop()
-        n += 1
-        try:
-            for nxt, _ in node.next_functions:
-                if nxt is None or id(nxt) in visited:
-                    continue
-                visited[id(nxt)] = nxt
-                v = getattr(nxt, "variable", None)
-                if v is not None:
-                    if id(v) not in seen:
-                        seen.add(id(v))
-                        out.append(v)
-                else:
-                    stack.append(nxt)
-        except Exception:
-            continue
+    """The leaf tensors a backward from ``roots`` reaches (walk bounded), the roots that are leaves too."""
+    out, _ = accumulated_leaves(roots, _MAX_LEAF_WALK)
+    seen = {id(v) for v in out}
     for r in roots:  # backward from a leaf itself
         if r.grad_fn is None and r.requires_grad and id(r) not in seen:
             out.append(r)
