@@ -19,19 +19,11 @@ import re
 from tensorscope import source
 from tensorscope.kinds._base import diagnosis, where
 from tensorscope.source import display_path, without_comment
+from tensorscope.units import human_bytes as human
 
 CODES = ("graph-kept-alive", "view-pins-storage", "hook-holds-tensors", "container-grows")
 _TENSOR_VIAS = ("grad_fn", "saved", "next", "base", "grad", "variable", "ctx")
 _MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "appendleft", "__setitem__"}
-
-
-def human(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def path_text(steps) -> str:

@@ -12,6 +12,7 @@ hooks or closures, and through a view's base are drawn in their own colours.
 from __future__ import annotations
 
 from tensorscope.render.html_parts import clip, esc, place_link
+from tensorscope.units import human_bytes as human
 
 _BOX_W = 168
 _BOX_H = 44
@@ -43,15 +44,6 @@ table.holders rect.track{fill:#f6f8fa}
 """
 
 _RETENTION_KINDS = ("graph-kept-alive", "view-pins-storage", "hook-holds-tensors", "container-grows")
-
-
-def human(n) -> str:
-    if n is None:
-        return "?"
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def _label(step) -> str:

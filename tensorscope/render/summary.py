@@ -18,6 +18,7 @@ from rich.text import Text
 
 from tensorscope.render.fold import fold
 from tensorscope.render.modules import _same_module_roots, modules
+from tensorscope.units import human_bytes as _bytes
 
 _BAR = 16
 MAX_STORAGE_BLOCKS = 8
@@ -361,13 +362,6 @@ def renderables(doc, panels) -> list:
     if sections:  # the panels are no longer on the last screen
         out.extend(closing(doc))
     return [Group(*out)]
-
-
-def _bytes(n) -> str:
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 MEMORY_ROWS = 5
