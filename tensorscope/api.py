@@ -109,11 +109,12 @@ class Report:
         finally:
             del frame
 
-    def to_json(self) -> str:
-        """The report as ``tensorscope run --json`` prints it."""
+    def to_json(self, *, full: bool = False) -> str:
+        """The report as ``tensorscope run --json`` prints it: the compact form, or with ``full=True``
+        the full form (``--json --full``); ``Report.doc`` is always the full document."""
         from tensorscope.render import render
 
-        return render(self.doc, "json")
+        return render(self.doc, "json", full=full)
 
     def render(self, *, width: int = 100, color: bool = False, full: bool = True) -> str:
         """The report as ``tensorscope run --full`` prints it in a terminal.

@@ -142,7 +142,7 @@ _TIMEOUT = typer.Option(None, "--timeout", help="Stop the program after SECONDS 
 _FAIL_ON = typer.Option(None, "--fail-on", help="Exit 5 when something is found: hazard (a hazard) or diagnosis (a failure diagnosis or a hazard).")
 _ALL_RANKS = typer.Option(False, "--all-ranks", help="Under torchrun, print every rank's report (default: rank 0 only).")
 _TRACEBACK = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error.")
-_FULL = typer.Option(False, "--full", help="Print the complete report: every tensor, storage and event.")
+_FULL = typer.Option(False, "--full", help="Print the complete report: every tensor, storage and event (JSON: the full form, not the compact one).")
 _TENSOR = typer.Option(None, "--tensor", help="Print one tensor's history, aliases and version changes (a name or an id like t3).")
 _LINE = typer.Option(None, "--line", help="Print what one source line did (FILE:LINE or LINE).")
 
@@ -331,9 +331,11 @@ def _reexplain(req: Request) -> int:
         raise UsageError(f"can't open file '{req.program}': {e.strerror}")
     except (ValueError, RecursionError):  # JSONDecodeError and undecodable bytes
         raise UsageError(f"'{req.program}' is not a JSON file (a saved report is written by `explain -o report.json PROG`)")
-    from tensorscope import diagnose
+    from tensorscope import compact, diagnose
 
     try:
+        if isinstance(doc, dict):
+            doc = compact.expand(compact.upgrade(doc))
         diagnose.reexplain(doc)
     except ValueError as e:
         raise UsageError(f"'{req.program}': {e}")
@@ -399,7 +401,7 @@ def _emit(doc: dict, req: Request, raw: bool = False) -> bool:
             if form == "json":  # streamed: a large document is never held twice
                 from tensorscope.render import json as json_form
 
-                json_form.write(doc, f)
+                json_form.write(doc, f, full=req.full)
             else:
                 f.write(render(doc, form, width=100, color=False, **req.view()))
 
@@ -410,7 +412,7 @@ def _emit(doc: dict, req: Request, raw: bool = False) -> bool:
     if rank is not None and rank != 0 and not req.all_ranks:
         return True
     if req.json:
-        text = render(doc, "json")
+        text = render(doc, "json", full=req.full)
     elif doc["message"] is not None:  # a pasted error text's panel: 100 columns, no colour, as in a file
         text = render(doc, "text", width=100, color=False)
     else:

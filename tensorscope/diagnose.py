@@ -55,7 +55,7 @@ def facts_of(doc) -> Facts:
     if not isinstance(doc, dict) or "schema_version" not in doc or "program" not in doc or "tensors" not in doc:
         raise ValueError("not a tensorscope report (no schema_version, program and tensors)")
     version = doc.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION:  # a report of version 2 is upgraded first (compact.upgrade)
         raise ValueError(f"a report of schema_version {version!r} cannot be re-explained: it has no recording "
                          f"(schema_version {SCHEMA_VERSION} has one; run the program again)")
     data = doc.get("recording")

@@ -142,7 +142,7 @@ def _transformed(shell, cell: str) -> str:
 
 def _show(rep, *, as_json: bool, full: bool) -> None:
     if as_json:
-        sys.stdout.write(rep.to_json())
+        sys.stdout.write(rep.to_json(full=full))
         return
     from tensorscope.api import html, summary
 

@@ -11,7 +11,7 @@ from tensorscope.version import __version__
 from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, plain
 from tensorscope.source import code_at, display_path  # noqa: F401  (report.code_at, report.display_path: the callers' names)
 
-SCHEMA_VERSION = 2  # 2: the `recording` object (see docs/CONTRACT.md)
+SCHEMA_VERSION = 3  # 2: the `recording` object; 3: the compact form (see docs/CONTRACT.md)
 
 
 def skeleton(*, command: str, program: dict | None, torch_version: str | None, device_mode: str | None,
@@ -30,8 +30,10 @@ def skeleton(*, command: str, program: dict | None, torch_version: str | None, d
         "tensorscope_version": __version__,
         "torch_version": torch_version,
         "command": command,
+        "form": "full",  # the JSON writes the compact form unless --full (NOTE [The compact form])
         "program": program,
         "device_mode": device_mode,
+        "tensor_kinds": [],  # the compact form's shared tensor fields (tensorscope/compact.py)
         "tensors": [],
         "storages": [],
         "version_counters": [],
@@ -87,7 +89,7 @@ def memory_groups(storages) -> None:
 
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,
           distributed: dict | None = None) -> dict:
-    """Assemble the report document of a run (schema_version 2, see NOTE [One document skeleton]).
+    """Assemble the report document of a run (schema_version 3, see NOTE [One document skeleton]).
 
     ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by diagnose.attach.
     """

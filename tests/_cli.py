@@ -49,10 +49,22 @@ def run_cli(*args: str, cwd: str | os.PathLike = REPO, stdin: str | None = None,
     doc = None
     if "--json" in args:
         try:
-            doc = json.loads(proc.stdout)
+            doc = load_report(proc.stdout)
         except ValueError:
             doc = None
     return proc.returncode, proc.stdout, proc.stderr, doc
+
+
+def load_report(text: str) -> Any:
+    """A JSON report as a reader sees it whole: a compact document (the default form) is checked
+    against the schema as written, then expanded to the full form (tensorscope.compact.expand)."""
+    from tensorscope.compact import expand
+
+    doc = json.loads(text)
+    if isinstance(doc, dict) and doc.get("form") == "compact":
+        validate_against_schema(doc)
+        doc = expand(doc)
+    return doc
 
 
 def find_tensors(doc: dict, name: str) -> list[dict]:

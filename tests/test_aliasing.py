@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import REPO, run_cli, validate_against_schema
+from _cli import REPO, run_cli, load_report, validate_against_schema
 from tensorscope.render import render
 
 CORPUS = REPO / "tests" / "corpus_aliasing"
@@ -92,7 +92,7 @@ def _one(path: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
         rc, stdout, stderr, _ = run_cli("run", "--fail-on", "hazard", "-o", str(out), str(path))
-        doc = json.loads(out.read_text()) if out.exists() else None
+        doc = load_report(out.read_text()) if out.exists() else None
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "doc": doc}
 
 

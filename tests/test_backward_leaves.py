@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests._cli import find_events, line_of, run_cli, validate_against_schema
+from tests._cli import find_events, load_report, line_of, run_cli, validate_against_schema
 
 PROGRAM = textwrap.dedent("""
     import torch
@@ -36,7 +36,7 @@ def report(tmp_path_factory):
     out = d / "r.json"
     rc, stdout, err, _ = run_cli("run", "-o", str(out), str(prog), cwd=d)
     assert rc == 0, err
-    doc = json.loads(out.read_text())
+    doc = load_report(out.read_text())
     assert validate_against_schema(doc)
     return prog, stdout, doc
 

@@ -39,7 +39,7 @@ def test_json_mode_is_one_document_and_program_stdout_goes_to_stderr(tmp_path):
     p = prog(tmp_path, OK)
     rc, out, err, doc = run_cli("run", "--json", str(p), cwd=tmp_path)
     assert rc == 0
-    assert doc is not None and doc["schema_version"] == 2
+    assert doc is not None and doc["schema_version"] == 3
     assert doc["program"]["exit_status"] == 0
     assert "argv [] name __main__" in err
     a, = [t for t in doc["tensors"] if "a" in t["names"]]

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from _cli import load_schema, run_cli, run_python, validate_against_schema
+from _cli import load_report, load_schema, run_cli, run_python, validate_against_schema
 
 PROGRAM = """import torch
 a = torch.randn(3, requires_grad=True)
@@ -52,7 +52,7 @@ shell.run_cell("%load_ext tensorscope")
 shell.run_cell("import torch\nw = torch.ones(3, requires_grad=True)")
 with capture_output() as captured:
     shell.run_cell("%%tensorscope --json\nv = w * 2\nv.detach().zero_();\n")
-docs["ipython"] = json.loads(captured.stdout)
+docs["ipython"] = load_report(captured.stdout)
 
 
 class Grab:
@@ -94,7 +94,7 @@ def documents(tmp_path_factory):
     assert rc == 1, err[-2000:]
     rc, out, err, _ = run_cli("explain", "-o", str(tmp / "r.json"), str(prog), cwd=tmp)
     assert rc == 1, err[-2000:]
-    docs["explain program"] = json.loads((tmp / "r.json").read_text())
+    docs["explain program"] = load_report((tmp / "r.json").read_text())
     rc, out, err, docs["explain report.json"] = run_cli("explain", "--json", str(tmp / "r.json"), cwd=tmp)
     assert rc == 1, err[-2000:]
     rc, out, err, docs["explain -"] = run_cli("explain", "--json", "-", stdin=traceback_text, cwd=tmp)

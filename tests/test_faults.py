@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import DEFAULT_TIMEOUT, _env, validate_against_schema
+from _cli import DEFAULT_TIMEOUT, _env, load_report, validate_against_schema
 
 REPO = Path(__file__).resolve().parents[1]
 FAULTS = REPO / "tests" / "programs" / "faults"
@@ -45,7 +45,7 @@ def pair(prog: str, *args: str, cwd: Path, report: Path, options=(), **kw):
 
 
 def read_report(path: Path) -> dict:
-    doc = json.loads(path.read_text())
+    doc = load_report(path.read_text())
     validate_against_schema(doc)
     return doc
 

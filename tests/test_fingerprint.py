@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from _cli import line_of, run_cli, run_python, validate_against_schema
+from _cli import line_of, load_report, run_cli, run_python, validate_against_schema
 
 SILENT = """
     import ctypes
@@ -101,8 +101,8 @@ def runs(tmp_path_factory):
             "python": pool.submit(run_python, silent, cwd=tmp),
         }
         out = {k: v.result() for k, v in jobs.items()}
-    out["checked_doc"] = json.loads((tmp / "c.json").read_text())
-    out["run_doc"] = json.loads((tmp / "r.json").read_text())
+    out["checked_doc"] = load_report((tmp / "c.json").read_text())
+    out["run_doc"] = load_report((tmp / "r.json").read_text())
     out["path"] = silent
     return out
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from _cli import validate_against_schema
+from _cli import load_report, validate_against_schema
 from tensorscope import compat
 
 IPython = pytest.importorskip("IPython")
@@ -108,7 +108,7 @@ def test_full_json_and_the_values_of_the_cell(shell):
     assert torch.equal(shell.user_ns["x"].grad, torch.full((3,), 3.0))
 
     _, out = run(shell, "%%tensorscope --json --explain\nv = x.detach()[1:]\nv.zero_();\n")
-    doc = json.loads(out.stdout)
+    doc = load_report(out.stdout)
     assert validate_against_schema(doc) and doc["command"] == "explain"
     by_name = {n: t for t in doc["tensors"] for n in t["names"]}
     assert by_name["v"]["storage"] == by_name["x"]["storage"]

@@ -128,9 +128,12 @@ def test_a_real_report_file_has_the_layout(tmp_path):
     text = out.read_text(encoding="utf-8")
     doc = json.loads(text)
     _check_layout(doc, text)
-    tensor_lines = [line for line in text.splitlines() if line.startswith('    {"id": "t')]
+    assert doc["form"] == "compact"  # the default: one row per tensor
+    tensor_lines = [line for line in text.splitlines() if line.startswith('    ["t')]
     assert len(tensor_lines) == len(doc["tensors"]) >= 2
-    # --json on stdout is the same layout
-    rc, stdout, err, _ = run_cli("run", "--json", str(prog), cwd=tmp_path)
+    # --json --full on stdout is the same layout, one record per tensor
+    rc, stdout, err, _ = run_cli("run", "--json", "--full", str(prog), cwd=tmp_path)
     assert rc == 0, err
     _check_layout(json.loads(stdout), stdout)
+    assert json.loads(stdout)["form"] == "full"
+    assert sum(line.startswith('    {"id": "t') for line in stdout.splitlines()) == len(doc["tensors"])

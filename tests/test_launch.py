@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from _cli import _env, validate_against_schema
+from _cli import _env, load_report, validate_against_schema
 
 PY = sys.executable
 TIMEOUT = 900  # guards a hang, not speed: a niced run on a loaded 2-core machine takes minutes
@@ -110,7 +110,7 @@ def results(folder):
 def test_launch_is_byte_identical_to_python(case, results):
     py, ts, report = results[case]
     assert ts == py, f"{case}: python {py!r}\ntensorscope {ts!r}"
-    doc = json.loads(report.read_text())  # a report is always written
+    doc = load_report(report.read_text())  # a report is always written
     validate_against_schema(doc)
     assert doc["program"]["exit_status"] == py[0]
 
@@ -128,7 +128,7 @@ def test_python_side_of_the_cases(results, folder):
 
 def test_module_report_records_the_module(results, folder):
     _, _, report = results["-m package with __main__ and relative imports"]
-    doc = json.loads(report.read_text())
+    doc = load_report(report.read_text())
     prog = doc["program"]
     assert prog["module"] == "pkg"
     assert prog["path"] == str(folder / "pkg" / "__main__.py")
@@ -156,7 +156,7 @@ def test_explain_dash_m_pinpoints_a_line_in_the_package(folder):
         forward(a).sum().backward()
     """).lstrip())
     rc, out, err = _run([PY, "-m", "tensorscope", "explain", "--json", "-m", "bug"], folder)
-    doc = json.loads(out)
+    doc = load_report(out)
     d = doc["diagnosis"]
     assert rc == 1 and d["kind"] == "inplace-modified-saved-tensor", err
     assert (d["culprit"]["file"], d["culprit"]["line"]) == ("bug/model.py", 5)

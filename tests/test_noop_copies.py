@@ -11,7 +11,7 @@ import json
 
 import torch
 
-from _cli import REPO, run_cli, validate_against_schema
+from _cli import REPO, load_report, run_cli, validate_against_schema
 
 # (source line, the call evaluated on `x` here to ask torch whether it returns x itself)
 CALLS = [
@@ -41,7 +41,7 @@ def test_noop_copies_record_nothing(tmp_path):
     report = tmp_path / "r.json"
     rc, out, err, _ = run_cli("run", "-o", str(report), str(prog), cwd=REPO)
     assert rc == 0 and out == "True True\n", (rc, out, err[-500:])
-    doc = json.loads(report.read_text())
+    doc = load_report(report.read_text())
     assert validate_against_schema(doc)
     events_by_line: dict = {}
     for e in doc["events"]:

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 try:
-    from _cli import (SNIPPETS_DIR, counter_by_id, find_events, find_tensor, find_tensors,
+    from _cli import (SNIPPETS_DIR, counter_by_id, find_events, find_tensor, find_tensors, load_report,
                       line_of, run_cli, run_python, storage_by_id, tensor_by_id,
                       validate_against_schema)
 except ImportError:  # tests/ became a package
@@ -89,7 +89,7 @@ class Runs:
         if command == "run" and snippet not in JSON_MODE:
             rc, out, err, report = self.report(snippet)
             try:
-                doc = json.loads(report.read_text())
+                doc = load_report(report.read_text())
             except (OSError, ValueError):
                 doc = None
             return rc, out, out + err, doc
@@ -315,7 +315,7 @@ def test_same_as_python(snippet, runs):
     assert err == py_err
     assert rc == py_rc
     assert report.exists(), "-o FILE was not written"
-    doc = json.loads(report.read_text())
+    doc = load_report(report.read_text())
     assert doc["program"]["exit_status"] == py_rc
     validate_against_schema(doc)
 
@@ -326,7 +326,7 @@ def test_json_document(snippet, runs):
     py_rc, py_out, py_err = runs.python(snippet)
     doc, err = doc_of(runs, snippet)
     validate_against_schema(doc)
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
     assert doc["command"] == "run"
     assert doc["torch_version"] == torch.__version__
     prog = doc["program"]

@@ -30,6 +30,7 @@ import types
 
 import torch
 
+from tensorscope.holder_path import json_steps, text
 from tensorscope.instrument.recorder import node_name, storage_key
 
 _Tensor = torch.Tensor
@@ -178,8 +179,9 @@ class Walk:
                 pass
         elif issubclass(cls, _Optimizer) or self._user_type(cls) or _tensorscope_packed(cls):
             d = _instance_dict(obj)
+            state = issubclass(cls, _Optimizer)
             for k, v in list(d.items()):
-                yield {"via": "attr", "label": f".{k}"}, v
+                yield {"via": "optimizer_state" if state and k == "state" else "attr", "label": f".{k}"}, v
             for k in _slot_names(cls):
                 try:
                     yield {"via": "attr", "label": f".{k}"}, object.__getattribute__(obj, k)
@@ -467,7 +469,7 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
             big = walk.first_tensor.get(r)
             if big is not None:
                 steps = walk.path(big)
-                entry["path"] = [s.get("label") for s in steps]
+                entry["path"] = json_steps(steps)
                 t = walk.obj(big)
                 entry["tensor"] = tracker.note_tensor(t) if issubclass(type(t), _Tensor) else None
                 entry["graph"] = any(s.get("via") in ("grad_fn", "saved", "next") for s in steps)
@@ -476,7 +478,7 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
         paths = {}  # tid -> the path that holds it, for the tensors tracked in the run (`--tensor NAME`)
         for tid, t in tracker.live_tensors().items():
             if id(t) in walk._objs and len(paths) < MAX_PATHS:
-                paths[tid] = [s.get("label") for s in walk.path(id(t))]
+                paths[tid] = json_steps(walk.path(id(t)))
         total = sum(nbytes for nbytes, _, _ in walk.storages.values())
         doc = {"device": "cpu", "total_bytes": total, "storages": len(walk.storages), "holders": out,
                "pinned_views": pinned, "paths": paths, "visited": walk.visited, "truncated": walk.truncated,
@@ -509,7 +511,7 @@ def _pinned_views(tracker, walk) -> list:
             continue
         tid = tracker.note_tensor(t)
         c = tracker.tensor_created.get(tid) or {}
-        out.append({"tensor": tid, "path": walk.path(tid_obj), "nbytes": reach, "storage_nbytes": nbytes,
+        out.append({"tensor": tid, "path": json_steps(walk.path(tid_obj)), "nbytes": reach, "storage_nbytes": nbytes,
                     "file": c.get("file"), "line": c.get("line"), "how": c.get("how")})
         if len(out) >= 32:
             break
@@ -542,7 +544,7 @@ def cuda_blocks(walk) -> list | None:
         t = walk.obj(tid)
         try:
             if t.is_cuda:
-                starts[(t.device.index, t.untyped_storage().data_ptr())] = [s.get("label") for s in walk.path(tid)]
+                starts[(t.device.index, t.untyped_storage().data_ptr())] = json_steps(walk.path(tid))
         except Exception:
             continue
     return name_blocks(snap, starts)
@@ -550,7 +552,7 @@ def cuda_blocks(walk) -> list | None:
 
 def name_blocks(snapshot: dict, starts: dict) -> list:
     """Plain data: ``snapshot`` as ``torch.cuda.memory._snapshot()`` gives it (segments with an address
-    and blocks in address order), ``starts``: (device, storage data_ptr) -> path labels."""
+    and blocks in address order), ``starts``: (device, storage data_ptr) -> path steps (NOTE [Holder path steps])."""
     out = []
     for seg in snapshot.get("segments") or ():
         addr, device = seg.get("address", 0), seg.get("device")
@@ -559,7 +561,7 @@ def name_blocks(snapshot: dict, starts: dict) -> list:
             if b.get("state") == "active_allocated":
                 path = starts.get((device, addr))
                 out.append({"device": device, "bytes": size, "requested_bytes": b.get("requested_size", size),
-                            "path": path, "name": " -> ".join(path) if path else None})
+                            "path": path, "name": text(path) if path else None})
             addr += size
     out.sort(key=lambda b: -b["bytes"])
     return out[:MAX_CUDA_BLOCKS]

@@ -17,6 +17,7 @@ import os
 import re
 
 from tensorscope import source
+from tensorscope.holder_path import json_steps
 from tensorscope.kinds._base import diagnosis, where
 from tensorscope.source import display_path, without_comment
 from tensorscope.units import human_bytes as human
@@ -320,7 +321,7 @@ def explain(ev, h: dict, kind) -> dict:
                   "live bytes per name sampled at backward calls" if not h.get("at_end") else "views alive at the end"],
     )
     d["retention"] = {
-        "holder": holder, "where": h.get("where"), "path": [s.get("label") for s in h.get("path") or ()],
+        "holder": holder, "where": h.get("where"), "path": json_steps(h.get("path")),
         "path_text": shown, "bytes_per_step": per, "nodes_per_step": nodes, "bytes": h.get("bytes"),
         "steps": list(h.get("steps") or []), "allocation": allocation,
         "nbytes": h.get("nbytes"), "storage_nbytes": h.get("storage_nbytes"),

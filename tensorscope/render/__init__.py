@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from tensorscope.compact import expand
+
 
 class Form(str, Enum):
     text = "text"
@@ -27,12 +29,14 @@ def form_for_path(path: str) -> str:
 
 def render(doc: dict, form: str, *, width: int | None = None, color: bool | None = None, **options) -> str:
     """Render a report document in one output form (``options``: what the text form shows, see
-    ``text.renderables``; the JSON always holds everything)."""
+    ``text.renderables``; the JSON always holds everything, in its compact form unless ``full``)."""
     form = Form(form)
+    if form is not Form.json:  # a saved report read back may be in the compact form
+        doc = expand(doc)
     if form is Form.json:
         from tensorscope.render import json as json_form
 
-        return json_form.render(doc)
+        return json_form.render(doc, full=bool(options.get("full")))
     if form is Form.text:
         from tensorscope.render import text as text_form
 

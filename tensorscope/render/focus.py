@@ -6,6 +6,7 @@ import difflib
 
 from rich.text import Text
 
+from tensorscope import holder_path
 from tensorscope.render.summary import line, site_counts
 
 _REFS = ("tensor", "base", "source", "also_changed", "roots", "leaves_with_grad", "inputs", "outputs", "written")
@@ -60,7 +61,7 @@ def tensor_view(doc, query: str, describe) -> list:
                             crop=False))
         held = ((doc.get("memory") or {}).get("paths") or {}).get(t["id"])
         if held:
-            out.append(line("  held by: " + " -> ".join(held), crop=False))
+            out.append(line("  held by: " + holder_path.text(held), crop=False))
         aliases = []
         if t.get("view_of"):
             aliases.append(f"view of {t['view_of']} {', '.join(names.get(t['view_of']) or [])}".rstrip())

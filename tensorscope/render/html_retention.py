@@ -11,6 +11,7 @@ hooks or closures, and through a view's base are drawn in their own colours.
 
 from __future__ import annotations
 
+from tensorscope import holder_path
 from tensorscope.render.html_parts import clip, esc, place_link
 from tensorscope.units import human_bytes as human
 
@@ -46,21 +47,16 @@ table.holders rect.track{fill:#f6f8fa}
 _RETENTION_KINDS = ("graph-kept-alive", "view-pins-storage", "hook-holds-tensors", "container-grows")
 
 
-def _label(step) -> str:
-    return step if isinstance(step, str) else str((step or {}).get("label", "?"))
+_label = holder_path.label
+# How a step is drawn, by what it goes through (its `via`, NOTE [Holder path steps]).
+_DRAWN_AS = {"grad_fn": "graph", "next": "graph", "saved": "graph", "ctx": "graph", "variable": "graph",
+             "closure": "hook", "hook": "hook", "base": "base", "item": "item"}
 
 
-def step_kind(label: str) -> str:
-    """What a path step goes through, read from its label (the JSON keeps labels only)."""
-    if label.startswith((".grad_fn", "saved `", "ctx.")) or (label and label[0].isupper() and "Backward" in label):
-        return "graph"
-    if label.startswith(("closure `", "default ")) or "hooks[" in label:
-        return "hook"
-    if label == "._base":
-        return "base"
-    if label.startswith("[") or label == "{...}" or label.startswith(".args[") or label.startswith(".keywords["):
-        return "item"
-    return "attr"
+def step_kind(step) -> str:
+    """The box style of a path step: from its ``via`` (a report of schema_version 2 has labels only:
+    such a step is drawn as a plain attribute)."""
+    return _DRAWN_AS.get(step.get("via") if isinstance(step, dict) else None, "attr")
 
 
 def memory_section(doc: dict, anchors: dict) -> str:
@@ -153,11 +149,13 @@ def _holders_table(holders: list) -> str:
 
 def path_svg(steps, holder_sub: str, target: dict, attrs: dict) -> str:
     """The chain of boxes: the holder, each step of the path, then the tensor kept (bytes, lines)."""
-    labels = [_label(s) for s in steps] or ["?"]
+    steps = list(steps) or ["?"]
+    labels = [_label(s) for s in steps]
     boxes = []  # (class, title, sub, data attrs)
     boxes.append(("holder", labels[0], holder_sub, {"data-label": labels[0]}))
-    for lab in labels[1:]:
-        boxes.append((f"step {step_kind(lab)}", lab, "", {"data-label": lab}))
+    for step, lab in zip(steps[1:], labels[1:]):
+        via = step.get("via") if isinstance(step, dict) else None
+        boxes.append((f"step {step_kind(step)}", lab, "", {"data-label": lab, "data-via": via}))
     tsub = f"storage {human(target.get('storage_bytes'))}" if target.get("storage_bytes") else ""
     if target.get("line"):
         tsub = (tsub + " · " if tsub else "") + f"line {target['line']}"

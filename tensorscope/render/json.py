@@ -1,4 +1,5 @@
-"""The JSON form: exactly one document, stable keys (schema_version 2).
+"""The JSON form: exactly one document, stable keys (schema_version 3), compact unless ``full``
+(NOTE [The compact form] in tensorscope/compact.py).
 
 NOTE [JSON layout: one record per line]
 The document is written as the standard library writes it with ``indent=2``, except that each
@@ -6,7 +7,7 @@ element of a top-level array (a tensor, a storage, a version counter, an event, 
 written whole on one line:
 
     {
-      "schema_version": 2,
+      "schema_version": 3,
       "tensors": [
         {"id": "t1", "names": ["x"], "alive": true, "shape": [3], ...},
         {"id": "t2", ...}
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import io
 import json
+
+from tensorscope.compact import compact
 
 _KEY = json.JSONEncoder(default=str).encode  # a key of the top-level dict, as json.dumps writes it
 
@@ -55,18 +58,20 @@ _record = _record_encoder()
 _CHUNK = 2048  # records gathered before a write (a few hundred KB)
 
 
-def render(doc) -> str:
+def render(doc, *, full: bool = False) -> str:
     out = io.StringIO()
-    write(doc, out)
+    write(doc, out, full=full)
     return out.getvalue()
 
 
-def write(doc, fp) -> None:
+def write(doc, fp, *, full: bool = False) -> None:
     """Write ``doc`` (see NOTE [JSON layout: one record per line]), streamed: no whole-document
-    string is held in memory."""
+    string is held in memory. A report is written in its compact form unless ``full``."""
     if type(doc) is not dict and not isinstance(doc, dict) or not doc:
         fp.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
+    if not full:
+        doc = compact(doc)
     sep = "{\n  "
     for k, v in doc.items():
         key = _key(k)

@@ -16,6 +16,7 @@ from rich.console import Group
 from rich.style import Style
 from rich.text import Text
 
+from tensorscope import holder_path
 from tensorscope.render.fold import fold
 from tensorscope.render.modules import _same_module_roots, modules
 from tensorscope.units import human_bytes as _bytes
@@ -371,17 +372,34 @@ def memory_held(doc) -> list:
     """"Memory held": the names holding the most bytes at the end (or at the exception), with their paths."""
     mem = doc.get("memory") or {}
     holders = [h for h in mem.get("holders") or () if h.get("bytes")][:MEMORY_ROWS]
-    if not holders:
+    blocks = [b for b in mem.get("cuda_blocks") or () if isinstance(b, dict)]
+    if not (holders or blocks):
         return []
     total = f"{_bytes(mem.get('total_bytes') or 0)} in {mem.get('storages', 0)} storages"
     if mem.get("cuda_allocated") is not None:
         total += f"; CUDA {_bytes(mem['cuda_allocated'])} allocated"
     out = [line(("Memory held", "bold"), f" ({total} reached from the program's names)", crop=False)]
     for h in holders:
-        path = " -> ".join(h.get("path") or [])
+        path = holder_path.text(h.get("path"))
         what = f"{h.get('tensors', 0)} tensor{'s' if h.get('tensors') != 1 else ''}"
         if h.get("graph_nodes"):
             what += f", {h['graph_nodes']} graph nodes"
         out.append(line(f"  {_bytes(h['bytes']):>9}  ", (h["name"], "bold"), f" ({h.get('type')}, {h.get('where')}; "
                         f"{what})", (f"  largest: {path}" if path and " -> " in path else "", "dim"), crop=False))
+    out.extend(_cuda_blocks(blocks))
+    return out
+
+
+def _cuda_blocks(blocks: list) -> list:
+    """The largest CUDA blocks of the allocator's snapshot, each named by the path that holds it."""
+    if not blocks:
+        return []
+    shown = blocks[:MEMORY_ROWS]
+    more = f", {len(blocks) - len(shown)} more in the JSON" if len(blocks) > len(shown) else ""
+    out = [line(("  CUDA blocks", "bold"), f" (the {len(shown)} largest allocated{more})", crop=False)]
+    for b in shown:
+        name = holder_path.text(b.get("path")) if b.get("path") else (b.get("name") or "")
+        where = f"cuda:{b['device']}" if b.get("device") is not None else "cuda"
+        out.append(line(f"  {_bytes(b.get('bytes') or 0):>9}  ", (where, "dim"), "  ",
+                        (name, "bold") if name else ("not reached from the program's names", "dim"), crop=False))
     return out
