@@ -18,6 +18,8 @@ import torch
 
 import tensorscope
 from tensorscope import compat
+from tensorscope.compact import expand
+
 from _cli import run_cli, validate_against_schema
 
 HERE = Path(__file__).resolve()
@@ -104,7 +106,10 @@ def test_a_failure_is_diagnosed_with_the_lines_of_the_code(failed):
 
 def test_the_parts_are_the_json_document(failed):
     rep, _ = failed
-    doc = json.loads(rep.to_json())
+    written = json.loads(rep.to_json())
+    assert written["form"] == "compact" and validate_against_schema(written)
+    assert json.loads(rep.to_json(full=True)) == json.loads(json.dumps(rep.doc))
+    doc = expand(written)  # the compact form holds the same facts
     assert validate_against_schema(doc)
     assert doc == json.loads(json.dumps(rep.doc))
     assert (doc["diagnosis"], doc["hazards"], doc["tensors"], doc["storages"], doc["events"]) == (

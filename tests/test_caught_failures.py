@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from _cli import run_cli, run_python, validate_against_schema
+from _cli import load_report, run_cli, run_python, validate_against_schema
 
 # Breaks backward (sigmoid's saved output written in place), then catches it.
 _CAUGHT = """import torch
@@ -70,6 +70,6 @@ def test_caught_failure_then_exit_0(programs, tmp_path):
     report = tmp_path / "r.json"
     rc, out, err, _ = run_cli("run", "-o", str(report), str(path))
     assert (rc, out) == (0, out_py), (rc, err[-500:])
-    doc = json.loads(report.read_text())
+    doc = load_report(report.read_text())
     assert validate_against_schema(doc)
     assert doc["diagnosis"] is None

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from _cli import run_cli, run_python
+from _cli import load_report, run_cli, run_python
 
 
 def prog(tmp_path, code, name="prog.py"):
@@ -52,7 +52,7 @@ def test_output_file_leaves_program_output_byte_identical(tmp_path):
     expected = run_python(p, "1", cwd=tmp_path)
     rc, out, err, _ = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), "--", "1", cwd=tmp_path)
     assert (rc, out, err) == expected
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = load_report((tmp_path / "r.json").read_text())
     assert doc["program"]["argv"] == [str(p), "1"]
     run_cli("run", "-o", str(tmp_path / "r.txt"), str(p), cwd=tmp_path)
     assert "Aliasing" in (tmp_path / "r.txt").read_text()
@@ -127,7 +127,7 @@ def test_syntax_error_shown_as_python_shows_it(tmp_path):
     expected = run_python(p, cwd=tmp_path)
     got = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path)[:3]
     assert got == expected
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = load_report((tmp_path / "r.json").read_text())
     assert doc["program"]["exception"]["type"] == "SyntaxError"
 
 

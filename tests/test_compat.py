@@ -16,7 +16,7 @@ import threading
 import pytest
 import torch
 
-from _cli import run_cli, run_python
+from _cli import load_report, run_cli, run_python
 import tensorscope
 from tensorscope import compat
 
@@ -123,7 +123,7 @@ def test_programs_own_hooks_under_explain(tmp_path):
     assert plain[0] == 1 and "inside: " in plain[1] and "saw 1 saves" in plain[1], plain
     assert out == plain[1], err[-2000:]
     assert err.strip().splitlines()[-1] == plain[2].strip().splitlines()[-1]  # the version error, byte for byte
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = load_report((tmp_path / "r.json").read_text())
     assert code == 1 and doc["diagnosis"]["kind"] == "inplace-modified-saved-tensor", err[-2000:]
 
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from _cli import _env, line_of
+from _cli import load_report, _env, line_of
 
 PY = sys.executable
 
@@ -64,7 +64,7 @@ MODE_NOTE = "saved tensors inside the program's TorchDispatchMode are not inspec
 def _explain(cwd, *args):
     p = subprocess.run([PY, "-m", "tensorscope", "explain", "--json", *args], cwd=cwd, env=_env(),
                        capture_output=True, text=True, timeout=900)
-    return p.returncode, json.loads(p.stdout), p.stderr
+    return p.returncode, load_report(p.stdout), p.stderr
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +113,6 @@ def test_eager_bug_around_an_inductor_compiled_function(docs, folder, tmp_path):
     env_dir = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}  # cold: the compile-worker pool starts
     p = subprocess.run([PY, "-m", "tensorscope", "explain", "--json", "bug.py", "inductor"], cwd=folder,
                        env={**_env(), **env_dir}, capture_output=True, text=True, timeout=900)
-    doc = json.loads(p.stdout)
+    doc = load_report(p.stdout)
     _same_diagnosis(docs["plain"][1], doc, folder)
     assert MODE_NOTE not in doc["notes"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import _env, line_of, validate_against_schema
+from _cli import load_report, _env, line_of, validate_against_schema
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAMS = REPO / "tests" / "programs"
@@ -54,7 +54,7 @@ def test_torchrun_writes_one_report_per_rank(torchrun):
     proc, out = torchrun
     assert sorted(p.name for p in out.iterdir()) == ["OUT.rank0.json", "OUT.rank1.json"], proc.stderr[-2000:]
     for rank in (0, 1):
-        doc = json.loads((out / f"OUT.rank{rank}.json").read_text())
+        doc = load_report((out / f"OUT.rank{rank}.json").read_text())
         validate_against_schema(doc)
         assert doc["distributed"] == {"rank": rank, "local_rank": rank, "world_size": 2, "backend": "gloo"}
         assert doc["program"]["exit_status"] == 1
@@ -122,7 +122,7 @@ def test_reentrant_checkpoint_under_ddp_is_explained(tmp_path):
         py, ts = py.result(), ts.result()
     assert ts == py
     name = re.search(r"Parameter at index \d+ with name ([\w.]+) has been marked as ready twice", py[2])[1]
-    doc = json.loads(report.read_text())
+    doc = load_report(report.read_text())
     validate_against_schema(doc)
     d = doc["diagnosis"]
     assert d["kind"] == "ddp-mark-ready-twice"
@@ -229,7 +229,7 @@ def test_torchrun_ddp_construction_broadcast_is_the_writer_on_every_rank(torchru
         assert f"[rank{rank}]:   File \"{BUFFERS}\", line {BACKWARD}, in <module>" in proc.stderr
     assert "tensorscope/" not in proc.stderr.split("Traceback", 1)[1].split("RuntimeError", 1)[0]
     for rank in (0, 1):
-        doc = json.loads((out / f"B.rank{rank}.json").read_text())
+        doc = load_report((out / f"B.rank{rank}.json").read_text())
         validate_against_schema(doc)
         assert doc["distributed"]["rank"] == rank
         _assert_ddp_named_as_writer(doc["diagnosis"])
@@ -257,7 +257,7 @@ def buffers_alone(tmp_path_factory):
     with ThreadPoolExecutor(2) as pool:
         futures = {k: pool.submit(_run, cmd, REPO) for k, cmd in jobs.items()}
         results = {k: f.result() for k, f in futures.items()}
-    docs = {k: json.loads((out / f"{k}.json").read_text()) for k in ("run", "explain", "gan")}
+    docs = {k: load_report((out / f"{k}.json").read_text()) for k in ("run", "explain", "gan")}
     return results, docs
 
 
@@ -360,7 +360,7 @@ def test_ddp_construction_broadcast_on_the_gpu_with_syncbatchnorm(tmp_path):
     assert py[0] == 1 and "modified by an inplace operation" in py[2], py[2][-2000:]
     assert results["run"] == py and results["explain"] == py
     for k in ("run", "explain"):
-        doc = json.loads((tmp_path / f"{k}.json").read_text())
+        doc = load_report((tmp_path / f"{k}.json").read_text())
         validate_against_schema(doc)
         d = doc["diagnosis"]
         assert d["kind"] == "inplace-modified-saved-tensor", d
@@ -376,7 +376,7 @@ def test_ddp_construction_broadcast_on_the_gpu_with_syncbatchnorm(tmp_path):
         return
     assert gan[0] == 0, gan[2][-2000:]
     assert results["gan_explain"][1:] == gan[1:]
-    doc = json.loads((tmp_path / "gan.json").read_text())
+    doc = load_report((tmp_path / "gan.json").read_text())
     assert doc["diagnosis"] is None
     second = line_of(BUFFERS, "d_fake = model(torch.randn(3, 4)).mean()")
     synced = _broadcast_events(doc, second, "DistributedDataParallel broadcast_buffers (from rank 0)")

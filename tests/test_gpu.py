@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import _env, line_of, run_cli, run_python, validate_against_schema
+from _cli import load_report, _env, line_of, run_cli, run_python, validate_against_schema
 
 torch = pytest.importorskip("torch")
 
@@ -57,7 +57,7 @@ def nccl_runs(tmp_path_factory):
 def test_nccl_torchrun_report_per_rank_and_ddp_failure_explained(nccl_runs):
     plain, ts, out = nccl_runs
     assert sorted(p.name for p in out.iterdir()) == ["OUT.rank0.json"], ts.stderr[-3000:]
-    doc = json.loads((out / "OUT.rank0.json").read_text())
+    doc = load_report((out / "OUT.rank0.json").read_text())
     validate_against_schema(doc)
     assert doc["distributed"] == {"rank": 0, "local_rank": 0, "world_size": 1, "backend": "nccl"}
     assert doc["program"]["exit_status"] == 1
@@ -113,7 +113,7 @@ def test_check_values_finds_a_silent_write_on_the_gpu(tmp_path):
     rc, out, err, _ = run_cli("run", "--check-values", "-o", str(tmp_path / "r.json"), str(prog))
     assert (rc, out, err) == (rc_py, out_py, err_py)
     assert json.loads(out_py) == [0.0, 0.0, 0.0]  # torch's wrong gradient: exp's saved output was zeroed
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = load_report((tmp_path / "r.json").read_text())
     [hazard] = doc["hazards"]
     assert hazard["kind"] == "silent-saved-tensor-write"
     assert hazard["culprit"]["line"] == 4
@@ -138,7 +138,7 @@ def test_syncbatchnorm_sync_path_on_two_ranks_writes_saved_statistics(tmp_path):
     saved = line_of(prog, "scored = model(torch.randn(8, 4, device=device)).pow(2).mean()")
     backward = line_of(prog, "scored.backward()")
     for rank in (0, 1):
-        doc = json.loads((tmp_path / f"E.rank{rank}.json").read_text())
+        doc = load_report((tmp_path / f"E.rank{rank}.json").read_text())
         validate_against_schema(doc)
         assert doc["distributed"]["world_size"] == 2 and doc["diagnosis"] is None
         assert sorted(h["tensor"]["names"][0] for h in doc["hazards"]) == ["net.1.running_mean", "net.1.running_var"]

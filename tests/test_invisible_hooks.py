@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from _cli import run_cli, run_python, validate_against_schema
+from _cli import load_report, run_cli, run_python, validate_against_schema
 
 # tensor types tensorscope does not inspect, saved as inputs and as outputs
 TYPES = {
@@ -148,7 +148,7 @@ def _three(folder, name, code, args=()):
 
 
 def _report(folder, name, command):
-    doc = json.loads((folder / f"{name}.{command}.json").read_text())
+    doc = load_report((folder / f"{name}.{command}.json").read_text())
     validate_against_schema(doc)
     return doc
 

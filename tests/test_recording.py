@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _cli import REPO, run_cli, validate_against_schema
+from _cli import load_report, REPO, run_cli, validate_against_schema
 from tensorscope import report
 from tensorscope import diagnose
 from tensorscope.cli import app
@@ -55,7 +55,7 @@ def saved(tmp_path_factory):
         shutil.rmtree(prog.parent) if src.is_dir() else prog.unlink()  # the program is gone
         second = where / "r2.json"
         rc2, _, err2, _ = run_cli("explain", "-o", str(second), "r.json", cwd=where)
-        out[name] = (rc1, json.loads(first.read_text()), rc2, json.loads(second.read_text()), err2)
+        out[name] = (rc1, load_report(first.read_text()), rc2, load_report(second.read_text()), err2)
     return out
 
 

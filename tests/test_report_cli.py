@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from tests._cli import REPO, run_cli, run_python, validate_against_schema
+from tests._cli import REPO, load_report, run_cli, run_python, validate_against_schema
 
 GPT = REPO / "benchmarks" / "workloads" / "gpt_train.py"
 
@@ -33,7 +33,7 @@ def gpt(tmp_path_factory):
     assert rc == 0, err
     rc2, report, err2 = _cli("run", str(GPT))
     assert rc2 == 0, err2
-    return json.loads(out.read_text()), report
+    return load_report(out.read_text()), report
 
 
 def test_gpt_report_fits_in_120_lines_at_80_columns(gpt):

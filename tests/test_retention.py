@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tensorscope import holder_path
+
 from _browser import WINDOW, load, needs_browser, png_facts
 from _cli import REPO, line_of, run_cli, run_python, validate_against_schema
 from _sample import ci_sample
@@ -65,22 +67,60 @@ def test_retention_path_and_growth_in_json(tmp_path):
     doc = _run(prog)
     h = next(f for f in doc["hazards"] if f["kind"] == "graph-kept-alive")
     r = h["retention"]
-    assert r["holder"] == "outputs" and r["path"][0] == "outputs"
+    assert r["holder"] == "outputs" and r["path"][0] == {"via": "name", "label": "outputs"}
+    # each step says what it goes through (NOTE [Holder path steps]): `outputs[4]['loss']` is two items
+    vias = [step["via"] for step in r["path"]]
+    assert vias == ["name", "item", "item"] and r["path"][1]["label"].startswith("["), r["path"]
+    assert set(vias) <= set(holder_path.VIAS)
+    assert r["path_text"] == " -> ".join(step["label"] for step in r["path"])
     assert r["nodes_per_step"] > 0
     assert "outputs.append({" in h["fix"] and "loss.detach()" in h["fix"] and "smooth.detach()" in h["fix"]
     mem = doc["memory"]
     assert mem["holders"] and mem["holders"][0]["bytes"] >= mem["holders"][-1]["bytes"]
+    for h in mem["holders"]:
+        assert h["path"] is None or h["path"][0] == {"via": "name", "label": h["name"]}, h
 
 
 def test_memory_held_section_and_tensor_holders(tmp_path):
     prog = tmp_path / "held.py"
-    prog.write_text("import torch\nbig = torch.zeros(1000, 1000)\ncache = {'row': big[3]}\ndel big\n")
+    prog.write_text("import torch\nopt_state = [torch.zeros(300, 300)]\nbig = torch.zeros(1000, 1000)\n"
+                    "cache = {'row': big[3]}\ndel big\n")
     rc, out, err, _ = run_cli("run", str(prog))
     assert rc == 0, err
     assert "Memory held" in out and "cache" in out
     assert "view-pins-storage" in out  # a 4 KB row keeps a 4 MB storage
+    assert "CUDA blocks" not in out  # no CUDA in use
+    rc, out, err, doc = run_cli("run", "--json", str(prog))
+    assert rc == 0 and doc is not None, err
     rc, out, err, _ = run_cli("run", "--tensor", "cache['row']", str(prog))
     assert "held by: cache -> ['row']" in out, out
+    row = next(t for t in doc["tensors"] if "cache['row']" in t["names"])
+    assert doc["memory"]["paths"][row["id"]] == [{"via": "name", "label": "cache"}, {"via": "item", "label": "['row']"}]
+
+    # The terminal's CUDA blocks. No GPU here: the JSON of the real run above, with blocks named as
+    # retention.name_blocks names them from a snapshot of this shape (the GPU test below runs it for real)
+    from tensorscope.instrument.retention import name_blocks
+
+    held = {n: doc["memory"]["paths"][t["id"]] for t in doc["tensors"] if t["id"] in doc["memory"]["paths"] for n in t["names"]}
+    snap = {"segments": [{"device": 0, "address": 1 << 20, "blocks": [
+        {"size": 4 << 20, "requested_size": 4_000_000, "state": "active_allocated"},
+        {"size": 1 << 20, "state": "inactive"},
+        {"size": 2 << 20, "requested_size": 360_000, "state": "active_allocated"},
+        {"size": 512, "requested_size": 512, "state": "active_allocated"}]}]}
+    doc["memory"]["cuda_blocks"] = name_blocks(snap, {(0, 1 << 20): held["cache['row']"],
+                                                      (0, (6 << 20)): held["opt_state[0]"]})
+    doc["memory"]["cuda_allocated"] = (6 << 20) + 512
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps(doc))
+    rc, out, err, _ = run_cli("explain", "--report", str(saved), cwd=tmp_path)
+    assert rc == 1, err  # the pinning view is a hazard
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("CUDA blocks"))
+    assert "the 3 largest allocated" in lines[at] and "CUDA 6.0 MB allocated" in out, out
+    blocks = [line.split() for line in lines[at + 1:at + 4]]
+    assert blocks[0][:3] == ["4.0", "MB", "cuda:0"] and " ".join(blocks[0][3:]) == "cache -> ['row']", lines[at:at + 4]
+    assert blocks[1][:3] == ["2.0", "MB", "cuda:0"] and " ".join(blocks[1][3:]) == "opt_state -> [0]", lines[at:at + 4]
+    assert blocks[2][:3] == ["512", "B", "cuda:0"] and "not reached from the program's names" in lines[at + 3]
 
 
 _SAVES = """import os, sys
@@ -242,8 +282,11 @@ def test_cuda_blocks_are_named_from_a_snapshot_shape():
         {"size": 1024, "requested_size": 1000, "state": "active_allocated"},
         {"size": 512, "state": "inactive"},
         {"size": 2048, "requested_size": 2048, "state": "active_allocated"}]}]}
-    named = name_blocks(snap, {(0, 4096): ["model", ".w"], (0, 4096 + 1024 + 512): ["history", "[0]"]})
-    assert [(b["bytes"], b["name"]) for b in named] == [(2048, "history -> [0]"), (1024, "model -> .w")]
+    model_w = [{"via": "name", "label": "model"}, {"via": "attr", "label": ".w"}]
+    history_0 = [{"via": "name", "label": "history"}, {"via": "item", "label": "[0]"}]
+    named = name_blocks(snap, {(0, 4096): model_w, (0, 4096 + 1024 + 512): history_0})
+    assert [(b["bytes"], b["name"], b["path"]) for b in named] == [(2048, "history -> [0]", history_0),
+                                                                   (1024, "model -> .w", model_w)]
 
 
 _OOM = '''
