@@ -35,6 +35,7 @@ ROW = (*OWN, "kind")
 # The key order of a full tensor record (report.build), restored by expand.
 _ORDER = ("id", "names", "alive", *PUBLIC_TENSOR_FIELDS, "view_of", "version_counter", "has_grad", "role", "created")
 _RANK = {k: i for i, k in enumerate(_ORDER)}
+_OWN_INDEX = {k: i for i, k in enumerate(OWN)}
 
 
 def compact(doc: dict) -> dict:
@@ -47,7 +48,7 @@ def compact(doc: dict) -> dict:
     index: dict[str, int] = {}
     records = []
     for t in tensors:
-        shared = {k: v for k, v in t.items() if k not in OWN}
+        shared = {k: v for k, v in t.items() if k not in _OWN_INDEX}
         key = repr(shared)
         k = index.get(key)
         if k is None:
@@ -69,11 +70,13 @@ def expand(doc: dict) -> dict:
     if doc.get("form") != "compact":
         return doc
     kinds = doc.get("tensor_kinds") or []
+    # per kind, once: the full record's keys in order, each with its place in a row (None: the kind's)
+    slots = [[(k, _OWN_INDEX.get(k)) for k in sorted([*OWN, *kind], key=lambda k: _RANK.get(k, len(_RANK)))]
+             for kind in kinds]
     tensors = []
     for row in doc.get("tensors") or ():
-        full = dict(kinds[row[-1]])
-        full.update(zip(OWN, row))
-        tensors.append({k: full[k] for k in sorted(full, key=lambda k: _RANK.get(k, len(_RANK)))})
+        kind = kinds[row[-1]]
+        tensors.append({k: kind[k] if i is None else row[i] for k, i in slots[row[-1]]})
     listed = {s["id"]: dict(s, tensors=list(s["tensors"])) for s in doc.get("storages") or ()}
     storages = dict(listed)
     counters: dict[str, list] = {}
