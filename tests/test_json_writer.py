@@ -137,3 +137,61 @@ def test_a_real_report_file_has_the_layout(tmp_path):
     _check_layout(json.loads(stdout), stdout)
     assert json.loads(stdout)["form"] == "full"
     assert sum(line.startswith('    {"id": "t') for line in stdout.splitlines()) == len(doc["tensors"])
+
+
+_SHARED = """
+import torch
+w = torch.randn(3, 4, requires_grad=True)
+v = w.detach().view(12)
+v.mul_(2.0)
+row = torch.zeros(100, 10)[3]
+alone = torch.ones(5, dtype=torch.float64)
+loss = (w * 2).sum()
+loss.backward()
+"""
+
+
+def test_the_compact_form_holds_every_fact_of_the_full_form(tmp_path):
+    """What the compact form leaves out is what expand() rebuilds: the same document as --full, and
+    the storages and counters it lists are the shared or larger ones, as torch says they are."""
+    import torch
+
+    from tensorscope.compact import ROW, expand
+    from tests._cli import validate_against_schema
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(_SHARED)
+    rc, _, err, _ = run_cli("run", "-o", str(tmp_path / "c.json"), str(prog), cwd=tmp_path)
+    assert rc == 0, err
+    compact = json.loads((tmp_path / "c.json").read_text())
+    assert compact["form"] == "compact" and validate_against_schema(compact)
+    # the same saved facts in the full form, with no second run: explain REPORT.json --full
+    rc, stdout, err, _ = run_cli("explain", "--json", "--full", "c.json", cwd=tmp_path)
+    assert rc == 0, err
+    full = json.loads(stdout)
+    assert full["form"] == "full" and full["tensor_kinds"] == [] and validate_against_schema(full)
+    assert expand(compact) == full
+
+    rows = {r[0]: dict(zip(ROW, r)) for r in compact["tensors"]}
+    by_name = {n: t for t in full["tensors"] for n in t["names"]}
+    w, v, row, alone = (by_name[n] for n in ("w", "v", "row", "alone"))
+    # torch: w and v share one storage and one version counter; row's storage is 100x its bytes
+    w_t = torch.randn(3, 4, requires_grad=True)
+    v_t = w_t.detach().view(12)
+    row_t = torch.zeros(100, 10)[3]
+    assert v_t.untyped_storage().data_ptr() == w_t.untyped_storage().data_ptr()
+    listed = {s["id"]: s for s in compact["storages"]}
+    assert {w["id"], v["id"]} <= set(listed[w["storage"]]["tensors"])
+    (shared,) = [c["tensors"] for c in compact["version_counters"] if w["id"] in c["tensors"]]
+    assert {w["id"], v["id"]} <= set(shared)
+    assert listed[row["storage"]]["nbytes"] == row_t.untyped_storage().nbytes()
+    assert row["nbytes"] == row_t.numel() * row_t.element_size() < listed[row["storage"]]["nbytes"]
+    # a tensor alone in its storage: not listed, and rebuilt with the bytes torch gives it
+    assert alone["storage"] not in listed and rows[alone["id"]]["storage"] == alone["storage"]
+    (s,) = [s for s in full["storages"] if s["id"] == alone["storage"]]
+    assert s["nbytes"] == torch.ones(5, dtype=torch.float64).untyped_storage().nbytes() and s["tensors"] == [alone["id"]]
+    assert not [c for c in compact["version_counters"] if alone["id"] in c["tensors"]]
+    # every tensor's kind holds the rest of its record
+    for t in full["tensors"]:
+        kind = compact["tensor_kinds"][rows[t["id"]]["kind"]]
+        assert {**kind, **{k: rows[t["id"]][k] for k in ROW[:-1]}} == t
