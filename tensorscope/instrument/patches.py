@@ -223,6 +223,30 @@ def make_register_parameter(orig):
     return named(register_parameter, orig)
 
 
+def make_register_buffer(orig):
+    """``module.<name> = buffer``: a buffer another live module holds is shared state (see NOTE [Shared state])."""
+    def register_buffer(self, name, tensor, *args, **kwargs):
+        out = orig(self, name, tensor, *args, **kwargs)
+        rec = state.recorder
+        if rec is not None and rec.active and isinstance(tensor, _Tensor):
+            rec.shared.on_register_parameter(rec, self, name, tensor, sys._getframe(1), buffer=True)
+        return out
+
+    return named(register_buffer, orig)
+
+
+def make_module_setstate(orig):
+    """``copy.copy(model)``: a copy over the original's very tensors (see NOTE [Shared state])."""
+    def __setstate__(self, state_):
+        out = orig(self, state_)
+        rec = state.recorder
+        if rec is not None and rec.active:
+            rec.shared.on_shallow_copy(rec, self, sys._getframe(1))
+        return out
+
+    return named(__setstate__, orig)
+
+
 def make_optimizer_load(orig):
     """``opt.load_state_dict(sd)``: state tensors kept as they are, not copied (see NOTE [Shared state])."""
     def load_state_dict(self, state_dict, *args, **kwargs):
@@ -494,6 +518,8 @@ class Patcher:
         self._set(torch, "compile", make_compile(torch.compile))
         self._set(torch.nn.Module, "state_dict", make_state_dict(torch.nn.Module.state_dict))
         self._set(torch.nn.Module, "register_parameter", make_register_parameter(torch.nn.Module.register_parameter))
+        self._set(torch.nn.Module, "register_buffer", make_register_buffer(torch.nn.Module.register_buffer))
+        self._set(torch.nn.Module, "__setstate__", make_module_setstate(torch.nn.Module.__setstate__))
         self._set(torch.optim.Optimizer, "load_state_dict", make_optimizer_load(torch.optim.Optimizer.load_state_dict))
         apply = vars(torch.autograd.Function).get("apply")
         if isinstance(apply, classmethod):
