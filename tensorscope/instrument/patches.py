@@ -223,16 +223,13 @@ def make_register_parameter(orig):
     return named(register_parameter, orig)
 
 
-def make_register_buffer(orig):
-    """``module.<name> = buffer``: a buffer another live module holds is shared state (see NOTE [Shared state])."""
-    def register_buffer(self, name, tensor, *args, **kwargs):
-        out = orig(self, name, tensor, *args, **kwargs)
-        rec = state.recorder
-        if rec is not None and rec.active and isinstance(tensor, _Tensor):
-            rec.shared.on_register_parameter(rec, self, name, tensor, sys._getframe(1), buffer=True)
-        return out
-
-    return named(register_buffer, orig)
+def buffer_registered(module, name, buffer):
+    """A global buffer registration hook (``register_buffer``, and ``module.<buffer> = tensor``, which calls
+    the hooks on every release, through ``register_buffer`` or not): a buffer another live module holds is
+    shared state (see NOTE [Shared state]). Returns None: the buffer is registered as given."""
+    rec = state.recorder
+    if rec is not None and rec.active and isinstance(buffer, _Tensor):
+        rec.shared.on_register_parameter(rec, module, name, buffer, sys._getframe(1), buffer=True)
 
 
 def make_module_setstate(orig):
@@ -415,6 +412,7 @@ class Patcher:
 
     def __init__(self):
         self._undo: list = []
+        self._hooks: list = []  # handles of the global hooks registered for the run
         self._jit_builtins: list[int] = []
         self._planned: list | None = None
 
@@ -518,7 +516,9 @@ class Patcher:
         self._set(torch, "compile", make_compile(torch.compile))
         self._set(torch.nn.Module, "state_dict", make_state_dict(torch.nn.Module.state_dict))
         self._set(torch.nn.Module, "register_parameter", make_register_parameter(torch.nn.Module.register_parameter))
-        self._set(torch.nn.Module, "register_buffer", make_register_buffer(torch.nn.Module.register_buffer))
+        register_buffer_hook = getattr(torch.nn.modules.module, "register_module_buffer_registration_hook", None)
+        if self._planned is None and register_buffer_hook is not None:
+            self._hooks.append(register_buffer_hook(buffer_registered))
         self._set(torch.nn.Module, "__setstate__", make_module_setstate(torch.nn.Module.__setstate__))
         self._set(torch.optim.Optimizer, "load_state_dict", make_optimizer_load(torch.optim.Optimizer.load_state_dict))
         apply = vars(torch.autograd.Function).get("apply")
@@ -649,6 +649,9 @@ class Patcher:
                   make_grad_mode("set_grad_enabled", "set", torch.set_grad_enabled.__init__))
 
     def uninstall(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks.clear()
         for owner, name, had, old in reversed(self._undo):
             try:
                 if had:

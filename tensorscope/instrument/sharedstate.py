@@ -13,7 +13,9 @@ Two objects meant to hold state of their own can end up over the same memory, an
   forward and backward silently changes the gradient.
 
 Each is recorded where the sharing is made, on a program line: ``Module.register_parameter`` (or
-``register_buffer``: ``ema.running_mean = model.running_mean``) of a tensor another live module holds,
+a buffer registration hook: ``ema.running_mean = model.running_mean`` calls the global buffer
+registration hooks on every release, through ``register_buffer`` from 2.5, directly before) of a tensor
+another live module holds,
 ``copy.copy(model)`` (``Module.__setstate__`` given the very tensors another live module holds), ``Optimizer.load_state_dict`` of tensors it keeps as they are,
 ``Function.apply`` whose ctx holds tensors as attributes. The entry (a weak reference, the memory
 range, the line) is filed under its storage key; the write path looks the written storage up here
