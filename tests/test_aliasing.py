@@ -43,7 +43,7 @@ FULL = os.environ.get("TENSORSCOPE_CORPUS_FULL", "") not in ("", "0")
 #: the kind of a bug program, by its number (the rest are kept-value-changed)
 KIND_BY_NUMBER = {
     **dict.fromkeys(("19", "20", "21", "22"), "duplicate-index-write"),
-    **dict.fromkeys(("23", "24", "25", "32", "33", "34", "35"), "shared-state"),
+    **dict.fromkeys(("23", "24", "25", "32", "33", "34", "35", "38"), "shared-state"),
     **dict.fromkeys(("26", "27", "28"), "running-stats-updated-twice"),
     **dict.fromkeys(("29", "30"), "ctx-attribute-changed"),
 }

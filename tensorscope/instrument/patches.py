@@ -232,6 +232,14 @@ def buffer_registered(module, name, buffer):
         rec.shared.on_register_parameter(rec, module, name, buffer, sys._getframe(1), buffer=True)
 
 
+def module_registered(parent, name, module):
+    """A global module registration hook (``teacher.backbone = student.backbone``, ``nn.Sequential(student.
+    backbone, head)``): a module another live module holds is shared state (see NOTE [Shared state])."""
+    rec = state.recorder
+    if rec is not None and rec.active and isinstance(module, torch.nn.Module):
+        rec.shared.on_register_module(rec, parent, name, module, sys._getframe(1))
+
+
 def make_module_setstate(orig):
     """``copy.copy(model)``: a copy over the original's very tensors (see NOTE [Shared state])."""
     def __setstate__(self, state_):
@@ -519,6 +527,9 @@ class Patcher:
         register_buffer_hook = getattr(torch.nn.modules.module, "register_module_buffer_registration_hook", None)
         if self._planned is None and register_buffer_hook is not None:
             self._hooks.append(register_buffer_hook(buffer_registered))
+        register_module_hook = getattr(torch.nn.modules.module, "register_module_module_registration_hook", None)
+        if self._planned is None and register_module_hook is not None:
+            self._hooks.append(register_module_hook(module_registered))
         self._set(torch.nn.Module, "__setstate__", make_module_setstate(torch.nn.Module.__setstate__))
         self._set(torch.optim.Optimizer, "load_state_dict", make_optimizer_load(torch.optim.Optimizer.load_state_dict))
         apply = vars(torch.autograd.Function).get("apply")

@@ -16,7 +16,9 @@ Each is recorded where the sharing is made, on a program line: ``Module.register
 a buffer registration hook: ``ema.running_mean = model.running_mean`` calls the global buffer
 registration hooks on every release, through ``register_buffer`` from 2.5, directly before) of a tensor
 another live module holds,
-``copy.copy(model)`` (``Module.__setstate__`` given the very tensors another live module holds), ``Optimizer.load_state_dict`` of tensors it keeps as they are,
+``copy.copy(model)`` (``Module.__setstate__`` given the very tensors another live module holds), a
+module registered in a second model while another live model holds it (the global module
+registration hook: ``target = nn.Sequential(online.backbone, head)``), ``Optimizer.load_state_dict`` of tensors it keeps as they are,
 ``Function.apply`` whose ctx holds tensors as attributes. The entry (a weak reference, the memory
 range, the line) is filed under its storage key; the write path looks the written storage up here
 with one dict lookup (as for NOTE [Kept values] in kept.py) and records the distinct program lines
@@ -38,7 +40,12 @@ that holds it and not the source) is that kind of object:
   swaps give it back);
 - none of its own tensors (those it does not share) moved after the sharing line: a second model
   trained together with the first (an encoder and a decoder tied by their embeddings, both in the
-  optimizer) updates its own parameters, a frozen copy does not.
+  optimizer) updates its own parameters, a frozen copy does not;
+- a reused module counts only when that root has parameters of its own: a wrapper with none
+  (``nn.DataParallel(model)``, a feature extractor around the backbone) is a way to call the model,
+  not a copy of it. Its own parameters may be registered after the shared module (``nn.Sequential(
+  online.backbone, head)``), so their versions are noted again at the first write into the shared
+  memory.
 
 A BatchNorm's running statistics are written inside the ``batch_norm`` kernel, out of sight of the
 write path; the ``num_batches_tracked.add_(1)`` that precedes it (see NOTE [Running statistics updated
@@ -85,11 +92,13 @@ class _Entry:
 
 class _Receiver:
     """The module that was given another's tensors (its root) and its own parameters' versions then."""
-    __slots__ = ("ref", "versions", "name")
+    __slots__ = ("ref", "versions", "name", "needs_own", "noted_at_write")
 
     def __init__(self, root):
         self.ref, self.name = weakref.ref(root), type(root).__name__
         self.versions: dict = {}  # id(parameter) -> (weakref, version when a tensor was shared into root)
+        self.needs_own = False  # a reused module: frozen only with parameters of its own
+        self.noted_at_write = False  # the versions noted again at the first write into the shared memory
 
     def note(self, keys):
         root = self.ref()
@@ -97,13 +106,15 @@ class _Receiver:
             if id(p) not in self.versions and _key(p) not in keys:
                 self.versions[id(p)] = (weakref.ref(p), p._version)
 
-    def frozen(self):
+    def frozen(self, keys):
         """The storage keys the root holds now, if none of its own parameters moved since a tensor was shared
         into it (a frozen copy); None when it did, or the root is gone (see NOTE [A frozen copy that is not one])."""
         root = self.ref()
         if root is None:
             return None
         params = list(root.parameters())
+        if self.needs_own and all(_key(p) in keys for p in params):
+            return None
         now = {id(p) for p in params}
         for pid, (ref, version) in self.versions.items():
             p = ref()
@@ -126,6 +137,8 @@ class SharedState:
         self.keys: dict[int, list] = {}
         self.owners: dict[int, list] = {}  # storage key -> [(weakref of module, name, whether a buffer)]
         self.receivers: dict[int, _Receiver] = {}  # id(module) -> the module that was given shared tensors
+        self.parents: dict[int, tuple] = {}  # id(module) -> (weakref of it, [(weakref of a parent, name)])
+        self.prune_parents_at = _MAX_ENTRIES
         self.n = 0
         # the sizes at which the next prune runs: twice what a prune left alive, so that a program with
         # more live parameters than _MAX_ENTRIES prunes a logarithmic number of times, not once a call
@@ -191,6 +204,45 @@ class SharedState:
                            attr=f"the original `{type(module).__name__}`'s {kind}")
                 e.receiver = receiver
                 self._watch(e, key)
+        except Exception:
+            pass
+
+    def on_register_module(self, rec, parent, name, module, frame):
+        """``parent.<name> = module`` (``add_module``): a module another live model holds is reused, and its
+        tensors are shared state when the new parent's model has parameters of its own that stay frozen
+        (see NOTE [A frozen copy that is not one]; a wrapper with none, ``DataParallel(model)``, is not)."""
+        try:
+            entry = self.parents.get(id(module))
+            if entry is None or entry[0]() is not module:
+                if len(self.parents) >= self.prune_parents_at:
+                    self.parents = {k: v for k, v in self.parents.items() if v[0]() is not None}
+                    self.prune_parents_at = max(_MAX_ENTRIES, 2 * len(self.parents))
+                self.parents[id(module)] = (weakref.ref(module), [(weakref.ref(parent), name)])
+                return
+            other = None
+            for ref, n in entry[1]:
+                p = ref()
+                if p is not None and p is not parent and p._modules.get(n) is module:
+                    other, other_name = p, n
+                    break
+            entry[1].append((weakref.ref(parent), name))
+            if other is None:
+                return
+            uf = frame if frame.f_code.co_filename in rec.user else _program_frame(frame, rec.user)
+            if uf is None or _one_model(parent, other, frame, uf):
+                return
+            receiver = self._receiver(_root(parent, other, uf))
+            receiver.needs_own = True  # a wrapper with nothing of its own (`DataParallel(model)`) is no copy
+            for kind, n, t in _tensors(module):
+                key = _key(t)
+                if key is None:
+                    continue
+                e = _Entry("state", t, uf.f_code.co_filename, line_of(uf), "module reused",
+                           f"`{receiver.name}`'s {kind} `{name}.{n}`",
+                           attr=f"the `{type(module).__name__}` another model holds (`{type(other).__name__}.{other_name}`)")
+                e.receiver = receiver
+                self._watch(e, key)
+            receiver.note(self.keys)
         except Exception:
             pass
 
@@ -314,6 +366,10 @@ class SharedState:
             if not _overlap(mem, e.mem):
                 continue
             e.writes += 1
+            r = e.receiver
+            if r is not None and not r.noted_at_write:  # parameters registered after the sharing line
+                r.noted_at_write = True
+                r.note(self.keys)
             pf = uf if uf is not None else _program_frame(frame, rec.user)
             here = (pf.f_code.co_filename, line_of(pf)) if pf is not None else (None, None)
             if any((s["file"], s["line"]) == here for s in e.sites):
@@ -346,7 +402,7 @@ class SharedState:
                     if r is None:
                         continue
                     if id(r) not in frozen:
-                        frozen[id(r)] = r.frozen()
+                        frozen[id(r)] = r.frozen(self.keys)
                     if not frozen[id(r)] or e.key not in frozen[id(r)]:
                         continue
                 t = e.ref()

@@ -44,6 +44,8 @@ def _fix(how: str, line) -> str:
     if how == "load_state_dict(assign=True)":
         return (f"Copy instead of assigning {at}: `load_state_dict(state_dict)` without `assign=True` copies into "
                 "the module's own tensors (or build it with `copy.deepcopy(model)`).")
+    if how == "module reused":
+        return f"Give the second model its own copy of the module {at}: `copy.deepcopy(model.backbone)`."
     if how == "copy.copy":
         return f"Copy the tensors too {at}: `copy.deepcopy(model)` instead of `copy.copy(model)`."
     return (f"Give the second module its own tensors {at}: `copy.deepcopy(model)`, or "
@@ -70,6 +72,7 @@ def explain(ev: Evidence, hazard: dict):
             "load_state_dict(assign=True)": "`load_state_dict(..., assign=True)` makes the module's parameters "
                                             "over the given tensors",
             "copy.copy": "`copy.copy` of a module copies its attribute dicts, not its tensors",
+            "module reused": "a module registered in a second model is the same module, with the same tensors",
             }.get(how, "assigning a parameter or buffer of one module to another shares it")
     fline, fcode = first.get("line"), code_at(first.get("file"), first.get("line"))
     count = hazard.get("write_count") or (1 if frozen else 2)
