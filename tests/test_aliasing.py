@@ -43,12 +43,13 @@ FULL = os.environ.get("TENSORSCOPE_CORPUS_FULL", "") not in ("", "0")
 #: the kind of a bug program, by its number (the rest are kept-value-changed)
 KIND_BY_NUMBER = {
     **dict.fromkeys(("19", "20", "21", "22"), "duplicate-index-write"),
-    **dict.fromkeys(("23", "24", "25"), "shared-state"),
+    **dict.fromkeys(("23", "24", "25", "32", "33", "34", "35", "38"), "shared-state"),
     **dict.fromkeys(("26", "27", "28"), "running-stats-updated-twice"),
     **dict.fromkeys(("29", "30"), "ctx-attribute-changed"),
 }
 #: programs the fact tests below read: always in the sample
-ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py", "31_tied_weights_fine.py")
+ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py", "31_tied_weights_fine.py",
+           "33_teacher_shallow_copy.py", "33_teacher_shallow_copy_fine.py", "36_rdrop_two_forwards_fine.py")
 
 
 def kind_of(path: Path) -> str:
@@ -187,6 +188,20 @@ def test_memory_groups_join_distinct_storages_over_one_array(results):
     by_name = {n: t for t in fine["tensors"] for n in t["names"]}
     groups = {s["id"]: s["memory"] for s in fine["storages"]}
     assert groups[by_name["original"]["storage"]] != groups[by_name["work"]["storage"]]
+
+
+def test_a_frozen_copy_is_reported_at_the_one_write_that_changes_it(results):
+    """``reference = copy.copy(model)`` is never updated itself: its one writer, the model's ``opt.step()``,
+    is the culprit, with the line that made the sharing; no other writer. Its twin (``copy.deepcopy``) is
+    clean, as is R-Drop's deliberate second forward in training mode (the running-statistics kind)."""
+    path = CORPUS / "33_teacher_shallow_copy.py"
+    (h,) = results[path]["doc"]["hazards"]
+    assert h["kind"] == "shared-state" and h["culprit"]["line"] == expected(path)[1]
+    assert h["kept_at"]["line"] == 8 and h["kept_at"]["how"] == "copy.copy"
+    assert h["kept_at"]["code"] == "reference = copy.copy(model)"
+    assert h["other_writes"] == [] and "never updates a tensor of its own" in h["explanation"]
+    assert "copy.deepcopy(model)" in h["fix"]
+    assert not results[CORPUS / "36_rdrop_two_forwards_fine.py"]["doc"]["hazards"]
 
 
 def test_each_new_kind_names_the_sharing_line_and_a_fix(results):

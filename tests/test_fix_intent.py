@@ -205,3 +205,70 @@ def test_which_writes_change_a_parameter():
     assert without_data("net.weight.data.mul_(0.5).add_(0.5 * s)") == "net.weight.mul_(0.5).add_(0.5 * s)"
     assert without_data("p.detach()[0].zero_()") == "p[0].zero_()"
     assert without_data("p.data = p.data.clamp(-1, 1)") == "p.copy_(p.clamp(-1, 1))"
+
+
+VIEW_PROGRAM = """\
+import torch
+
+torch.manual_seed(0)
+w = torch.randn(3, requires_grad=True)
+x = torch.randn(4, 3, requires_grad=True)
+h = x * 2
+first = h[0]
+z = first * w
+first.mul_(0.5)  # halve the first row of h, which is read below
+out = z.sum() + h.pow(2).sum()
+out.backward()
+"""
+
+VIEW_VERIFY = """\
+import json, runpy, sys
+import torch
+import tensorscope
+
+torch.manual_seed(0)  # the reference, out of place: z uses the row before the write, h after it
+w = torch.randn(3, requires_grad=True)
+x = torch.randn(4, 3, requires_grad=True)
+h = x * 2
+z = h[0] * w
+out = z.sum() + torch.cat([h[:1] * 0.5, h[1:]]).pow(2).sum()
+gw, gx = torch.autograd.grad(out, (w, x))
+
+got = {}
+for path in sys.argv[1:]:
+    with tensorscope.inspect(explain=True) as rep:
+        ns = runpy.run_path(path)
+    found = [f["kind"] for f in [rep.diagnosis] + rep.hazards if f]
+    same = (torch.allclose(ns["out"], out) and torch.allclose(ns["w"].grad, gw)
+            and torch.allclose(ns["x"].grad, gx))
+    got[path] = {"found": found, "as_reference": bool(same)}
+print(json.dumps(got))
+"""
+
+
+def test_a_write_through_a_view_whose_base_is_read_later_keeps_the_write(tmp_path):
+    """See NOTE [A write meant to reach its base]: `first.mul_(0.5)` halves a row of `h`, which the
+    program reads after it. The fix tensorscope gives (clone at the saving line, keep the write) is
+    applied and run: no failure, and the loss and both gradients equal a reference computed out of place
+    here. The advice it used to give (`first = first.mul(0.5)`) runs too and drops the write into `h`."""
+    prog = tmp_path / "view_write.py"
+    prog.write_text(VIEW_PROGRAM)
+    rc, _, err, doc = run_cli("explain", "--json", prog.name, cwd=tmp_path)
+    d = doc["diagnosis"]
+    assert d["kind"] == "inplace-modified-saved-tensor" and d["culprit"]["line"] == 9, err
+    assert "`h`" in d["fix"] and "keep it" in d["fix"], d["fix"]
+    saving = re.search(r"at line (\d+): `([^`]+)`", d["fix"])
+    assert saving and saving[1] == "8" and saving[2] == "z = first.clone() * w", d["fix"]
+    lines = VIEW_PROGRAM.splitlines()
+    lines[int(saving[1]) - 1] = saving[2]
+    fixed = tmp_path / "fixed.py"
+    fixed.write_text("\n".join(lines) + "\n")
+    old = tmp_path / "old_advice.py"
+    old.write_text(VIEW_PROGRAM.replace("first.mul_(0.5)", "first = first.mul(0.5)"))
+    verify = tmp_path / "verify.py"
+    verify.write_text(VIEW_VERIFY)
+    rc, out, err = run_python(verify, str(fixed), str(old), cwd=tmp_path)
+    assert rc == 0, err[-3000:]
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got[str(fixed)] == {"found": [], "as_reference": True}, got
+    assert got[str(old)] == {"found": [], "as_reference": False}, got  # it runs, and the halving is gone

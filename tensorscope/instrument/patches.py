@@ -223,6 +223,35 @@ def make_register_parameter(orig):
     return named(register_parameter, orig)
 
 
+def buffer_registered(module, name, buffer):
+    """A global buffer registration hook (``register_buffer``, and ``module.<buffer> = tensor``, which calls
+    the hooks on every release, through ``register_buffer`` or not): a buffer another live module holds is
+    shared state (see NOTE [Shared state]). Returns None: the buffer is registered as given."""
+    rec = state.recorder
+    if rec is not None and rec.active and isinstance(buffer, _Tensor):
+        rec.shared.on_register_parameter(rec, module, name, buffer, sys._getframe(1), buffer=True)
+
+
+def module_registered(parent, name, module):
+    """A global module registration hook (``teacher.backbone = student.backbone``, ``nn.Sequential(student.
+    backbone, head)``): a module another live module holds is shared state (see NOTE [Shared state])."""
+    rec = state.recorder
+    if rec is not None and rec.active and isinstance(module, torch.nn.Module):
+        rec.shared.on_register_module(rec, parent, name, module, sys._getframe(1))
+
+
+def make_module_setstate(orig):
+    """``copy.copy(model)``: a copy over the original's very tensors (see NOTE [Shared state])."""
+    def __setstate__(self, state_):
+        out = orig(self, state_)
+        rec = state.recorder
+        if rec is not None and rec.active:
+            rec.shared.on_shallow_copy(rec, self, sys._getframe(1))
+        return out
+
+    return named(__setstate__, orig)
+
+
 def make_optimizer_load(orig):
     """``opt.load_state_dict(sd)``: state tensors kept as they are, not copied (see NOTE [Shared state])."""
     def load_state_dict(self, state_dict, *args, **kwargs):
@@ -391,6 +420,7 @@ class Patcher:
 
     def __init__(self):
         self._undo: list = []
+        self._hooks: list = []  # handles of the global hooks registered for the run
         self._jit_builtins: list[int] = []
         self._planned: list | None = None
 
@@ -494,6 +524,13 @@ class Patcher:
         self._set(torch, "compile", make_compile(torch.compile))
         self._set(torch.nn.Module, "state_dict", make_state_dict(torch.nn.Module.state_dict))
         self._set(torch.nn.Module, "register_parameter", make_register_parameter(torch.nn.Module.register_parameter))
+        register_buffer_hook = getattr(torch.nn.modules.module, "register_module_buffer_registration_hook", None)
+        if self._planned is None and register_buffer_hook is not None:
+            self._hooks.append(register_buffer_hook(buffer_registered))
+        register_module_hook = getattr(torch.nn.modules.module, "register_module_module_registration_hook", None)
+        if self._planned is None and register_module_hook is not None:
+            self._hooks.append(register_module_hook(module_registered))
+        self._set(torch.nn.Module, "__setstate__", make_module_setstate(torch.nn.Module.__setstate__))
         self._set(torch.optim.Optimizer, "load_state_dict", make_optimizer_load(torch.optim.Optimizer.load_state_dict))
         apply = vars(torch.autograd.Function).get("apply")
         if isinstance(apply, classmethod):
@@ -623,6 +660,9 @@ class Patcher:
                   make_grad_mode("set_grad_enabled", "set", torch.set_grad_enabled.__init__))
 
     def uninstall(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks.clear()
         for owner, name, had, old in reversed(self._undo):
             try:
                 if had:

@@ -8,15 +8,22 @@ data. Two ways this happens without any error:
 
 - activation checkpointing (``torch.utils.checkpoint``, reentrant or not) recomputes the forward of
   the checkpointed part during backward, BatchNorm included;
-- the program calls the model a second time on the same tensor in training mode (for a metric, a
-  log line, a second loss).
+- the program calls the model a second time on the same tensor in training mode with gradients off
+  (a metric, a log line, an evaluation pass that forgot ``model.eval()``).
+
+A second forward with gradients on is part of the training objective and meant: R-Drop's two passes
+with their dropout masks, a consistency loss over two augmentations, a Siamese pair. Its output feeds
+a loss, the BatchNorm sees that batch as the objective does, and no reference without the second update
+exists to compare with. So what tells a rerun from a deliberate second forward is where the update is
+made: during backward (recomputation: checkpointing reruns the forward inside the engine), or with
+grad mode off (a measurement pass); never a forward with gradients on outside backward.
 
 ``_BatchNorm.forward`` (and ``SyncBatchNorm.forward``) advance ``num_batches_tracked`` with an
 in-place ``add_`` from their own frame, which the write path sees: the one check on it compares the
 writing frame's code object with these forwards' (by id). An update made while autograd's engine runs a
-backward (``torch._C._current_graph_task_id() != -1``) is a recomputation; an update whose input is
-the very tensor of the module's previous update (same object, or same memory and version: a detached
-input of reentrant checkpointing) is the same batch twice. Both are reported once per module line and
+backward (``torch._C._current_graph_task_id() != -1``) is a recomputation; an update with grad mode off whose
+input is the very tensor of the module's previous update (same object, or same memory and version: a
+detached input of reentrant checkpointing) is the same batch twice. Both are reported once per module line and
 rerunning line, with a count.
 """
 
@@ -92,7 +99,7 @@ class RunningStats:
             if prev is not None and prev[0]() is not module:
                 prev = None
             same = False
-            if prev is not None and not in_backward:
+            if prev is not None and not in_backward and not torch.is_grad_enabled():
                 px = prev[1]()
                 same = px is not None and (px is x or (prev[2] == sig and sig is not None))
             if prev is not None and (in_backward or same):

@@ -12,8 +12,13 @@ Two objects meant to hold state of their own can end up over the same memory, an
   ``ctx.save_for_backward(x)``: no version counter is checked, so an in-place write to ``x`` between
   forward and backward silently changes the gradient.
 
-Each is recorded where the sharing is made, on a program line: ``Module.register_parameter`` of a
-parameter another live module holds, ``Optimizer.load_state_dict`` of tensors it keeps as they are,
+Each is recorded where the sharing is made, on a program line: ``Module.register_parameter`` (or
+a buffer registration hook: ``ema.running_mean = model.running_mean`` calls the global buffer
+registration hooks on every release, through ``register_buffer`` from 2.5, directly before) of a tensor
+another live module holds,
+``copy.copy(model)`` (``Module.__setstate__`` given the very tensors another live module holds), a
+module registered in a second model while another live model holds it (the global module
+registration hook: ``target = nn.Sequential(online.backbone, head)``), ``Optimizer.load_state_dict`` of tensors it keeps as they are,
 ``Function.apply`` whose ctx holds tensors as attributes. The entry (a weak reference, the memory
 range, the line) is filed under its storage key; the write path looks the written storage up here
 with one dict lookup (as for NOTE [Kept values] in kept.py) and records the distinct program lines
@@ -23,10 +28,33 @@ weights (``lm_head.weight = wte.weight``: two parts of one model, a module that 
 watched at all; an initialisation line and the optimizer step would otherwise be two writers. A ctx attribute
 is reported when its node runs in backward after a write into its memory (a pre-hook on that node,
 registered only for a Function whose ctx holds tensors).
+
+NOTE [A frozen copy that is not one]
+A teacher, a reference model or an EMA that shares the student's tensors and is never updated itself
+has one writer only, the student's own training, yet it changes at every step: its outputs follow the
+student, a distillation or KL term compares the student with itself. One writing line is reported when
+the module that received the shared tensors (its root: the largest module among the program's names
+that holds it and not the source) is that kind of object:
+
+- it still holds the shared memory when the program ends (``functional_call`` and other temporary
+  swaps give it back);
+- none of its own tensors (those it does not share) moved after the sharing line: a second model
+  trained together with the first (an encoder and a decoder tied by their embeddings, both in the
+  optimizer) updates its own parameters, a frozen copy does not;
+- a reused module counts only when that root has parameters of its own: a wrapper with none
+  (``nn.DataParallel(model)``, a feature extractor around the backbone) is a way to call the model,
+  not a copy of it. Its own parameters may be registered after the shared module (``nn.Sequential(
+  online.backbone, head)``), so their versions are noted again at the first write into the shared
+  memory.
+
+A BatchNorm's running statistics are written inside the ``batch_norm`` kernel, out of sight of the
+write path; the ``num_batches_tracked.add_(1)`` that precedes it (see NOTE [Running statistics updated
+twice] in runningstats.py) stands for the writes of ``running_mean`` and ``running_var`` of that module.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 import weakref
 
@@ -44,7 +72,7 @@ _WHERE = KeptValues._where
 
 class _Entry:
     __slots__ = ("kind", "ref", "mem", "file", "line", "how", "owner", "sites", "writes", "node", "attr", "node_ref",
-                 "__weakref__")
+                 "receiver", "key", "__weakref__")
 
     def __init__(self, kind, t, file, line, how, owner, attr=None):
         self.kind, self.ref, self.mem = kind, weakref.ref(t), memory(t)
@@ -53,6 +81,8 @@ class _Entry:
         self.writes = 0
         self.node = None
         self.node_ref = None  # a ctx entry: its node, alive while backward may still run it
+        self.receiver = None  # a module's entry: the _Receiver that was given the tensor
+        self.key = None
 
     def alive(self) -> bool:
         if self.node_ref is not None:
@@ -60,12 +90,55 @@ class _Entry:
         return self.ref() is not None or bool(self.sites)
 
 
+class _Receiver:
+    """The module that was given another's tensors (its root) and its own parameters' versions then."""
+    __slots__ = ("ref", "versions", "name", "needs_own", "noted_at_write")
+
+    def __init__(self, root):
+        self.ref, self.name = weakref.ref(root), type(root).__name__
+        self.versions: dict = {}  # id(parameter) -> (weakref, version when a tensor was shared into root)
+        self.needs_own = False  # a reused module: frozen only with parameters of its own
+        self.noted_at_write = False  # the versions noted again at the first write into the shared memory
+
+    def note(self, keys):
+        root = self.ref()
+        for p in root.parameters() if root is not None else ():
+            if id(p) not in self.versions and _key(p) not in keys:
+                self.versions[id(p)] = (weakref.ref(p), p._version)
+
+    def frozen(self, keys):
+        """The storage keys the root holds now, if none of its own parameters moved since a tensor was shared
+        into it (a frozen copy); None when it did, or the root is gone (see NOTE [A frozen copy that is not one])."""
+        root = self.ref()
+        if root is None:
+            return None
+        params = list(root.parameters())
+        if self.needs_own and all(_key(p) in keys for p in params):
+            return None
+        now = {id(p) for p in params}
+        for pid, (ref, version) in self.versions.items():
+            p = ref()
+            if p is not None and pid in now and p._version != version:
+                return None
+        return {_key(t) for t in params + list(root.buffers())}
+
+
+def _key(t):
+    try:
+        return storage_key(t)
+    except Exception:
+        return None
+
+
 class SharedState:
     """The watched entries of one run, by storage key (``keys``: what the write path looks up)."""
 
     def __init__(self):
         self.keys: dict[int, list] = {}
-        self.owners: dict[int, list] = {}  # storage key -> [(weakref of module, parameter name)]
+        self.owners: dict[int, list] = {}  # storage key -> [(weakref of module, name, whether a buffer)]
+        self.receivers: dict[int, _Receiver] = {}  # id(module) -> the module that was given shared tensors
+        self.parents: dict[int, tuple] = {}  # id(module) -> (weakref of it, [(weakref of a parent, name)])
+        self.prune_parents_at = _MAX_ENTRIES
         self.n = 0
         # the sizes at which the next prune runs: twice what a prune left alive, so that a program with
         # more live parameters than _MAX_ENTRIES prunes a logarithmic number of times, not once a call
@@ -73,29 +146,29 @@ class SharedState:
 
     # --- where sharing is made -----------------------------------------------------------------
 
-    def on_register_parameter(self, rec, module, name, param, frame):
-        """``module.<name> = param`` (or ``register_parameter``): shared when another live module holds it."""
-        try:
-            key = storage_key(param)
-        except Exception:
+    def on_register_parameter(self, rec, module, name, param, frame, buffer=False):
+        """``module.<name> = tensor`` (``register_parameter``/``register_buffer``): shared when another live
+        module holds it."""
+        key = _key(param)
+        if key is None:
             return
         holders = self.owners.get(key)
         if holders is None:
             if len(self.owners) >= self.prune_owners_at:
                 self._prune_owners()
                 self.prune_owners_at = max(_MAX_ENTRIES, 2 * len(self.owners))
-            self.owners[key] = [(weakref.ref(module), name)]
+            self.owners[key] = [(weakref.ref(module), name, buffer)]
             return
         other = None
-        for ref, n in holders:
+        for ref, n, b in holders:
             m = ref()
             if m is None or m is module:
                 continue
-            p = m._parameters.get(n)
+            p = (m._buffers if b else m._parameters).get(n)
             if isinstance(p, _Tensor) and _overlap(memory(p), memory(param)):
                 other = (m, n)
                 break
-        holders.append((weakref.ref(module), name))
+        holders.append((weakref.ref(module), name, buffer))
         if other is None:
             return
         uf = frame if frame.f_code.co_filename in rec.user else _program_frame(frame, rec.user)
@@ -104,7 +177,94 @@ class SharedState:
         owner = f"`{type(module).__name__}.{name}`"
         source = f"another module's `{type(other[0]).__name__}.{other[1]}`"
         how = "load_state_dict(assign=True)" if _in_load(frame) else "assignment"
-        self._watch(_Entry("state", param, uf.f_code.co_filename, line_of(uf), how, owner, attr=source), key)
+        e = _Entry("state", param, uf.f_code.co_filename, line_of(uf), how, owner, attr=source)
+        e.receiver = self._receiver(_root(module, other[0], uf))
+        self._watch(e, key)
+        e.receiver.note(self.keys)
+
+    def on_shallow_copy(self, rec, module, frame):
+        """``copy.copy(model)`` (``Module.__setstate__`` called by ``copy``): the copy holds the very
+        parameters and buffers of the original, a live module."""
+        try:
+            caller = frame
+            while caller is not None and caller.f_code.co_filename == copy.__file__:
+                caller = caller.f_back  # copy._reconstruct, copy.copy
+            if caller is None or caller is frame or caller.f_code.co_filename not in rec.user:
+                return
+            receiver = None
+            for kind, name, t in _tensors(module):
+                key = _key(t)
+                holders = self.owners.get(key) if key is not None else None
+                if not holders or not any(r() is not None for r, _, _ in holders):
+                    continue
+                if receiver is None:
+                    receiver = self._receiver(module)
+                e = _Entry("state", t, caller.f_code.co_filename, line_of(caller), "copy.copy",
+                           f"`{type(module).__name__}` {kind} `{name}`",
+                           attr=f"the original `{type(module).__name__}`'s {kind}")
+                e.receiver = receiver
+                self._watch(e, key)
+        except Exception:
+            pass
+
+    def on_register_module(self, rec, parent, name, module, frame):
+        """``parent.<name> = module`` (``add_module``): a module another live model holds is reused, and its
+        tensors are shared state when the new parent's model has parameters of its own that stay frozen
+        (see NOTE [A frozen copy that is not one]; a wrapper with none, ``DataParallel(model)``, is not)."""
+        try:
+            entry = self.parents.get(id(module))
+            if entry is None or entry[0]() is not module:
+                if len(self.parents) >= self.prune_parents_at:
+                    self.parents = {k: v for k, v in self.parents.items() if v[0]() is not None}
+                    self.prune_parents_at = max(_MAX_ENTRIES, 2 * len(self.parents))
+                self.parents[id(module)] = (weakref.ref(module), [(weakref.ref(parent), name)])
+                return
+            other = None
+            for ref, n in entry[1]:
+                p = ref()
+                if p is not None and p is not parent and p._modules.get(n) is module:
+                    other, other_name = p, n
+                    break
+            entry[1].append((weakref.ref(parent), name))
+            if other is None:
+                return
+            uf = frame if frame.f_code.co_filename in rec.user else _program_frame(frame, rec.user)
+            if uf is None or _one_model(parent, other, frame, uf):
+                return
+            receiver = self._receiver(_root(parent, other, uf))
+            receiver.needs_own = True  # a wrapper with nothing of its own (`DataParallel(model)`) is no copy
+            for kind, n, t in _tensors(module):
+                key = _key(t)
+                if key is None:
+                    continue
+                e = _Entry("state", t, uf.f_code.co_filename, line_of(uf), "module reused",
+                           f"`{receiver.name}`'s {kind} `{name}.{n}`",
+                           attr=f"the `{type(module).__name__}` another model holds (`{type(other).__name__}.{other_name}`)")
+                e.receiver = receiver
+                self._watch(e, key)
+            receiver.note(self.keys)
+        except Exception:
+            pass
+
+    def _receiver(self, root):
+        r = self.receivers.get(id(root))
+        if r is None or r.ref() is not root:
+            r = self.receivers[id(root)] = _Receiver(root)
+        return r
+
+    def on_running_stats(self, rec, frame, uf):
+        """A BatchNorm update: its ``running_mean``/``running_var`` are written inside the kernel that follows
+        (see NOTE [A frozen copy that is not one])."""
+        try:
+            module = frame.f_locals.get("self")
+            for name in ("running_mean", "running_var"):
+                t = getattr(module, name, None)
+                if isinstance(t, _Tensor):
+                    key = _key(t)
+                    if key in self.keys:
+                        self.on_write(rec, t, "batch_norm", frame, uf, key)
+        except Exception:
+            pass
 
     def on_optimizer_load(self, rec, opt, state_dict, frame):
         """``opt.load_state_dict(sd)``: the state tensors it kept as they are (not copied) are shared."""
@@ -161,6 +321,7 @@ class SharedState:
     def _watch(self, entry, key):
         if entry.mem is None:
             return
+        entry.key = key
         if self.n >= self.prune_keys_at:
             self._prune()
             self.prune_keys_at = max(_MAX_ENTRIES, 2 * self.n)
@@ -180,7 +341,7 @@ class SharedState:
 
     def _prune_owners(self):
         for key in list(self.owners):
-            alive = [(r, n) for r, n in self.owners[key] if r() is not None]
+            alive = [h for h in self.owners[key] if h[0]() is not None]
             if alive:
                 self.owners[key] = alive
             else:
@@ -205,6 +366,10 @@ class SharedState:
             if not _overlap(mem, e.mem):
                 continue
             e.writes += 1
+            r = e.receiver
+            if r is not None and not r.noted_at_write:  # parameters registered after the sharing line
+                r.noted_at_write = True
+                r.note(self.keys)
             pf = uf if uf is not None else _program_frame(frame, rec.user)
             here = (pf.f_code.co_filename, line_of(pf)) if pf is not None else (None, None)
             if any((s["file"], s["line"]) == here for s in e.sites):
@@ -222,17 +387,29 @@ class SharedState:
 
     def finish(self, rec) -> None:
         """Hand each shared object whose memory two different lines wrote on as a hazard, one per pair
-        of writing lines (a model of ten parameters shared by ten assignment lines is one)."""
+        of writing lines (a model of ten parameters shared by ten assignment lines is one); and each frozen
+        copy that one line wrote through its source (see NOTE [A frozen copy that is not one])."""
         found: dict = {}
         seen = set()
+        frozen: dict = {}  # id(receiver) -> the keys it holds, or None
         for entries in list(self.keys.values()):
             for e in entries:
-                if id(e) in seen or e.kind != "state" or len(e.sites) < 2:
+                if id(e) in seen or e.kind != "state" or not e.sites:
                     continue
                 seen.add(id(e))
+                if len(e.sites) < 2:
+                    r = e.receiver
+                    if r is None:
+                        continue
+                    if id(r) not in frozen:
+                        frozen[id(r)] = r.frozen(self.keys)
+                    if not frozen[id(r)] or e.key not in frozen[id(r)]:
+                        continue
                 t = e.ref()
                 tid = rec.note_tensor(t) if t is not None else None
                 where = tuple((w.get("file"), w.get("line")) for w in e.sites[:2])
+                if len(where) == 1:
+                    where += (id(e.receiver),)  # one writer: one hazard per writing line and frozen copy
                 facts = found.get(where)
                 if facts is not None:
                     facts["tensors"].append(tid)
@@ -243,8 +420,42 @@ class SharedState:
                     "kept": {"op": e.how, "file": e.file, "line": e.line},
                     "writes": list(e.sites), "write_count": e.writes,
                 }
+                if len(e.sites) == 1:
+                    facts = found[where]
+                    facts["frozen"] = e.receiver.name  # never updated itself: changed by the source's writes only
         for where, facts in found.items():
+            if "frozen" in facts:  # the writing line and the (first) sharing line
+                where = where[:1] + ((facts["kept"]["file"], facts["kept"]["line"]),)
             rec.add_hazard(("shared-state",) + where, facts)  # where: the two writing lines
+
+
+def _tensors(module):
+    """(``"parameter"``/``"buffer"``, qualified name, tensor) of a module and its submodules."""
+    for name, p in module.named_parameters():
+        yield "parameter", name, p
+    for name, b in module.named_buffers():
+        yield "buffer", name, b
+
+
+def _root(module, other, uf):
+    """The largest module among the program frame's names that holds ``module`` and not ``other``: the
+    object that was given another's tensors (the teacher, not its ``fc``); ``module`` when none does."""
+    best, size = module, 0
+    try:
+        names = list(uf.f_locals.values())
+    except Exception:
+        names = []
+    for v in names:
+        if not isinstance(v, torch.nn.Module) or v is other:
+            continue
+        try:
+            parts = [m for m in v.modules()]
+        except Exception:
+            continue
+        ids = {id(m) for m in parts}
+        if id(module) in ids and id(other) not in ids and len(parts) > size:
+            best, size = v, len(parts)
+    return best
 
 
 def _one_model(module, other, frame, uf) -> bool:

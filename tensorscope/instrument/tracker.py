@@ -142,6 +142,8 @@ class Tracker(Recorder):
                 self.shared.on_write(self, target, op, frame, uf, key)
             if frame is not None and id(frame.f_code) in _RUNNING_STATS_CODES:  # BatchNorm's num_batches_tracked
                 self.running_stats.on_update(self, frame, uf)
+                if self.shared.keys:  # its running_mean/running_var, written in the kernel next
+                    self.shared.on_running_stats(self, frame, uf)
             if key is not None:
                 # The write log: every in-place write, compactly: what the hook-free failure path matches a
                 # stale saved tensor against (see NOTE [Stale saved variable without hooks] in stale.py).

@@ -11,14 +11,26 @@ graph holds the old values: after the optimizer step (or before the forward pass
 parameter's (a module's, an optimizer's, or any leaf that requires grad), and the write
 is the program's own (not inside torch.optim or torch.nn). The step's line is the optimizer's first
 recorded write into that parameter after this one (else any); without one, backward's line.
+
+# NOTE [A write meant to reach its base]
+The same holds beyond parameters. A write through a view (``row = h[0]; row.mul_(0.5)``) also writes
+its base and every other view of that memory; when the program reads one of those later (``h.sum()``
+on a later line, or anywhere in a loop around the write: see NOTE [Read after the write] in
+_reads.py), the write is meant to reach it. An out-of-place op (``row = row.mul(0.5)``) or a clone of
+the view before writing rebinds the view's name and drops the write into the base. What keeps it is
+to leave the write alone and give the op that saved the tensor a copy of its own, at the saving line
+(``z = row.clone() * w``): backward then reads the copy, the program reads the written memory.
 """
 
 from __future__ import annotations
 
+import ast
+import linecache
 import re
 
 from tensorscope.kinds._base import Evidence
-from tensorscope.source import code_at
+from tensorscope.kinds._reads import loads_after, roots
+from tensorscope.source import code_at, statement_at, without_comment
 
 
 def _held(ev: Evidence) -> set:
@@ -105,3 +117,52 @@ def move_after_step(ev: Evidence, param: dict, file: str | None, line: int | Non
             f"correct gradients, make the write {after} (or before the forward pass), under no_grad: "
             f"`with torch.no_grad(): {write}`{call}. Writing into a clone instead would silently drop the "
             "change.")
+
+
+def later_readers(ev: Evidence, write: dict) -> list[str]:
+    """The program's names for other tensors over the memory ``write`` changed (its base, another view) that
+    it loads after the write, or [] (see NOTE [A write meant to reach its base])."""
+    t = ev.by_id.get(write.get("tensor")) if write else None
+    file, line = (write or {}).get("file"), (write or {}).get("line")
+    if t is None or not t.get("storage") or not line or statement_at(file, line) is None:
+        return []
+    mine = set(roots([write.get("alias") or ""]) + roots(t.get("names") or []))
+    others = []
+    for p in ev.doc.get("tensors") or []:
+        if p.get("storage") == t["storage"] and p["id"] != t["id"]:
+            others += [r for r in roots(p.get("names") or []) if r not in mine and r not in others]
+    return [n for n in others if loads_after(file, line, line, [n])]
+
+
+def clone_at_saving(file: str | None, line: int | None, names: list[str]) -> str | None:
+    """The saving statement with its first load of one of ``names`` cloned (``z = row * w`` ->
+    ``z = row.clone() * w``), or None."""
+    stmt = statement_at(file, line)
+    wanted = set(roots(names))
+    if stmt is None or stmt.lineno != stmt.end_lineno or not wanted:
+        return None
+    value = getattr(stmt, "value", None)
+    for node in ast.walk(value) if value is not None else ():
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in wanted:
+            code = linecache.getline(file, line).rstrip("\n")
+            if code[node.col_offset:node.end_col_offset] != node.id:  # offsets count bytes: ASCII lines only
+                return None
+            return without_comment(code[:node.col_offset] + f"{node.id}.clone()" + code[node.end_col_offset:]).strip()
+    return None
+
+
+def keep_write_clone_saved(ev: Evidence, write: dict, saved_tid, saved_file, saved_line) -> str | None:
+    """The fix for a write through a view whose base the program reads later: keep the write, clone at the
+    saving line (see NOTE [A write meant to reach its base]); None where that is not the case."""
+    readers = later_readers(ev, write)
+    if not readers:
+        return None
+    line, alias = write.get("line"), write.get("alias") or "the view"
+    code = code_at(write.get("file"), line)
+    base = ", ".join(f"`{n}`" for n in readers)
+    fixed = clone_at_saving(saved_file, saved_line, ev.tensor_names(saved_tid) + [alias])
+    keep = (f"give the op that saved it a copy of its own at line {saved_line}: `{fixed}`" if fixed else
+            "clone the tensor where the forward pass uses it, before this write")
+    return (f"Line {line} (`{code}`) writes through `{alias}` into memory the program reads again afterwards "
+            f"({base}), so the write is meant to stay: keep it, and {keep}. An out-of-place op or a clone of "
+            f"`{alias}` would rebind `{alias}` and silently drop the write into {base}.")

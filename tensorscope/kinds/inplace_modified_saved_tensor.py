@@ -181,7 +181,8 @@ def _write_place(w: dict) -> dict | None:
     return where(w.get("file"), w.get("line"), alias=w.get("alias"))
 
 
-def _fix(ev: Evidence, w: dict | None, saved_label: str, saved_code: str, backward: dict | None) -> str:
+def _fix(ev: Evidence, w: dict | None, saved_label: str, saved_code: str, backward: dict | None,
+         saved_tid=None, saved_at: tuple | None = None) -> str:
     if w is None:
         return (f"Do not modify {saved_label} in place between the forward pass and backward(): "
                 "clone() it before the in-place op, or use the out-of-place op.")
@@ -200,6 +201,9 @@ def _fix(ev: Evidence, w: dict | None, saved_label: str, saved_code: str, backwa
     param = _intent.parameter_written(ev, w.get("tensor"), w.get("alias")) if not lib else None
     if param is not None:  # see NOTE [A fix keeps the write's intent]
         return _intent.move_after_step(ev, param, w.get("file"), line, w.get("seq"), backward)
+    keep = _intent.keep_write_clone_saved(ev, w, saved_tid, *saved_at) if not lib and saved_at else None
+    if keep:  # see NOTE [A write meant to reach its base]
+        return keep
     if "torch/nn" in lib or op in ("relu_", "leaky_relu_", "hardtanh_", "elu_", "threshold_", "silu_", "gelu_"):
         return (f"The in-place activation called at line {line} (`{code}`) overwrites a value saved for "
                 "backward: use `inplace=False` (e.g. `nn.ReLU()` / `F.relu(x)`), or clone its input.")
@@ -299,7 +303,8 @@ def explain(ev: Evidence) -> dict | None:
     return diagnosis(
         KIND,
         explanation=" ".join(parts),
-        fix=_fix(ev, culprit_write, label, saved_code, {"file": f.get("file"), "line": f.get("line")}),
+        fix=_fix(ev, culprit_write, label, saved_code, {"file": f.get("file"), "line": f.get("line")}, saved_tid,
+                 (sf.get("saved_file"), sf.get("saved_line")) if sf.get("saved_line") else None),
         culprit=culprit,
         saved_by=where(sf.get("saved_file"), sf.get("saved_line"), node=node) or {"node": node, "file": None, "line": None, "code": ""},
         backward=where(f.get("file"), f.get("line")),

@@ -1,8 +1,9 @@
 """The `running-stats-updated-twice` kind: a BatchNorm module updated its running statistics twice for one batch (checkpoint recomputation, or a second call on the same input).
 
 The instrumentation sees each update (``num_batches_tracked.add_(1)`` in BatchNorm's forward) and
-reports one made during backward, or on the same input as the module's previous update (see NOTE
-[Running statistics updated twice] in instrument/runningstats.py).
+reports one made during backward, or with gradients off on the same input as the module's previous
+update; a second forward with gradients on (R-Drop, two augmentations) is meant and not reported (see
+NOTE [Running statistics updated twice] in instrument/runningstats.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ KIND = Kind(
     explanation=(
         "In training mode every BatchNorm call updates `running_mean`, `running_var` and "
         "`num_batches_tracked`. Activation checkpointing (`torch.utils.checkpoint`) reruns the checkpointed "
-        "forward during backward, and a second call on the same batch (for a metric or a second loss) runs "
+        "forward during backward, and a second call on the same batch with gradients off (a metric, an evaluation "
+        "pass left in training mode) runs "
         "it again: the batch counts twice in the running averages, `num_batches_tracked` advances twice per "
         "step, and evaluation uses statistics that are not those of the data. Nothing raises."
     ),
     causes=(
         "A BatchNorm inside a function given to `torch.utils.checkpoint.checkpoint`.",
-        "`model(x)` called again on the same batch in training mode.",
+        "`model(x)` called again on the same batch in training mode under `torch.no_grad()` (a metric).",
     ),
     fixes=(
         "Keep BatchNorm out of the checkpointed function: checkpoint the layers around it.",
@@ -44,7 +46,8 @@ def explain(ev: Evidence, hazard: dict):
                "the layers before it and call the BatchNorm outside `checkpoint(...)`, so it runs once per batch "
                "(a BatchNorm in `eval()` mode is not affected).")
     else:
-        why = (f"line {second.get('line')} (`{scode}`) called it again on the same input in training mode, updating "
+        why = (f"line {second.get('line')} (`{scode}`) called it again on the same input in training mode with "
+               "gradients off, updating "
                "its running statistics a second time")
         fix = (f"Make the second call at line {second.get('line')} in evaluation mode (`model.eval()` and "
                "`torch.no_grad()`, then `model.train()`), or reuse the output of the first call.")
