@@ -10,7 +10,12 @@ device and are read in batches of ``_DUE`` (and once after the program), so noth
 GPU at each step. The first sink that failed is the recorded fact.
 
 NOTE [Origin of a non-finite value]
-``explain`` (and ``run --check-values``) adds a TorchDispatchMode that sees every aten op, forward,
+By default ``explain`` (and ``run --check-values``) reads the origin from the graph at a failed sink and
+checks each node's gradient in backward (NOTE [Origins from the graph] and NOTE [Checking each node's
+gradient] in origin_walk.py): no call per op in the forward pass. The mode below runs only inside
+``torch.func`` transforms (which run without explain's saved-tensor hooks, so there is no graph record
+to walk), and over the whole run when asked for (``TENSORSCOPE_ORIGIN_MODE=1``): a TorchDispatchMode
+that sees every aten op, forward,
 backward (the engine's ops pass through dispatch too, with ``_current_autograd_node`` set) and the
 optimizer's. An op whose output is non-finite while all its floating inputs are finite is a *birth*
 (the op made the value); one whose non-finite input no op under the mode produced
@@ -23,7 +28,9 @@ values handled on purpose] in kinds/non_finite_value.py. After the first sink fa
 checking (it only passes ops through).
 
 NOTE [The cost of the origin mode]
-What an op costs under the mode, in order of size: torch's own Python call of
+Why it is not the default: on the GPT benchmark the mode alone costs more than anomaly mode, and a
+mode that only passes ops through already costs most of that (benchmarks/RESULTS.md, Non-finite
+checks). What an op costs under the mode, in order of size: torch's own Python call of
 ``__torch_dispatch__`` (with its dynamo-disable wrappers; an empty mode alone costs about as much as
 anomaly mode on a small CPU model), then the check. The check is one ``sum`` of each floating output
 and one read of it (``_finite``: a NaN or Inf anywhere makes the sum non-finite), not
@@ -50,6 +57,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
+from tensorscope import compat
 from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
 from tensorscope.instrument.origin_walk import GradCheck, forward_origin
@@ -157,6 +165,7 @@ class ValueWatch:
         self._handles: list = []
         self._mode = None
         self._last_backward = None
+        self._transform = None  # (mode, len(births) at entry): see enter_transform
 
     # --- switching on and off ---------------------------------------------------
 
@@ -295,7 +304,9 @@ class ValueWatch:
                 facts["optimizer"] = optimizer
             held = [weakref.ref(t) for t in tensors]
             own = [weakref.ref(o) for o in owners] if owners else None
-            if flag.device.type == "cpu" or flag.device.type == "meta":
+            # the loss's flag is read at once where origins are read from its graph (NOTE [Origins from the
+            # graph]): the graph is gone by the time a batch of flags is read (one read per backward on CUDA)
+            if flag.device.type == "cpu" or flag.device.type == "meta" or (what == "loss" and self.grads is not None):
                 self._settle(bool(flag), facts, held, own)
             else:
                 self.due.append((flag, facts, held, own))
@@ -341,7 +352,9 @@ class ValueWatch:
             if self.use_mode or not self.origins:
                 b = self.carried.get(_key(t))
             elif facts["what"] == "loss":
-                b = self._walk_birth([t], facts["step"])
+                b = self._transform_birth()
+                if b is None:
+                    b = self._walk_birth([t], facts["step"])
             elif facts["what"] == "grad":
                 b = self._last_backward
             else:
@@ -373,6 +386,32 @@ class ValueWatch:
         self.births.append(b)
         return len(self.births) - 1
 
+    def enter_transform(self) -> bool:
+        """A ``torch.func`` transform starts, with explain's saved-tensor hooks stepped aside (saved.py): no
+        pack records for a graph walk there, so the origin mode checks the transform's ops (torch 2.11 and
+        later; NOTE [The origin mode crashes torch before 2.11]). Its cost is paid inside transforms only."""
+        if self.use_mode or self.grads is None or self.done or self._transform is not None \
+                or not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:
+            return False
+        mode = OriginMode(self)
+        _push_mode(mode)
+        self._transform = (mode, len(self.births))
+        return True
+
+    def exit_transform(self) -> None:
+        if self._transform is not None:
+            self._transform = None
+            try:
+                _pop_mode()
+            except Exception:
+                pass
+
+    def _transform_birth(self) -> int | None:
+        """Inside a transform: the first birth its mode saw (the loss is a functorch wrapper the map misses)."""
+        if self._transform is None or len(self.births) <= self._transform[1]:
+            return None
+        return self._transform[1]
+
     def _walk_birth(self, roots, step) -> int | None:
         """The forward origin read from the graph of ``roots`` (NOTE [Origins from the graph])."""
         if len(self.births) >= _MAX_BIRTHS:
@@ -394,8 +433,9 @@ class ValueWatch:
         return len(self.births) - 1
 
     def at_exit(self, exc) -> None:
-        """The program raised: a non-finite tensor it had just tested (named on the raising line or the three
-        before it, in a frame of its own code) is what it raised on; its origin is read from its graph."""
+        """The program raised: a non-finite tensor it had just tested (named with a test, ``isnan``,
+        ``isfinite``, ``.item()``, ``assert``..., on the raising line or the three before it, in a frame of its
+        own code) is what it raised on; its origin is read from its graph."""
         if not self.origins or self.use_mode or exc is None or self.tested is not None or self.sink is not None:
             return
         frames = []
@@ -415,7 +455,8 @@ class ValueWatch:
                 if not (isinstance(v, _Tensor) and v.grad_fn is not None and _floating(v)):
                     continue
                 word = re.compile(rf"\b{re.escape(name)}\b")
-                at = next(((n, text) for n, text in near if word.search(text)), None)
+                # a line that names the tensor and tests it (isnan, isfinite, .item(), assert ...)
+                at = next(((n, text) for n, text in near if word.search(text) and _TEST_WORD.search(text)), None)
                 if at is None or _finite_now(v):
                     continue
                 test = _TEST_WORD.search(at[1])
@@ -586,7 +627,7 @@ class OriginMode(TorchDispatchMode):
         return out
 
 
-_TEST_WORD = re.compile(r"\b(isnan|isfinite|isinf|isposinf|isneginf|item|nan_to_num)\b")
+_TEST_WORD = re.compile(r"\b(isnan|isfinite|isinf|isposinf|isneginf|item|nan_to_num|assert)\b")
 
 
 def _finite_now(t) -> bool:
