@@ -60,7 +60,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mod
 from tensorscope import compat
 from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
-from tensorscope.instrument.origin_walk import GradCheck, forward_origin
+from tensorscope.instrument.origin_walk import GradCheck, forward_origin, stats, value_of
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
@@ -105,37 +105,6 @@ def _key(t):
         return t.untyped_storage().data_ptr()
     except Exception:
         return None
-
-
-def value_of(t) -> str:
-    """"nan", "inf" or "-inf": the first kind of non-finite value ``t`` holds."""
-    t = t.detach()
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    if bool(torch.isnan(t).any()):
-        return "nan"
-    if bool(torch.isposinf(t).any()):
-        return "inf"
-    return "-inf"
-
-
-def stats(t) -> dict:
-    """min, max (of the finite values), zeros, negatives and non-finite counts, dtype and shape."""
-    out = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
-    try:
-        x = t.detach()
-        if x.is_complex():
-            x = torch.view_as_real(x)
-        if not x.is_floating_point():
-            x = x.double()
-        finite = torch.isfinite(x)
-        vals = x[finite]
-        out.update(min=float(vals.min()) if vals.numel() else None, max=float(vals.max()) if vals.numel() else None,
-                   zeros=int((x == 0).sum()), negatives=int((x < 0).sum()), nonfinite=int((~finite).sum()),
-                   numel=int(x.numel()))
-    except Exception:
-        pass
-    return out
 
 
 class ValueWatch:

@@ -98,6 +98,37 @@ def _has_zero(t) -> bool:
         return False
 
 
+def value_of(t) -> str:
+    """"nan", "inf" or "-inf": the first kind of non-finite value ``t`` holds."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if bool(torch.isnan(t).any()):
+        return "nan"
+    if bool(torch.isposinf(t).any()):
+        return "inf"
+    return "-inf"
+
+
+def stats(t) -> dict:
+    """min, max (of the finite values), zeros, negatives and non-finite counts, dtype and shape."""
+    out = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
+    try:
+        x = t.detach()
+        if x.is_complex():
+            x = torch.view_as_real(x)
+        if not x.is_floating_point():
+            x = x.double()
+        finite = torch.isfinite(x)
+        vals = x[finite]
+        out.update(min=float(vals.min()) if vals.numel() else None, max=float(vals.max()) if vals.numel() else None,
+                   zeros=int((x == 0).sum()), negatives=int((x < 0).sum()), nonfinite=int((~finite).sum()),
+                   numel=int(x.numel()))
+    except Exception:
+        pass
+    return out
+
+
 # --- the forward walk --------------------------------------------------------------------------------------
 
 def _graph(roots) -> dict:
@@ -274,8 +305,6 @@ def _data_tensor(tracker):
 
 
 def _birth(tracker, graph, saved, seq, out, step, data=None) -> dict:
-    from tensorscope.instrument.nonfinite import stats, value_of  # the shared helpers (nonfinite imports this)
-
     node = graph[seq][0]
     name = node.name()
     packs = saved.get(seq, [])
@@ -389,8 +418,6 @@ class GradCheck:
             pass
 
     def _birth(self, node, grad_outputs, made) -> dict:
-        from tensorscope.instrument.nonfinite import stats, value_of
-
         w = self.watch
         tr = w.tracker
         try:
