@@ -27,7 +27,8 @@ are all counted) under each mode:
     node's forward line on Python 3.12 and later, to show its cost beside ``tensorscope``
 ``tensorscope-explain``, ``tensorscope-check-values`` (named with ``--modes``)
     ``python -m tensorscope explain -o <tmp>/report.json W`` and ``... run --check-values ...``:
-    saved-tensor hooks plus the dispatch mode that finds where a NaN/Inf was born, beside
+    saved-tensor hooks, the non-finite checks and the hooks on backward's nodes that find where a
+    NaN/Inf was born (TENSORSCOPE_ORIGIN_MODE=1 in the environment: the per-op dispatch mode instead), beside
     ``anomaly`` (whose ``set_detect_anomaly(True)`` checks backward outputs for NaN, ``check_nan``
     being on by default)
 ``anomaly``
@@ -185,8 +186,8 @@ def build_modes(python: str, selected: list[str], extra: list[str]) -> list[Mode
         # (Python 3.12+ only: see NOTE [Forward lines from line events]), to show what it costs beside `tensorscope`
         "tensorscope-no-lines": Mode("tensorscope-no-lines", ["env", "TENSORSCOPE_NO_LINES=1", python, "-m",
                                                               "tensorscope", "run", "-o", "{report}"], True),
-        # not in the default set: explain (saved-tensor hooks and the non-finite origin mode, see
-        # tensorscope/instrument/nonfinite.py) and run --check-values, beside anomaly mode's check_nan
+        # not in the default set: explain (saved-tensor hooks and the non-finite checks, see
+        # tensorscope/instrument/nonfinite.py and origin_walk.py) and run --check-values, beside anomaly mode's check_nan
         "tensorscope-explain": Mode("tensorscope-explain", [python, "-m", "tensorscope", "explain", "-o", "{report}"],
                                     True),
         "tensorscope-check-values": Mode("tensorscope-check-values",

@@ -160,9 +160,11 @@ def saved_unpack_hook(raw):
 # output and saved-tensor hooks, runs cleanly, so the trigger there is not isolated yet.
 # No feature tells the broken releases apart (the same classes and functions exist on both sides),
 # and a crash cannot be probed for in the process that would crash, so this one difference is keyed
-# on the release: before 2.11 the origin mode is not pushed, the sinks (the loss, the gradients, the
-# parameters after a step) still check values, and the report's notes say that the origin is not
-# pinned and why. Nothing else in this module looks at a version number.
+# on the release: before 2.11 no dispatch mode is pushed around backward (the opt-in whole-run origin
+# mode is ignored with a note; the rerun of the one backward node that made a non-finite gradient and
+# the mode inside torch.func transforms are skipped). The origin itself is read from the graph on
+# every release (NOTE [Origins from the graph] in instrument/origin_walk.py). Nothing else in this
+# module looks at a version number.
 def _release(version: str) -> tuple[int, int]:
     major, minor = (version.split("+")[0].split(".") + ["0", "0"])[:2]
     return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)

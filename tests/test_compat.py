@@ -290,18 +290,22 @@ def test_a_decorated_function_names_the_write_on_every_release(case):
     assert culprit is not None and culprit["line"] == case.__code__.co_firstlineno + marked[0], culprit
 
 
-def test_the_origin_mode_is_pushed_only_where_it_does_not_crash(tmp_path):
-    # NOTE [The origin mode crashes torch before 2.11]: the one difference keyed on the release.
+def test_the_origin_is_pinned_on_every_release_and_the_mode_only_where_it_does_not_crash(tmp_path, monkeypatch):
+    # NOTE [The origin mode crashes torch before 2.11]: the one difference keyed on the release. The origin
+    # is read from the graph on every release (NOTE [Origins from the graph]); the opt-in per-op mode is
+    # ignored, with a note, where it would crash.
     assert compat._release("2.10.0+cu128") == (2, 10) and compat._release("2.11.0a0+git1234") == (2, 11)
     assert compat._release("2.9.1") == (2, 9) and compat._release("3.0.0") == (3, 0)
     prog = tmp_path / "nan.py"
     prog.write_text("import torch\nw = torch.zeros(3, requires_grad=True)\nx = torch.log(w * 0)\n"
                     "x.sum().backward()\nprint(w.grad.isnan().any().item())\n")
-    rc, out, err, doc = run_cli("explain", "--json", str(prog))
-    pinned = compat._release(torch.__version__) >= (2, 11)
-    assert compat.DISPATCH_MODE_OVER_BACKWARD_SAFE is pinned
-    notes = " ".join(doc.get("notes") or [])
-    assert ("origin of a non-finite value is not pinned" in notes) is (not pinned), notes
-    if pinned:  # the origin is the log at line 3, forward
+    safe = compat._release(torch.__version__) >= (2, 11)
+    assert compat.DISPATCH_MODE_OVER_BACKWARD_SAFE is safe
+    for mode in ("0", "1"):
+        monkeypatch.setenv("TENSORSCOPE_ORIGIN_MODE", mode)
+        rc, out, err, doc = run_cli("explain", "--json", str(prog))
+        notes = " ".join(doc.get("notes") or [])
+        assert ("TENSORSCOPE_ORIGIN_MODE is ignored" in notes) is (mode == "1" and not safe), notes
         nf = [h for h in doc.get("hazards") or [] if h["kind"] == "silent-non-finite-value"]
+        # the origin is the log at line 3, forward, by either mechanism
         assert nf and nf[0]["nonfinite"]["op"].endswith("log") and nf[0]["culprit"]["line"] == 3, nf

@@ -181,3 +181,32 @@ def test_pytest_plugin_puts_the_origin_in_the_failure_report(pytester):
     assert "non-finite-value" in section
     assert "test_nan.py:8  loss = -torch.log(score).mean()" in section  # the origin line, not the assert
     assert "aten.log" in section and "clamp" in section
+
+
+NO_MODE = """\
+import torch
+
+w = torch.tensor([0.5, 0.0, 2.0], requires_grad=True)
+h = w * 2
+h.register_hook(lambda g: print("modes in backward", torch._C._len_torch_dispatch_stack()))
+print("modes in forward", torch._C._len_torch_dispatch_stack())
+loss = torch.log(h).sum()
+loss.backward()
+"""
+
+
+def test_the_origin_is_read_from_the_graph_without_a_mode_on_the_stack(tmp_path):
+    """NOTE [Origins from the graph]: no dispatch mode is on the stack while the program runs (the program sees
+    what python shows it), and the NaN's origin is still the log at line 7, with its input's zero."""
+    prog = tmp_path / "no_mode.py"
+    prog.write_text(NO_MODE)
+    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=600)
+    assert "modes in forward 0" in ref.stdout and "modes in backward 0" in ref.stdout
+    out = cli("explain", "--json", str(prog), cwd=tmp_path)
+    assert out.stderr.replace("\r", "").startswith(ref.stdout)
+    doc = json.loads(out.stdout)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    nf = h["nonfinite"]
+    assert (h["culprit"]["line"], nf["op"], nf["phase"], nf["value"]) == (7, "aten.log", "forward", "-inf")
+    (inp,) = nf["inputs"]
+    assert (inp["zeros"], inp["min"], inp["max"]) == (1, 0.0, 4.0)  # h = w * 2, as torch computes it

@@ -53,15 +53,29 @@ def checksum(t):
     return _checksum(t)
 
 
+def _flat(x):
+    """``x``'s elements as one dimension: a view where its memory is dense in some order of its dims."""
+    if x.is_contiguous():
+        return _Base.view(x, (-1,))
+    order = sorted(range(x.dim()), key=lambda d: (-x.stride(d), -x.size(d)))
+    y = _Base.permute(x, order)
+    if y.is_contiguous():
+        return _Base.view(y, (-1,))
+    return _Base.reshape(x, (-1,))
+
+
 def _checksum(t):
     # viewed as an integer dtype, the result neither requires grad nor has a grad_fn
     x = _Base.view(t, _INT_OF_SIZE[t.element_size()])
     n = x.numel()
     if n <= _PERIOD:
         w = _weights_for(n, x.dtype, x.device)
-        if x.element_size() >= 4 and x.device.type == "cpu" and x.is_contiguous():
-            # one op, no temporary: 3-5x cheaper than mul + sum on the small tensors a loop saves
-            return _Base.dot(_Base.view(x, (-1,)), w)
+        if x.element_size() >= 4 and x.device.type == "cpu":
+            # one op, no temporary: 3-5x cheaper than mul + sum on the small tensors a loop saves; a
+            # non-contiguous tensor is read in memory order where it is a permutation of dense memory (a
+            # Linear's saved ``weight.t()``), else copied into logical order first (NOTE [Fingerprints of
+            # saved tensors]: only the same tensor's two sums are compared, so any fixed order will do)
+            return _Base.dot(_flat(x), w)
         return _Base.sum(_Base.mul(x, _Base.view(w, x.shape)), dtype=torch.int64)
     # larger: rows of _PERIOD elements, each row's sum weighted again by its row number
     flat = _Base.reshape(x, (-1,))

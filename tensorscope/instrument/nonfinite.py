@@ -10,7 +10,12 @@ device and are read in batches of ``_DUE`` (and once after the program), so noth
 GPU at each step. The first sink that failed is the recorded fact.
 
 NOTE [Origin of a non-finite value]
-``explain`` (and ``run --check-values``) adds a TorchDispatchMode that sees every aten op, forward,
+By default ``explain`` (and ``run --check-values``) reads the origin from the graph at a failed sink and
+checks each node's gradient in backward (NOTE [Origins from the graph] and NOTE [Checking each node's
+gradient] in origin_walk.py): no call per op in the forward pass. The mode below runs only inside
+``torch.func`` transforms (which run without explain's saved-tensor hooks, so there is no graph record
+to walk), and over the whole run when asked for (``TENSORSCOPE_ORIGIN_MODE=1``): a TorchDispatchMode
+that sees every aten op, forward,
 backward (the engine's ops pass through dispatch too, with ``_current_autograd_node`` set) and the
 optimizer's. An op whose output is non-finite while all its floating inputs are finite is a *birth*
 (the op made the value); one whose non-finite input no op under the mode produced
@@ -23,7 +28,9 @@ values handled on purpose] in kinds/non_finite_value.py. After the first sink fa
 checking (it only passes ops through).
 
 NOTE [The cost of the origin mode]
-What an op costs under the mode, in order of size: torch's own Python call of
+Why it is not the default: on the GPT benchmark the mode alone costs more than anomaly mode, and a
+mode that only passes ops through already costs most of that (benchmarks/RESULTS.md, Non-finite
+checks). What an op costs under the mode, in order of size: torch's own Python call of
 ``__torch_dispatch__`` (with its dynamo-disable wrappers; an empty mode alone costs about as much as
 anomaly mode on a small CPU model), then the check. The check is one ``sum`` of each floating output
 and one read of it (``_finite``: a NaN or Inf anywhere makes the sum non-finite), not
@@ -41,14 +48,19 @@ and one read of it (``_finite``: a NaN or Inf anywhere makes the sum non-finite)
 
 from __future__ import annotations
 
+import linecache
+import os
+import re
 import sys
 import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
+from tensorscope import compat
 from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
+from tensorscope.instrument.origin_walk import GradCheck, forward_origin, stats, value_of
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
@@ -95,43 +107,18 @@ def _key(t):
         return None
 
 
-def value_of(t) -> str:
-    """"nan", "inf" or "-inf": the first kind of non-finite value ``t`` holds."""
-    t = t.detach()
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    if bool(torch.isnan(t).any()):
-        return "nan"
-    if bool(torch.isposinf(t).any()):
-        return "inf"
-    return "-inf"
-
-
-def stats(t) -> dict:
-    """min, max (of the finite values), zeros, negatives and non-finite counts, dtype and shape."""
-    out = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
-    try:
-        x = t.detach()
-        if x.is_complex():
-            x = torch.view_as_real(x)
-        if not x.is_floating_point():
-            x = x.double()
-        finite = torch.isfinite(x)
-        vals = x[finite]
-        out.update(min=float(vals.min()) if vals.numel() else None, max=float(vals.max()) if vals.numel() else None,
-                   zeros=int((x == 0).sum()), negatives=int((x < 0).sum()), nonfinite=int((~finite).sum()),
-                   numel=int(x.numel()))
-    except Exception:
-        pass
-    return out
-
-
 class ValueWatch:
     """The run's non-finite facts: sink checks always, origins with ``origins=True`` (see the NOTEs above)."""
 
-    def __init__(self, tracker, origins: bool = False):
+    def __init__(self, tracker, origins: bool = False, mode: bool | None = None):
         self.tracker = tracker
         self.origins = origins
+        # NOTE [Origins from the graph] by default; the dispatch mode of NOTE [Origin of a non-finite value]
+        # only when asked for (TENSORSCOPE_ORIGIN_MODE=1) on a release where it is safe
+        if mode is None:
+            mode = os.environ.get("TENSORSCOPE_ORIGIN_MODE") == "1"
+        self.use_mode = bool(origins and mode)
+        self.grads = GradCheck(self) if origins and not self.use_mode else None
         self.births: list[dict] = []
         self.carried: dict[int, int] = {}  # storage address -> index into births
         self.sink: dict | None = None  # the first sink that held a non-finite value
@@ -146,6 +133,8 @@ class ValueWatch:
         self._leaves: dict = {}  # backward site -> weak refs to the leaves its graph reached
         self._handles: list = []
         self._mode = None
+        self._last_backward = None
+        self._transform = None  # (mode, len(births) at entry): see enter_transform
 
     # --- switching on and off ---------------------------------------------------
 
@@ -154,7 +143,7 @@ class ValueWatch:
 
         self._handles = [register_optimizer_step_pre_hook(self._pre_step),
                          register_optimizer_step_post_hook(self._post_step)]
-        if self.origins:
+        if self.use_mode:
             self._mode = OriginMode(self)
             _push_mode(self._mode)  # pushed directly, as ops.py does (saved.py wraps __enter__)
         return self
@@ -163,6 +152,7 @@ class ValueWatch:
         for h in self._handles:
             h.remove()
         self._handles = []
+        self._grad_birth()
         if self._mode is not None:
             self._mode = None
             try:
@@ -180,6 +170,7 @@ class ValueWatch:
 
     def facts(self) -> dict | None:
         """The plain facts of the recording (None when every checked value was finite)."""
+        self._grad_birth()  # a backward that raised (anomaly mode's check) after a node made the value
         self.flush()
         self._hazard()
         sink = self.sink
@@ -193,7 +184,9 @@ class ValueWatch:
         tested = self.tested
         if origin is None and tested is not None and tested.get("birth") is not None:
             origin = self._first(tested["birth"])
-        return {"checked": "origins" if self.origins else "sinks", "sink": sink, "origin": origin,
+        return {"checked": "origins" if self.origins else "sinks",
+                "found_by": None if not self.origins else ("dispatch mode" if self.use_mode else "graph"),
+                "sink": sink, "origin": origin,
                 "tested": tested, "births": list(self.births),
                 "backward_calls": self.backward_calls, "optimizer_steps": self.optimizer_steps}
 
@@ -220,8 +213,17 @@ class ValueWatch:
         roots = [r for r in roots if _floating(r)]
         if roots:
             self._check("loss", roots, frame)
+        if self.grads is not None:
+            self._grad_birth()
+            if self.sink is None and not self.done:
+                self.busy = True
+                try:
+                    self.grads.arm(roots)  # NOTE [Checking each node's gradient]
+                finally:
+                    self.busy = False
 
     def after_backward(self, args, kwargs, frame):
+        self._last_backward = self._grad_birth()
         self.backward_calls += 1
         if self.sink is not None:
             return
@@ -271,7 +273,9 @@ class ValueWatch:
                 facts["optimizer"] = optimizer
             held = [weakref.ref(t) for t in tensors]
             own = [weakref.ref(o) for o in owners] if owners else None
-            if flag.device.type == "cpu" or flag.device.type == "meta":
+            # the loss's flag is read at once where origins are read from its graph (NOTE [Origins from the
+            # graph]): the graph is gone by the time a batch of flags is read (one read per backward on CUDA)
+            if flag.device.type == "cpu" or flag.device.type == "meta" or (what == "loss" and self.grads is not None):
                 self._settle(bool(flag), facts, held, own)
             else:
                 self.due.append((flag, facts, held, own))
@@ -314,14 +318,23 @@ class ValueWatch:
             facts["tensor"] = self.tracker.tid(owners[bad]() if owners and owners[bad]() is not None else t)
             facts["count"] = len(tensors)
             facts["index"] = bad
-            b = self.carried.get(_key(t))
+            if self.use_mode or not self.origins:
+                b = self.carried.get(_key(t))
+            elif facts["what"] == "loss":
+                b = self._transform_birth()
+                if b is None:
+                    b = self._walk_birth([t], facts["step"])
+            elif facts["what"] == "grad":
+                b = self._last_backward
+            else:
+                b = None
             if b is None and facts["what"] == "parameter" and self.origins:
                 if self.pending_grad is not None:  # the step applied non-finite gradients
                     b = self.pending_grad.get("birth")
                 elif len(self.births) < _MAX_BIRTHS:
                     b = self._step_birth(facts, t)
             facts["birth"] = b
-            if b is None and self.births and self.origins:
+            if b is None and self.births and self.use_mode:
                 facts["birth"] = 0  # carried through something the map missed: the first birth is the best guess
         if facts["what"] == "grad":
             self.pending_grad = facts
@@ -329,6 +342,96 @@ class ValueWatch:
             self.sink = facts
             if self.origins:
                 self.done = True  # NOTE [Origin of a non-finite value]: stop checking deep
+
+    def _grad_birth(self) -> int | None:
+        """Take the birth the last backward's node hooks found (and take the hooks off): its index in births."""
+        g = self.grads
+        if g is None:
+            return None
+        g.disarm()
+        b, g.birth = g.birth, None
+        if b is None or len(self.births) >= _MAX_BIRTHS:
+            return None
+        self.births.append(b)
+        return len(self.births) - 1
+
+    def enter_transform(self) -> bool:
+        """A ``torch.func`` transform starts, with explain's saved-tensor hooks stepped aside (saved.py): no
+        pack records for a graph walk there, so the origin mode checks the transform's ops (torch 2.11 and
+        later; NOTE [The origin mode crashes torch before 2.11]). Its cost is paid inside transforms only."""
+        if self.use_mode or self.grads is None or self.done or self._transform is not None \
+                or not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:
+            return False
+        mode = OriginMode(self)
+        _push_mode(mode)
+        self._transform = (mode, len(self.births))
+        return True
+
+    def exit_transform(self) -> None:
+        if self._transform is not None:
+            self._transform = None
+            try:
+                _pop_mode()
+            except Exception:
+                pass
+
+    def _transform_birth(self) -> int | None:
+        """Inside a transform: the first birth its mode saw (the loss is a functorch wrapper the map misses)."""
+        if self._transform is None or len(self.births) <= self._transform[1]:
+            return None
+        return self._transform[1]
+
+    def _walk_birth(self, roots, step) -> int | None:
+        """The forward origin read from the graph of ``roots`` (NOTE [Origins from the graph])."""
+        if len(self.births) >= _MAX_BIRTHS:
+            return None
+        tr = self.tracker
+        active, tr.active = tr.active, False
+        self.busy = True
+        try:
+            with torch.no_grad():
+                b = forward_origin(tr, roots, step)
+        except Exception:
+            b = None
+        finally:
+            self.busy = False
+            tr.active = active
+        if b is None:
+            return None
+        self.births.append(b)
+        return len(self.births) - 1
+
+    def at_exit(self, exc) -> None:
+        """The program raised: a non-finite tensor it had just tested (named with a test, ``isnan``,
+        ``isfinite``, ``.item()``, ``assert``..., on the raising line or the three before it, in a frame of its
+        own code) is what it raised on; its origin is read from its graph."""
+        if not self.origins or self.use_mode or exc is None or self.tested is not None or self.sink is not None:
+            return
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename in self.tracker.user:
+                frames.append((tb.tb_frame, tb.tb_lineno))
+            tb = tb.tb_next
+        for frame, lineno in reversed(frames):
+            file = frame.f_code.co_filename
+            near = [(n, linecache.getline(file, n)) for n in range(lineno, max(0, lineno - 4), -1)]
+            try:
+                scope = dict(frame.f_locals)
+            except Exception:
+                continue
+            for name, v in scope.items():
+                if not (isinstance(v, _Tensor) and v.grad_fn is not None and _floating(v)):
+                    continue
+                word = re.compile(rf"\b{re.escape(name)}\b")
+                # a line that names the tensor and tests it (isnan, isfinite, .item(), assert ...)
+                at = next(((n, text) for n, text in near if word.search(text) and _TEST_WORD.search(text)), None)
+                if at is None or _finite_now(v):
+                    continue
+                test = _TEST_WORD.search(at[1])
+                self.tested = {"op": test.group(0) if test else None, "file": file, "line": at[0],
+                               "birth": self._walk_birth([v], self.backward_calls), "step": self.step()}
+                return
 
     def _step_birth(self, facts, param) -> int:
         """A parameter the optimizer's step made non-finite from finite gradients (the ops of a step are not
@@ -491,6 +594,16 @@ class OriginMode(TorchDispatchMode):
         except Exception:
             pass
         return out
+
+
+_TEST_WORD = re.compile(r"\b(isnan|isfinite|isinf|isposinf|isneginf|item|nan_to_num|assert)\b")
+
+
+def _finite_now(t) -> bool:
+    try:
+        return bool(torch.isfinite(t.detach()).all())
+    except Exception:
+        return True
 
 
 _OPS: dict = {}  # OpOverload -> (name, mutable, a test of values, not checked: a view or _UNCHECKED)

@@ -373,15 +373,20 @@ def disable_saved_tensors_hooks(error_message):
     tensorscope (their inner saves are then not inspected).
     """
     ours = hooks_on_top()
+    values = None
     if ours:
         pop()
         rec = state.recorder
         if rec is not None:
             rec.features.add("torch.func")
+            if rec.values is not None and rec.values.enter_transform():  # no saves to walk: see nonfinite.py
+                values = rec.values
     try:
         with _original_disable(error_message):
             yield
     finally:
+        if values is not None:
+            values.exit_transform()
         if ours:
             push()
 

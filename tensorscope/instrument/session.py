@@ -76,12 +76,15 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     # the sinks and the origin mode where values are checked (explain, --check-values): their reductions
     # read values, which a plain run never does (tests/test_device.py); see NOTE [Origin of a non-finite value]
     if hooks:
-        origins = compat.DISPATCH_MODE_OVER_BACKWARD_SAFE  # NOTE [The origin mode crashes torch before 2.11]
-        tracker.values = nonfinite.ValueWatch(tracker, origins=origins).install()
-        if not origins:
-            tracker.note(f"torch {torch.__version__}: the origin of a non-finite value is not pinned (a dispatch "
-                         "mode kept on over backward calls crashes this release; docs/compatibility.md); the "
-                         "loss, the gradients and the parameters after a step are still checked")
+        # the origin is read from the graph (NOTE [Origins from the graph]); the per-op dispatch mode only on
+        # request, and never where it crashes torch (NOTE [The origin mode crashes torch before 2.11])
+        mode = os.environ.get("TENSORSCOPE_ORIGIN_MODE") == "1"
+        if mode and not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:
+            mode = False
+            tracker.note(f"torch {torch.__version__}: TENSORSCOPE_ORIGIN_MODE is ignored (a dispatch mode kept on "
+                         "over backward calls crashes this release; docs/compatibility.md); the origin is read "
+                         "from the graph instead")
+        tracker.values = nonfinite.ValueWatch(tracker, origins=True, mode=mode).install()
     if ops:
         control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
@@ -120,6 +123,8 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         # the program left on) must not see tensorscope reading .shape, .grad, .untyped_storage()...
         with torch._C.DisableTorchFunction():
             resolve_silent(tracker)
+            if tracker.values is not None:
+                tracker.values.at_exit(exc)  # a NaN the program raised on: its origin (instrument/nonfinite.py)
             tracker.describe_storage = True  # the storage map's sizes: see describe()
             snap = _snapshot.take(tracker, main_globals, exc)
             snap["memory"] = _memory(tracker, main_globals, exc)

@@ -1,0 +1,495 @@
+"""The origin of a non-finite value without a dispatch mode: the graph and the saved tensors at a failed
+sink (forward), a check of each node's gradient while backward runs (backward).
+
+NOTE [Origins from the graph]
+When the loss given to ``backward()`` (or a value the program tested before raising) holds a NaN or an
+Inf, its autograd graph is still alive, and so are the tensors ``explain``'s pack hook recorded for it
+(saved.py: each ``Packed`` knows its node's sequence number, whether it is that node's output, and
+the forward line). The forward origin is read from them, at that moment only:
+- every saved tensor of a node in the graph is checked once (one reduction each). A saved output
+  tells its node's output; a saved input tells the output of the node that made it (its
+  ``grad_fn``), or, with no ``grad_fn``, that the data itself held the value (a *data* origin, named
+  at the line that made the tensor when tensorscope saw it);
+- the loss's own node is known non-finite. The known non-finite node made first in the forward pass
+  (lowest sequence number) is where the value surfaced; the origin is the first node at or below it,
+  through nodes whose output no saved tensor tells, that made a non-finite value from finite inputs.
+  Where a node's inputs are saved and its op can be redone from them (``log``, ``sqrt``, ``acos``,
+  ``pow`` with its saved exponent, ``mul``, ``div``, ``mm``...: ``_REDO``) it is redone, which is
+  exact; a division, ``std``/``var`` or a custom Function whose inputs hold a zero, or whose inputs are
+  not all saved, may have made it; ops that cannot make a non-finite value from finite inputs in range
+  (``neg``, ``add``, views, ``masked_fill``'s intended ``-inf``, ``where``) are passed through. With no
+  such node below, the surfacing node itself is the origin (a softmax over an all-``-inf`` row), or a
+  live tensor made from data holding a NaN (``torch.tensor`` of a list with a NaN) when that node
+  cannot make one;
+- its inputs' statistics are those of the node's saved inputs.
+Nothing runs per op in the forward pass: the cost is the pack hooks ``explain`` already pushes.
+
+NOTE [Checking each node's gradient]
+For a backward whose loss was finite, a post hook goes on each node of the graph (one walk of the
+graph per backward call, removed after it). It checks the gradients the node produced (one ``sum``
+and one read each, CPU only) until the first node that made a non-finite gradient from finite ones:
+that node is the backward origin, at the forward line that built it. Its saved tensors are still
+alive in its post hook (the engine releases them after), so the node is run once more under a
+dispatch mode that names the aten op that made the value and that op's inputs' statistics. A
+custom Function's Python backward is not run again (its side effects would repeat): it is named by
+its node. The dispatch mode of that one rerun is not pushed before torch 2.11 (NOTE [The origin mode
+crashes torch before 2.11] in compat.py): there the node and line are named without the aten op.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
+
+from tensorscope import compat
+from tensorscope.instrument.saved import Packed
+
+_Tensor = torch.Tensor
+_MAX_NODES = 20_000
+_MAX_SAVED = 50_000
+_MAX_INPUTS = 8
+_BACKWARD = re.compile(r"Backward\d*$")
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+_ATEN = {"Softmax": "_softmax", "LogSoftmax": "_log_softmax", "ToCopy": "_to_copy", "Linalg_vector_norm": "linalg_vector_norm"}
+# forward ops redone from their saved inputs (by the saved attribute's name) to see whether they made the value
+_UNARY = {"Log": torch.log, "Log2": torch.log2, "Log10": torch.log10, "Log1p": torch.log1p, "Sqrt": torch.sqrt,
+          "Rsqrt": torch.rsqrt, "Reciprocal": torch.reciprocal, "Exp": torch.exp, "Exp2": torch.exp2,
+          "Expm1": torch.expm1, "Acos": torch.acos, "Asin": torch.asin, "Atanh": torch.atanh, "Acosh": torch.acosh,
+          "Lgamma": torch.lgamma, "Digamma": torch.digamma, "Erfinv": torch.erfinv, "Tan": torch.tan,
+          "Sinh": torch.sinh, "Cosh": torch.cosh, "Logit": torch.logit}
+_BINARY = {"Mul": (torch.mul, "other"), "Div": (torch.div, "other"), "Mm": (torch.mm, "mat2"),
+           "Mv": (torch.mv, "vec"), "Bmm": (torch.bmm, "mat2"), "Dot": (torch.dot, "tensor"),
+           "Pow": (torch.pow, "exponent")}
+# ops that make a non-finite value from finite inputs by dividing (a zero among the saved inputs) or whose
+# forward is the program's own; where they cannot be redone they may be the origin
+_MAY = ("Div", "Std", "Var", "Norm", "LinalgVectorNorm", "Prod", "Cumprod", "Xlogy", "Pow", "Remainder", "Fmod",
+        "Atan2", "Cdist", "BinaryCrossEntropy")
+
+
+def aten_name(node_name: str) -> str:
+    """``LogSoftmaxBackward0`` -> ``_log_softmax``, ``PowBackward0`` -> ``pow``: the aten op a node's forward ran."""
+    base = _BACKWARD.sub("", node_name)
+    return _ATEN.get(base) or _CAMEL.sub("_", base).lower()
+
+
+def _floating(t) -> bool:
+    return (isinstance(t, _Tensor) and (t.is_floating_point() or t.is_complex()) and t.layout == torch.strided
+            and not t.is_meta and not t._is_zerotensor() and type(t) in (_Tensor, torch.nn.Parameter))
+
+
+def _bad(t) -> bool:
+    """A floating tensor holding a NaN or an Inf (one reduction and one read)."""
+    if not _floating(t) or t.numel() == 0:
+        return False
+    x = t.detach()
+    if x.is_complex():
+        x = torch.view_as_real(x)
+    return not bool(torch.isfinite(x).all())
+
+
+def _has_zero(t) -> bool:
+    try:
+        return isinstance(t, _Tensor) and t.numel() > 0 and bool((t.detach() == 0).any())
+    except Exception:
+        return False
+
+
+def value_of(t) -> str:
+    """"nan", "inf" or "-inf": the first kind of non-finite value ``t`` holds."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if bool(torch.isnan(t).any()):
+        return "nan"
+    if bool(torch.isposinf(t).any()):
+        return "inf"
+    return "-inf"
+
+
+def stats(t) -> dict:
+    """min, max (of the finite values), zeros, negatives and non-finite counts, dtype and shape."""
+    out = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
+    try:
+        x = t.detach()
+        if x.is_complex():
+            x = torch.view_as_real(x)
+        if not x.is_floating_point():
+            x = x.double()
+        finite = torch.isfinite(x)
+        vals = x[finite]
+        out.update(min=float(vals.min()) if vals.numel() else None, max=float(vals.max()) if vals.numel() else None,
+                   zeros=int((x == 0).sum()), negatives=int((x < 0).sum()), nonfinite=int((~finite).sum()),
+                   numel=int(x.numel()))
+    except Exception:
+        pass
+    return out
+
+
+# --- the forward walk --------------------------------------------------------------------------------------
+
+def _graph(roots) -> dict:
+    """seq -> (node, [child seqs]) for the nodes a backward from ``roots`` reaches (AccumulateGrad left out)."""
+    out: dict = {}
+    stack = [r.grad_fn for r in roots if isinstance(r, _Tensor) and r.grad_fn is not None]
+    seen = set()
+    while stack and len(out) < _MAX_NODES:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if not hasattr(node, "next_functions") or type(node).__name__ == "AccumulateGrad":
+            continue
+        kids = []
+        for child, _ in node.next_functions:
+            if child is not None and type(child).__name__ != "AccumulateGrad":
+                try:
+                    kids.append(child._sequence_nr())
+                except Exception:
+                    continue
+                stack.append(child)
+        try:
+            out[node._sequence_nr()] = (node, kids)
+        except Exception:
+            pass
+    return out
+
+
+def _saved(tracker, graph: dict) -> dict:
+    """seq -> the live Packed records of that node (from the pack hook's table, saved.py)."""
+    out: dict = {}
+    n = 0
+    for refs in list(tracker.pending.values()):
+        for r in refs:
+            p = r()
+            if p is None or p.kind is not None or p.seq_nr not in graph:
+                continue
+            out.setdefault(p.seq_nr, []).append(p)
+            n += 1
+            if n >= _MAX_SAVED:
+                return out
+    return out
+
+
+def _redo(node, base: str, packs: list):
+    """The node's forward output recomputed from its saved inputs, or None where it cannot be."""
+    inputs = [p.tensor for p in packs if not p.is_output]
+    if base in _UNARY and len(inputs) == 1:
+        return _UNARY[base](inputs[0])
+    if base in _BINARY:
+        fn, other = _BINARY[base]
+        a, b = _attr(node, "self"), _attr(node, other)
+        if base == "Pow" and b is None:
+            b = getattr(node, "_saved_exponent", None)
+        if a is not None and b is not None:
+            return fn(a, b)
+    return None
+
+
+def _attr(node, name):
+    raw = getattr(node, "_raw_saved_" + name, None)
+    if raw is None:
+        return None
+    try:
+        d = compat.saved_data(raw)
+    except Exception:
+        return None
+    return d.tensor if isinstance(d, Packed) else d  # with explain's hooks on, the data is our pack record
+
+
+def forward_origin(tracker, roots, step) -> dict | None:
+    """The forward birth of the non-finite value ``roots`` hold (NOTE [Origins from the graph]), or None."""
+    graph = _graph(roots)
+    if not graph:
+        return None
+    saved = _saved(tracker, graph)
+    status: dict = {}  # seq -> True (a non-finite output) / False (finite)
+    data: list = []  # (consumer seq, tensor): a non-finite saved input no node made
+    for seq, packs in saved.items():
+        for p in packs:
+            t = p.tensor
+            if not _floating(t):
+                continue
+            bad = _bad(t)
+            if p.is_output:
+                status[seq] = status.get(seq, False) or bad
+                continue
+            gf = t.grad_fn
+            if gf is None:
+                if bad:
+                    data.append((seq, t))
+                continue
+            try:
+                s = gf._sequence_nr()
+            except Exception:
+                continue
+            status[s] = status.get(s, False) or bad
+    for r in roots:
+        if isinstance(r, _Tensor) and r.grad_fn is not None:
+            status[r.grad_fn._sequence_nr()] = True
+    bad_nodes = sorted(s for s, b in status.items() if b and s in graph)
+    surfaced = bad_nodes[0] if bad_nodes else None
+    found = None  # (seq, redone output or None, exact)
+    if surfaced is not None:
+        below, stack = [], [surfaced]
+        seen = {surfaced}
+        while stack:
+            s = stack.pop()
+            below.append(s)
+            for k in graph[s][1]:
+                if k not in seen and k in graph and status.get(k) is None:
+                    seen.add(k)
+                    stack.append(k)
+        exact, maybe = [], []
+        for s in sorted(below):
+            node = graph[s][0]
+            base = _BACKWARD.sub("", node.name())
+            packs = saved.get(s, [])
+            if s != surfaced and any(p.is_output for p in packs):
+                continue
+            try:
+                out = _redo(node, base, packs)
+            except Exception:
+                out = None
+            if out is not None:
+                if _bad(out):
+                    exact.append((s, out))
+                continue
+            custom = isinstance(node, torch.autograd.function.BackwardCFunction)
+            if custom or (base in _MAY and (any(_has_zero(p.tensor) for p in packs if not p.is_output)
+                                            or not any(not p.is_output for p in packs))):
+                maybe.append((s, None))
+        pick = exact[0] if exact else (maybe[0] if maybe else None)
+        if pick is not None:
+            found = pick
+        elif surfaced is not None:
+            found = (surfaced, None)
+    if data:
+        seq, t = min(data, key=lambda d: d[0])
+        if found is None or seq <= found[0] or not _can_make(graph, saved, found):
+            return _birth(tracker, graph, saved, seq, None, step, data=t)
+    if found is not None and not _can_make(graph, saved, found):
+        t = _data_tensor(tracker)
+        if t is not None:
+            return _birth(tracker, graph, saved, found[0], None, step, data=t)
+    if found is None:
+        return None
+    return _birth(tracker, graph, saved, found[0], found[1], step)
+
+
+def _can_make(graph, saved, found) -> bool:
+    """Whether the node found could have made a non-finite value from finite inputs (else it carried one in
+    that no saved tensor shows: the data)."""
+    seq, out = found
+    if out is not None or any(p.is_output for p in saved.get(seq, [])):
+        return True
+    node = graph[seq][0]
+    base = _BACKWARD.sub("", node.name())
+    return base in _MAY or base in _UNARY or isinstance(node, torch.autograd.function.BackwardCFunction)
+
+
+def _data_tensor(tracker):
+    """A live tensor that tensorscope saw made from data (no grad_fn) holding a non-finite value."""
+    try:
+        live = tracker.live_tensors()
+    except Exception:
+        return None
+    for tid, t in live.items():
+        made = tracker.tensor_created.get(tid)
+        if made and isinstance(t, _Tensor) and t.grad_fn is None and _bad(t):
+            return t
+    return None
+
+
+def _birth(tracker, graph, saved, seq, out, step, data=None) -> dict:
+    node = graph[seq][0]
+    name = node.name()
+    packs = saved.get(seq, [])
+    try:
+        file, line = tracker.node_line(seq)
+    except Exception:
+        file = line = None
+    held = [p for p in packs if p.is_output and _bad(p.tensor)]
+    value_from = out if out is not None else (held[0].tensor if held else data)
+    inputs = []
+    for p in [p for p in packs if not p.is_output][:_MAX_INPUTS]:
+        s = stats(p.tensor)
+        s["tensor"] = tracker.tid(p.orig() if p.orig is not None and p.orig() is not None else p.tensor)
+        inputs.append(s)
+    custom = isinstance(node, torch.autograd.function.BackwardCFunction)
+    b = {"op": f"aten.{aten_name(name)}" if not custom else f"{_BACKWARD.sub('', name)}.forward", "aten": None,
+         "node": None, "phase": "forward", "file": file, "line": line, "step": step,
+         "tensor": tracker.tid(held[0].orig()) if held and held[0].orig() is not None else None,
+         "value": value_of(value_from) if value_from is not None and _bad(value_from) else None,
+         "dtype": str(value_from.dtype).replace("torch.", "") if value_from is not None else None,
+         "shape": list(value_from.shape) if value_from is not None else None, "inputs": inputs, "data": False,
+         "intended": False, "found_by": "graph"}
+    if data is not None:
+        tid = tracker.tid(data)
+        b.update(data=True, data_tensor=tid, value=value_of(data), dtype=str(data.dtype).replace("torch.", ""),
+                 shape=list(data.shape))
+        made = tracker.tensor_created.get(tid) or _assigned(tracker, data)
+        if made:
+            b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
+            if made.get("op"):  # computed outside autograd by the program: that op is the origin, at its line
+                b.update(op=f"aten.{made['op']}", data=False, file=made["file"], line=made["line"])
+    return b
+
+
+_PY_OPS = {ast.Div: "div", ast.Mult: "mul", ast.Add: "add", ast.Sub: "sub", ast.Pow: "pow", ast.MatMult: "matmul",
+           ast.Mod: "remainder", ast.FloorDiv: "floor_divide"}
+
+
+def _assigned(tracker, t) -> dict | None:
+    """A tensor with no ``grad_fn`` that tensorscope did not see made from data: the program computed it outside
+    autograd. The last statement of the program's own code that assigned the name holding it, before the line
+    running now, and that statement's outermost op (``a / b``: ``div``; ``torch.log(x)``: ``log``)."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename in tracker.user:
+            names = [n for n, v in list(f.f_locals.items()) if v is t]
+            if names:
+                return _assignment(f.f_code.co_filename, names[0], f.f_lineno)
+        f = f.f_back
+    return None
+
+
+def _assignment(file, name, before) -> dict | None:
+    try:
+        tree = ast.parse(open(file, encoding="utf-8").read())
+    except Exception:
+        return None
+    last = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno < before and \
+                any(isinstance(x, ast.Name) and x.id == name for x in node.targets):
+            if last is None or node.lineno > last.lineno:
+                last = node
+    if last is None:
+        return None
+    v = last.value
+    op = _PY_OPS.get(type(v.op)) if isinstance(v, ast.BinOp) else None
+    if isinstance(v, ast.Call):
+        fn = v.func
+        op = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else None)
+    return {"file": file, "line": last.lineno, "how": "computed without autograd", "op": op}
+
+
+# --- the backward check -------------------------------------------------------------------------------------
+
+class GradCheck:
+    """Post hooks on one backward's nodes (NOTE [Checking each node's gradient])."""
+
+    def __init__(self, watch):
+        self.watch = watch
+        self.handles: list = []
+        self.birth: dict | None = None
+
+    def arm(self, roots) -> None:
+        self.disarm()
+        self.birth = None
+        hook = self._post
+        for node, _ in _graph(roots).values():
+            try:
+                self.handles.append(node.register_hook(hook))
+            except Exception:
+                pass
+
+    def disarm(self) -> None:
+        handles, self.handles = self.handles, []
+        for h in handles:
+            try:
+                h.remove()
+            except Exception:
+                pass
+
+    def _post(self, grad_inputs, grad_outputs):
+        if self.birth is not None or self.watch.busy:
+            return
+        try:
+            made = next((g for g in grad_inputs if _cpu_floating(g) and not _finite(g)), None)
+            if made is None or any(_cpu_floating(g) and not _finite(g) for g in grad_outputs):
+                return
+            self.birth = self._birth(torch._C._current_autograd_node(), grad_outputs, made)
+        except Exception:
+            pass
+
+    def _birth(self, node, grad_outputs, made) -> dict:
+        w = self.watch
+        tr = w.tracker
+        try:
+            ffile, fline = tr.node_line(node._sequence_nr())
+        except Exception:
+            ffile = fline = None
+        cur = tr.backward_calls.current or {}
+        custom = isinstance(node, torch.autograd.function.BackwardCFunction)
+        b = {"op": None, "aten": None, "node": node.name(), "phase": "backward", "file": ffile or cur.get("file"),
+             "line": fline or cur.get("line"), "step": w.backward_calls, "tensor": None, "value": value_of(made),
+             "dtype": str(made.dtype).replace("torch.", ""), "shape": list(made.shape), "inputs": [], "data": False,
+             "intended": False, "forward_file": ffile, "forward_line": fline, "backward_file": cur.get("file"),
+             "backward_line": cur.get("line"), "found_by": "node hook"}
+        if custom:
+            b["custom_function"] = True
+        elif compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:
+            op = _rerun(w, node, grad_outputs)
+            if op is not None:
+                b["op"], b["aten"] = f"aten.{op[0]}", op[1]
+                for t in op[2][:_MAX_INPUTS]:
+                    s = stats(t)
+                    s["tensor"] = tr.tid(t)
+                    b["inputs"].append(s)
+        return b
+
+
+def _cpu_floating(g) -> bool:
+    return _floating(g) and g.device.type == "cpu" and g.numel() > 0
+
+
+def _finite(t) -> bool:
+    v = t.detach().sum().item()
+    if v - v == 0:
+        return True
+    return not _bad(t)
+
+
+class _FirstMade(TorchDispatchMode):
+    """Names the first op whose floating output is non-finite while its floating inputs are finite."""
+
+    def __init__(self):
+        super().__init__()
+        self.found = None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.found is None:
+            outs = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if _floating(o)]
+            if any(_bad(o) for o in outs):
+                ins = [a for a in list(args) + list(kwargs.values()) if _floating(a)]
+                if not any(_bad(a) for a in ins):
+                    self.found = (func.overloadpacket.__name__, str(func), [a.detach().clone() for a in ins])
+        return out
+
+
+def _rerun(watch, node, grad_outputs):
+    """Run ``node`` once more on the gradients it received, under ``_FirstMade``: (op, overload, inputs)."""
+    tr = watch.tracker
+    active, tr.active = tr.active, False
+    watch.busy = True
+    mode = _FirstMade()
+    try:
+        with torch.no_grad():
+            _push_mode(mode)  # pushed directly, as the other modes of tensorscope are
+            try:
+                node(*grad_outputs)
+            finally:
+                _pop_mode()
+    except Exception:
+        pass
+    finally:
+        watch.busy = False
+        tr.active = active
+    return mode.found
