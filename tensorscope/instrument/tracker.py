@@ -25,7 +25,7 @@ from tensorscope.instrument import saved as saved_mod
 from tensorscope.instrument.growth import Growth
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
-from tensorscope.instrument.frames import _LINES, COMPILER, library_name, line_of, receiver, user_frame
+from tensorscope.instrument.frames import _LINES, COMPILER, library_name, line_of, receiver, strip_traceback, user_frame
 from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
 from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES, RunningStats
 from tensorscope.instrument.sharedstate import SharedState
@@ -41,6 +41,9 @@ _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _is_grad_enabled = torch.is_grad_enabled
 _current_thread = threading.current_thread
 _MAIN = threading.main_thread()
+# idents of the threads inside a write wrapper's call: a set, not a ``threading.local`` flag, which cost
+# three times as much to read and set (about 0.5 us of every in-place write); read by patches.make_write
+IN_WRITE: set = set()
 
 
 class Tracker(Recorder):
@@ -69,24 +72,91 @@ class Tracker(Recorder):
 
     # --- in-place writes ----------------------------------------------------------
 
-    def pre_write(self, target, frame) -> tuple | None:
-        """Before an in-place write: versions of the target, of the tensors saved on its storage,
-        and (for a write recorded in detail) of its known storage-mates.
+    # NOTE [The write fast path]
+    # Every optimizer update is an in-place write, so a training loop makes tens of thousands, and
+    # past the first ``per_site`` at a line each is only counted and logged (no event). Ablations on
+    # Adam's steps (24 writes each; a loaded 2-core machine, benchmarks/RESULTS.md) put a write's cost
+    # in three parts: binding ``p.mul_`` and entering the wrapper with the recorder off (about a fifth),
+    # the wrapper's own work around the call (a tenth), and the recording itself (the rest: two version
+    # reads, the storage key, autograd's sequence nr, the walk to the program's frame, the per-line
+    # count, the write log). ``write_call`` is the wrapper's one call into the recorder: the reads
+    # before the write, the call and the record after it in one frame, no PreWrite tuple built and
+    # unpacked, and the write log's entry made from locals. Where the write needs more (explain's pending
+    # saved tensors, a write recorded in detail, a kept or shared storage, BatchNorm's counter),
+    # it goes the way of ``pre_write``/``post_write`` (``_record_write``), which stay the
+    # reference for every other caller (``_foreach_``, DDP, ``x.data = y``).
 
-        The hot path of a training loop: every optimizer update is an in-place write. So the
-        program's frame, its line (for the per-line count and the write log alike) and the count
-        are found here without a call in the common case: what ``user_frame``, ``line_of`` and
-        ``allow_at`` do, for files already classified and lines already seen (see NOTE [Hot path]).
-        """
+    def write_call(self, orig, op, args, kwargs, target, frame, ident):
+        """One in-place write from its wrapper (patches.make_write): read, call ``orig``, record.
+
+        See NOTE [The write fast path]. ``ident``: the calling thread's, put in ``_IN_WRITE`` for the
+        call (the re-entry guard)."""
         try:
             v0 = target._version
+            try:
+                key = storage_key(target)
+            except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
+                key = None
+            fast = not self.pending
         except Exception:
-            return None
+            fast = False
+        if fast:
+            aseq = _get_sequence_nr()
+            uf, line, detailed = self.write_site(frame)
+            mates = None
+            if detailed and key is not None and self._storages.get(key) is not None:
+                mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
+        else:  # explain's saved tensors are watched, or no version: the reference path
+            pre = self.pre_write(target, frame)
+        IN_WRITE.add(ident)
         try:
-            key = storage_key(target)
-        except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
-            key = None
-        aseq = _get_sequence_nr()
+            out = orig(*args, **kwargs)
+        except BaseException as e:
+            self.on_error(e, op, target, frame, "write")
+            strip_traceback(e)
+            raise
+        finally:
+            IN_WRITE.discard(ident)
+        if not fast:
+            self.post_write(pre, target, op, frame, args[1] if op == "copy_" and len(args) > 1 else None)
+            return out
+        try:
+            if (detailed or key in self.kept.keys or key in self.shared.keys
+                    or id(frame.f_code) in _RUNNING_STATS_CODES or key is None):
+                self.post_write((v0, None, mates, uf, detailed, key, aseq, line), target, op, frame,
+                                args[1] if op == "copy_" and len(args) > 1 else None)
+                return out
+            if uf is not None:
+                self.log_write(key, (aseq, v0, target._version, op, _is_grad_enabled(), uf.f_code, uf.f_lasti,
+                                     line, frame.f_code if frame is not uf else None, None))
+            else:
+                self.log_write(key, (aseq, v0, target._version, op, _is_grad_enabled(), None, None, None,
+                                     frame.f_code, None))
+        except Exception:
+            pass
+        return out
+
+    def log_write(self, key, entry) -> None:
+        """Add a LoggedWrite's fields (a plain tuple, see NOTE [The shapes of a write]) to the write log of
+        storage ``key``: the last 16 writes of each of the 4,096 storages written most recently."""
+        log = self.write_log
+        recs = log.get(key)
+        if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
+            if len(log) >= _MAX_LOGGED_STORAGES:
+                log.popitem(last=False)
+            recs = log[key] = []
+        else:
+            log.move_to_end(key)
+            if len(recs) >= _MAX_WRITES_PER_STORAGE:
+                del recs[0]
+        recs.append(entry)
+
+    def write_site(self, frame):
+        """(the program's innermost frame at or above ``frame``, its line, whether a write there is
+        recorded in detail): the per-line count of writes, counted here.
+
+        What ``user_frame``, ``line_of`` and ``allow_at`` do, without their calls, for files already
+        classified and lines already seen (see NOTE [Hot path] in patches.py)."""
         verdict = self.user._verdict
         uf = frame
         while uf is not None:  # user_frame, inlined
@@ -97,23 +167,40 @@ class Tracker(Recorder):
                 uf = user_frame(uf, self.user)
                 break
             uf = None if v is COMPILER else uf.f_back
-        if uf is not None:
-            code = uf.f_code
-            entry = _LINES.get((id(code), uf.f_lasti))  # line_of, inlined for a line seen before
-            line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
-            site = ("write", code.co_filename, line)  # allow_at, inlined
-            counts = self.site_counts
-            n = counts.get(site, 0) + 1
-            counts[site] = n
-            if n > self.per_site or len(self.events) >= self.max_events:
-                self.aggregated += 1
-                if n <= self.per_site:
-                    self.log_full = True
-                detailed = False
-            else:
-                detailed = True
-        else:
-            line, detailed = None, False
+        if uf is None:
+            return None, None, False
+        code = uf.f_code
+        entry = _LINES.get((id(code), uf.f_lasti))  # line_of, inlined for a line seen before
+        line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
+        site = ("write", code.co_filename, line)  # allow_at, inlined
+        counts = self.site_counts
+        n = counts.get(site, 0) + 1
+        counts[site] = n
+        if n > self.per_site or len(self.events) >= self.max_events:
+            self.aggregated += 1
+            if n <= self.per_site:
+                self.log_full = True
+            return uf, line, False
+        return uf, line, True
+
+    def pre_write(self, target, frame) -> tuple | None:
+        """Before an in-place write: versions of the target, of the tensors saved on its storage,
+        and (for a write recorded in detail) of its known storage-mates.
+
+        The wrappers of single-tensor writes go through ``write_call`` (see NOTE [The write fast path]);
+        this and ``post_write`` serve the others (``_foreach_``, DDP, ``x.data = y``) and the writes
+        that need more than a count and a log entry.
+        """
+        try:
+            v0 = target._version
+        except Exception:
+            return None
+        try:
+            key = storage_key(target)
+        except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
+            key = None
+        aseq = _get_sequence_nr()
+        uf, line, detailed = self.write_site(frame)
         mates = None
         if detailed and key is not None and self._storages.get(key) is not None:
             mates = [(t, t._version) for t in self.tensors_on_storage(key)[-8:] if t is not target]
@@ -151,25 +238,15 @@ class Tracker(Recorder):
                 # No byte range: views of one base share one version counter, so a write into other bytes
                 # (`hs[t + 1] = ...` while `hs[t]` is saved) is the culprit as much as an overlapping one.
                 # Each entry is a LoggedWrite's fields, in order (see NOTE [The shapes of a write]).
-                log = self.write_log
-                recs = log.get(key)
-                if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
-                    if len(log) >= _MAX_LOGGED_STORAGES:
-                        log.popitem(last=False)
-                    recs = log[key] = []
-                else:
-                    log.move_to_end(key)
-                    if len(recs) >= _MAX_WRITES_PER_STORAGE:
-                        del recs[0]
                 if uf is not None:
-                    recs.append((aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, line,
-                                 frame.f_code if frame is not None and frame is not uf else None,
-                                 self.tid(target) if detailed else None))
+                    self.log_write(key, (aseq, v0, v1, op, _is_grad_enabled(), uf.f_code, uf.f_lasti, line,
+                                         frame.f_code if frame is not None and frame is not uf else None,
+                                         self.tid(target) if detailed else None))
                     if detailed and _current_thread() is _MAIN:
                         self.mark(aseq, uf)
                 else:
-                    recs.append((aseq, v0, v1, op, _is_grad_enabled(), None, None, None,
-                                 frame.f_code if frame is not None else None, None))
+                    self.log_write(key, (aseq, v0, v1, op, _is_grad_enabled(), None, None, None,
+                                         frame.f_code if frame is not None else None, None))
             if snap or detailed:
                 self._record_write(v0, v1, snap, mates, uf, detailed, target, op, frame, source)
         except Exception:
