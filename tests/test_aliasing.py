@@ -48,7 +48,8 @@ KIND_BY_NUMBER = {
     **dict.fromkeys(("29", "30"), "ctx-attribute-changed"),
 }
 #: programs the fact tests below read: always in the sample
-ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py", "31_tied_weights_fine.py")
+ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py", "31_tied_weights_fine.py",
+           "32_best_in_main.py", "32_best_in_main_fine.py")
 
 
 def kind_of(path: Path) -> str:
