@@ -262,7 +262,7 @@ class KeptValues:
     # --- the end ---------------------------------------------------------------------------------
 
     def finish(self, rec, named: dict) -> None:
-        """Hand each kept value that a later write changed, and that is still alive, on as a hazard: one
+        """Hand each kept value that a later write changed on as a hazard: one
         per keeping line and writing line (a `state_dict()` of ten tensors changed by one `step()` is one).
         A kept value that died after the write is handed on too, under the id noted at that write
         (see NOTE [A kept value that dies with its function])."""
