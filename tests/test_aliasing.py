@@ -49,7 +49,8 @@ KIND_BY_NUMBER = {
 }
 #: programs the fact tests below read: always in the sample
 ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py", "31_tied_weights_fine.py",
-           "33_teacher_shallow_copy.py", "33_teacher_shallow_copy_fine.py", "36_rdrop_two_forwards_fine.py")
+           "33_teacher_shallow_copy.py", "33_teacher_shallow_copy_fine.py", "36_rdrop_two_forwards_fine.py",
+           "40_best_in_main.py", "40_best_in_main_fine.py")
 
 
 def kind_of(path: Path) -> str:

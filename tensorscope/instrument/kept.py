@@ -15,9 +15,18 @@ too, and nothing raises. tensorscope records three things, all cheap:
   storage here (see NOTE [Hot path] in patches.py); only a storage with a kept alias goes further, and
   a write counts when its bytes overlap the kept value's and it is not a write through the kept value
   itself (the program changing its own copy on purpose);
-- the end: a kept value still alive when the program ends, whose memory a later write changed, is
-  handed on as a hazard (``kept-value-changed``). Whether the program read it after the write is
-  decided from the program's text by the kind's explainer (kinds/kept_value_changed.py).
+- the end: a kept value whose memory a later write changed is handed on as a hazard
+  (``kept-value-changed``) when it is still alive when the program ends, or when it died after that
+  write (see NOTE [A kept value that dies with its function]). Whether the program read it after the
+  write is decided from the program's text by the kind's explainer (kinds/kept_value_changed.py).
+
+NOTE [A kept value that dies with its function]
+Real training scripts keep their state in ``main()``: ``best_state = model.state_dict()`` is a local
+that dies when ``main()`` returns, just before the program ends, so "alive at the end" would make the
+same bug a finding at module level and none in a function. A kept value written after it was kept
+therefore counts whether or not it is still alive at the end. Its tensor id is taken at its first
+write (the only moment it is both alive and known to matter), once per keeping line and writing line,
+so a loop that keeps and drops a view per step adds one tensor to the report, not one per step.
 
 Memory, not storage objects: ``torch.from_numpy(a)`` and ``torch.as_tensor(a)`` over one array, or
 ``from_numpy(t.numpy())``, are distinct storages over the same bytes (see NOTE [Memory groups] in
@@ -100,6 +109,8 @@ class KeptValues:
         self.n = 0
         self.full = False
         self.exports: list = []  # (weakref of the tensor, its storage key, memory) of `.numpy()` calls
+        # (keeping file, line, writing file, line) -> (entry, tensor id) noted at its first write
+        self.first: dict = {}
 
     # --- keeping ---------------------------------------------------------------------------------
 
@@ -229,6 +240,9 @@ class KeptValues:
             if e.write is None:
                 e.write = self._where(rec, target, op, frame, uf)
                 e.write_key = key
+                where = (e.file, e.line, e.write.get("file"), e.write.get("line"))
+                if where not in self.first:  # see NOTE [A kept value that dies with its function]
+                    self.first[where] = (e, rec.note_tensor(k))
         if dead:
             alive = [e for e in entries if e.ref() is not None]
             if alive:
@@ -248,37 +262,44 @@ class KeptValues:
     # --- the end ---------------------------------------------------------------------------------
 
     def finish(self, rec, named: dict) -> None:
-        """Hand each kept value that a later write changed, and that is still alive, on as a hazard: one
-        per keeping line and writing line (a `state_dict()` of ten tensors changed by one `step()` is one)."""
+        """Hand each kept value that a later write changed on as a hazard: one
+        per keeping line and writing line (a `state_dict()` of ten tensors changed by one `step()` is one).
+        A kept value that died after the write is handed on too, under the id noted at that write
+        (see NOTE [A kept value that dies with its function])."""
         seen = set()
         found: dict = {}
-        for entries in list(self.keys.values()):
-            for e in entries:
-                if id(e) in seen or e.write is None:
-                    continue
-                seen.add(id(e))
-                k = e.ref()
-                if k is None:
-                    continue
+        alive = [e for entries in list(self.keys.values()) for e in entries]
+        dead = [e for e, _ in self.first.values()]
+        for e in alive + dead:
+            if id(e) in seen or e.write is None:
+                continue
+            seen.add(id(e))
+            where = (e.file, e.line, e.write.get("file"), e.write.get("line"))
+            k = e.ref()
+            if k is not None:
                 try:
                     version_now = k._version
                 except Exception:
                     version_now = None
                 tid = rec.note_tensor(k)
-                base = e.source() if e.source is not None else None
-                where = (e.file, e.line, e.write.get("file"), e.write.get("line"))
-                facts = found.get(where)
-                if facts is not None:
-                    facts["tensors"].append(tid)
-                    continue
-                found[where] = {
-                    "kind": "kept-value-changed", "tensor": tid, "tensors": [tid], "names": list(named.get(tid, ())),
-                    "kept": {"op": e.op, "file": e.file, "line": e.line, "source": rec.note_tensor(base) if base is not None else None},
-                    "writes": [e.write], "write_count": e.writes,
-                    "version_at_keep": e.version, "version_now": version_now,
-                    "shares_version_counter": e.shares_counter,
-                    "distinct_storage": e.key != e.write_key,
-                }
+            elif self.first.get(where, (None,))[0] is e and where not in found:
+                version_now, tid = None, self.first[where][1]
+            else:
+                continue
+            base = e.source() if e.source is not None else None
+            facts = found.get(where)
+            if facts is not None:
+                facts["tensors"].append(tid)
+                continue
+            found[where] = {
+                "kind": "kept-value-changed", "tensor": tid, "tensors": [tid], "names": list(named.get(tid, ())),
+                "kept": {"op": e.op, "file": e.file, "line": e.line, "source": rec.note_tensor(base) if base is not None else None},
+                "writes": [e.write], "write_count": e.writes,
+                "version_at_keep": e.version, "version_now": version_now,
+                "shares_version_counter": e.shares_counter,
+                "distinct_storage": e.key != e.write_key,
+                "alive_at_end": k is not None,
+            }
         for where, facts in found.items():
             rec.add_hazard(("kept",) + where, facts)
 

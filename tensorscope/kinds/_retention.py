@@ -84,10 +84,13 @@ def stores(tree, kind: str, name: str | None) -> list[tuple[ast.stmt, ast.AST | 
         if not isinstance(node, ast.stmt):
             continue
         if kind == "item":
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
-                call = node.value
-                if call.func.attr in _MUTATORS and _last_name(call.func.value) == name:
-                    out.append((node, call.args[-1] if call.args else None))
+            # a mutator call anywhere in a simple statement: `acts.append(o)` alone, or inside a lambda
+            # given to `register_forward_hook`, a conditional expression, a comprehension
+            calls = [c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                     and c.func.attr in _MUTATORS and _last_name(c.func.value) == name] \
+                if not hasattr(node, "body") else []
+            if calls:
+                out.append((node, calls[0].args[-1] if calls[0].args else None))
             elif isinstance(node, ast.Assign):
                 for tgt in node.targets:
                     if isinstance(tgt, ast.Subscript) and _last_name(tgt.value) == name:

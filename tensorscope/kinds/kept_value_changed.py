@@ -1,8 +1,8 @@
 """The `kept-value-changed` kind: a value the program kept shares memory with a tensor it later wrote in place, so the kept value silently changed.
 
 The instrumentation records the keeping (an alias taken on a program line), the first write into its
-bytes through another tensor, and whether it was still alive at the end (see NOTE [Kept values] in
-instrument/kept.py). This explainer adds the last condition, from the program's text: the kept value is
+bytes through another tensor, and whether it was still alive at the end or died after that write (see
+NOTE [Kept values] in instrument/kept.py). This explainer adds the last condition, from the program's text: the kept value is
 read after the write (a name it was bound to is loaded on a later line, or anywhere in a loop around the
 write). A view taken and used before the write is no finding.
 """
@@ -76,6 +76,9 @@ def explain(ev: Evidence, hazard: dict):
         return None
     kcode, wcode = code_at(kfile, kline), code_at(wfile, wline)
     label = ev.label(tid)
+    bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
+    if not ev.tensor_names(tid) and bound:  # died before the end: the name its keeping line bound
+        label = f"a tensor of `{bound[0]}`" if op == "state_dict" else f"`{bound[0]}`"
     n = len(hazard.get("tensors") or [tid])
     what = f"{label}" + (f" (with {n - 1} more tensor(s) kept by the same line)" if n > 1 else "")
     by = f" ({first['library']})" if first.get("library") else ""
@@ -99,5 +102,6 @@ def explain(ev: Evidence, hazard: dict):
                 "version_at_save": hazard.get("version_at_keep"), "version_now": hazard.get("version_now")},
         alias_chain=[d for d in (where(kfile, kline, what=f"kept by `{op}`: an alias, not a copy"),) if d],
         evidence=[f"kept at line {kline} by `{op}`; its bytes written at line {wline} through another tensor; "
-                  "alive at the end and read after the write"],
+                  + ("alive at the end" if hazard.get("alive_at_end", True) else "alive after the write (it died before "
+                   "the end, with the function that held it)") + " and read after the write"],
     ) | {"kept_at": where(kfile, kline, how=op)}
