@@ -21,7 +21,6 @@ the programs the fact tests read; TENSORSCOPE_CORPUS_FULL=1 runs every program.
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import json
 import os
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import REPO, run_cli, load_report, validate_against_schema
+from _cli import REPO, run_cli, run_many, load_report, validate_against_schema
 from tensorscope.render import render
 
 CORPUS = REPO / "tests" / "corpus_aliasing"
@@ -99,9 +98,15 @@ def _one(path: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def results():
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        return dict(zip(PROGRAMS, pool.map(_one, PROGRAMS)))
+def results(tmp_path_factory):
+    """What ``_one`` gives for each program, the runs forked from one process that imported torch once."""
+    folder = tmp_path_factory.mktemp("aliasing")
+    reports = [folder / f"{path.stem}.json" for path in PROGRAMS]
+    runs = run_many([("tensorscope", "run", "--fail-on", "hazard", "-o", out, path)
+                     for path, out in zip(PROGRAMS, reports)])
+    return {path: {"rc": rc, "stdout": stdout, "stderr": stderr,
+                   "doc": load_report(out.read_text()) if out.exists() else None}
+            for path, out, (rc, stdout, stderr, _) in zip(PROGRAMS, reports, runs)}
 
 
 def score(results) -> dict:

@@ -26,15 +26,15 @@ Only the programs of the selected tests are run (all of them in a full run; `-k 
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib.util
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 import test_fixes
-from tests._cli import selected_programs
+from tests._cli import run_many, selected_programs
 from tests._sample import FULL, ci_sample
 
 _SCORE = Path(__file__).resolve().parent / "corpus" / "score.py"
@@ -89,20 +89,27 @@ def _skip_reason(prog):
 
 @pytest.fixture(scope="module")
 def results(request):
-    """{name: {"explain": Explained, "plain": {...}, "run": {...} or None}}, computed once in 2 workers."""
+    """{name: {"explain": Explained, "plain": {...}, "run": {...} or None}}, computed once: the explain and
+    run processes are forks of one process that imported torch once (tests/_forked.py), as
+    score.explain and score.tensorscope_behaviour run them one by one."""
     golden = score.load_golden()
     sampled = {p.name for p in BEHAVIOUR}
-
-    def one(prog):
-        return prog.name, {
-            "explain": score.explain(prog.path),
-            "plain": score.plain_behaviour_cached(prog.path, golden),
-            "run": score.tensorscope_behaviour(prog.path) if prog.name in sampled else None,
-        }
-
     todo = [p for p in selected_programs(request, EXPLAINED, __file__) if _skip_reason(p) is None]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(one, todo))
+    with tempfile.TemporaryDirectory(prefix="ts-corpus-") as tmp:
+        jobs = [("tensorscope", "explain", "--json", p.path) for p in todo]
+        jobs += [("tensorscope", "run", "-o", Path(tmp) / f"{i}.json", p.path)
+                 for i, p in enumerate(todo) if p.name in sampled]
+        runs = run_many(jobs, timeout=score.TIMEOUT_S)
+    explained, behaved = runs[:len(todo)], iter(runs[len(todo):])
+    out = {}
+    for prog, (rc, stdout, stderr, _) in zip(todo, explained):
+        run = None
+        if prog.name in sampled:
+            run_rc, _, run_err, _ = next(behaved)
+            run = {"returncode": run_rc, "last_stderr_line": score._last_line(run_err)}
+        out[prog.name] = {"explain": score.explained(rc, stdout, stderr),
+                          "plain": score.plain_behaviour_cached(prog.path, golden), "run": run}
+    return out
 
 
 def _get(results, prog):

@@ -21,7 +21,6 @@ TENSORSCOPE_CORPUS_FULL=1 runs them all and checks the recorded figures too. `py
 
 from __future__ import annotations
 
-import concurrent.futures
 import importlib.util
 import json
 import os
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._cli import selected_programs
+from tests._cli import run_many, selected_programs
 from tests._sample import FULL, ci_sample
 
 _SCORE = Path(__file__).resolve().parent / "corpus" / "score.py"
@@ -68,15 +67,16 @@ IDS = [p.stem for p in PROGRAMS]
 
 @pytest.fixture(scope="module")
 def results(request):
-    """{name: (Explained, plain behaviour, verdicts)}, computed once in 2 workers."""
+    """{name: (Explained, plain behaviour, verdicts)}, computed once: the explain runs are forks of one
+    process that imported torch once (tests/_forked.py), as score.explain runs them one by one."""
     golden = score.load_golden(WORLD)
-
-    def one(prog):
-        res = score.explain(prog.path)
-        return prog.name, (res, score.plain_behaviour_cached(prog.path, golden), score.check(prog, res))
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(one, selected_programs(request, PROGRAMS, __file__)))
+    progs = selected_programs(request, PROGRAMS, __file__)
+    runs = run_many([("tensorscope", "explain", "--json", prog.path) for prog in progs], timeout=score.TIMEOUT_S)
+    out = {}
+    for prog, (rc, stdout, stderr, _) in zip(progs, runs):
+        res = score.explained(rc, stdout, stderr)
+        out[prog.name] = (res, score.plain_behaviour_cached(prog.path, golden), score.check(prog, res))
+    return out
 
 
 def test_world_corpus_is_well_formed():

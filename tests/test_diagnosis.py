@@ -2,23 +2,22 @@
 
 Each case is a short program (written to a temporary folder) with marker comments
 ``# <- culprit``, ``# <- saved`` and ``# <- backward``; the test asserts the kind, those
-lines, and that the fix names the concrete construct to change. All programs run in
-parallel up front (``reports`` fixture), so the file stays fast.
+lines, and that the fix names the concrete construct to change. All programs run up front
+(``reports`` fixture) as forks of one process that imported torch once, so the file stays fast.
 """
 
 from __future__ import annotations
 
 import re
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
 try:
-    from _cli import run_cli
+    from _cli import run_many
 except ImportError:  # tests/ became a package
-    from tests._cli import run_cli
+    from tests._cli import run_many
 
 CASES = {
     "twice_same_loss": ("backward-twice", """
@@ -185,11 +184,9 @@ def reports(tmp_path_factory):
         p = folder / f"{name}.py"
         p.write_text(textwrap.dedent(src).lstrip("\n"))
         paths[name] = p
-    # 2 at a time (with the other xdist worker's runs, about one per core): 8 torch processes at once
-    # on 2 cores only thrash caches and memory
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(run_cli, "explain", "--json", str(p), cwd=folder) for name, p in paths.items()}
-        return {name: (paths[name].read_text(), f.result()) for name, f in futures.items()}
+    # one process tree, one torch import (tests/_forked.py); each program still runs on its own
+    results = run_many([("tensorscope", "explain", "--json", p, {"cwd": folder}) for p in paths.values()])
+    return {name: (p.read_text(), r) for (name, p), r in zip(paths.items(), results)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

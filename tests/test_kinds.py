@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import REPO, run_cli, run_python, validate_against_schema
+from _cli import REPO, run_many, validate_against_schema
 from tensorscope import kinds
 from tensorscope import messages
 from tensorscope.kinds._base import w
@@ -481,14 +481,11 @@ def runs(tmp_path_factory):
     paths = [str(PROGRAMS / f"{code.replace('-', '_')}.py") for code in NEW]
     script = tmp_path_factory.mktemp("plain") / "plain.py"
     script.write_text(_PLAIN)
-    rc, out_py, err_py = run_python(script, *paths)
+    (rc, out_py, err_py), *explained = run_many([("python", script, *paths)] + [
+        ("tensorscope", "explain", "--json", str(Path(path).relative_to(REPO))) for path in paths])
     assert rc == 0, err_py[-800:]
     raised = json.loads(out_py.strip().splitlines()[-1])
-    out = {}
-    for code, path in zip(NEW, paths):
-        rc, _, err, doc = run_cli("explain", "--json", str(Path(path).relative_to(REPO)))
-        out[code] = (raised[path], rc, err, doc)
-    return out
+    return {code: (raised[path], rc, err, doc) for code, path, (rc, _, err, doc) in zip(NEW, paths, explained)}
 
 
 @pytest.mark.parametrize("code", NEW)
@@ -513,29 +510,41 @@ def test_new_kind_is_named_with_its_culprit_and_a_fix(runs, code):
 REWRITES = ["inplace-backward-unsupported", "saved-detached-inplace", "non-leaf-requires-grad"]
 
 
+@pytest.fixture(scope="module")
+def rewritten(runs, tmp_path_factory):
+    """code -> plain python's (returncode, stdout, stderr) on its program with the fix's rewrite applied
+    at the culprit line (the fix: "replace the line with `...`")."""
+    folder = tmp_path_factory.mktemp("rewritten")
+    paths, out = {}, {}
+    for code in REWRITES:
+        d = runs[code][3]["diagnosis"]
+        m = re.search(r"replace the line with `([^`]+)`", d["fix"])
+        if m is None:
+            out[code] = (None, "", f"the fix rewrites no line: {d['fix']}")
+            continue
+        prog = PROGRAMS / f"{code.replace('-', '_')}.py"
+        lines = prog.read_text().splitlines()
+        i = d["culprit"]["line"] - 1
+        indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+        lines[i] = indent + m[1]
+        paths[code] = folder / prog.name
+        paths[code].write_text("\n".join(lines) + "\n")
+    out.update(zip(paths, run_many([("python", p) for p in paths.values()])))
+    return out
+
+
 @pytest.mark.parametrize("code", REWRITES)
-def test_applying_the_rewrite_removes_the_error(runs, code, tmp_path):
+def test_applying_the_rewrite_removes_the_error(rewritten, code):
     """The fix "replace the line with `...`": done at the culprit line, plain python then runs clean."""
-    d = runs[code][3]["diagnosis"]
-    m = re.search(r"replace the line with `([^`]+)`", d["fix"])
-    assert m, d["fix"]
-    prog = PROGRAMS / f"{code.replace('-', '_')}.py"
-    lines = prog.read_text().splitlines()
-    i = d["culprit"]["line"] - 1
-    indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
-    lines[i] = indent + m[1]
-    fixed = tmp_path / prog.name
-    fixed.write_text("\n".join(lines) + "\n")
-    rc, _, err = run_python(fixed)
+    rc, _, err = rewritten[code]
     assert rc == 0, err[-800:]
 
 
 def test_an_error_that_is_not_about_tensors_says_so(tmp_path):
     prog = tmp_path / "config_error.py"
     prog.write_text("import torch\n\nw = torch.ones(2, requires_grad=True)\nsettings = {}\nlr = settings['lr']\n")
-    rc_py, _, err_py = run_python(prog)
+    (rc_py, _, err_py), (rc, _, _, doc) = run_many([("python", prog), ("tensorscope", "explain", "--json", prog)])
     assert rc_py == 1 and "KeyError" in err_py
-    rc, _, _, doc = run_cli("explain", "--json", str(prog))
     d = doc["diagnosis"]
     assert d["kind"] == "other" and d["culprit"]["line"] == 5
     assert d["explanation"].startswith("Not a tensor or autograd error")

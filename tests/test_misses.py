@@ -3,8 +3,8 @@
 Each case is a small program (one file, or a script with a package beside it) with markers
 ``# <- culprit``, ``# <- saved``, ``# <- backward``. Torch confirms each expectation: the plain
 program raises the kind's error, and the same program with the culprit line rewritten as the
-case says (the fix) runs to the end under plain python. The CLI runs of all cases share one
-fixture, two at a time.
+case says (the fix) runs to the end under plain python. The runs of all cases share one
+fixture: forks of one process that imported torch once.
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 try:
-    from _cli import run_cli, run_python
+    from _cli import run_many
 except ImportError:  # tests/ became a package
-    from tests._cli import run_cli, run_python
+    from tests._cli import run_many
 
 HAZARD = "silent-saved-tensor-write"
 # name -> {"files": {path: source}, "kind": code, "error": text torch raises, "fix": (path, old, new)}
@@ -232,12 +231,9 @@ def _write(folder, files):
         p.write_text(textwrap.dedent(src).lstrip("\n"))
 
 
-def _one(folder, case):
+def _prepare(folder, case):
+    """Write the program to FOLDER and its fixed copy beside it; the fixed copy's folder."""
     _write(folder, case["files"])
-    plain = run_python(folder / "main.py", cwd=folder)
-    code, out, err, _ = run_cli("explain", "-o", "r.json", "main.py", cwd=folder)
-    report = folder / "r.json"
-    explained = (code, out, err, json.loads(report.read_text()) if report.exists() else None)
     fixed_dir = folder.parent / (folder.name + "_fixed")
     _write(fixed_dir, case["files"])
     path, old, new = case["fix"]
@@ -245,16 +241,28 @@ def _one(folder, case):
     text = target.read_text()
     assert old in text, (path, old)
     target.write_text(text.replace(old, new))
-    fixed = run_python(fixed_dir / "main.py", cwd=fixed_dir)
-    return plain, explained, fixed
+    return fixed_dir
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """name -> (plain python's run, explain's run and its -o report, plain python on the fixed copy), all
+    forks of one process that imported torch once (tests/_forked.py)."""
     root = tmp_path_factory.mktemp("misses")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(_one, root / name, case) for name, case in CASES.items()}
-        return {name: f.result() for name, f in futures.items()}
+    jobs = []
+    for name, case in CASES.items():
+        folder = root / name
+        fixed_dir = _prepare(folder, case)
+        jobs += [("python", folder / "main.py", {"cwd": folder}),
+                 ("tensorscope", "explain", "-o", "r.json", "main.py", {"cwd": folder}),
+                 ("python", fixed_dir / "main.py", {"cwd": fixed_dir})]
+    results = iter(run_many(jobs))
+    out = {}
+    for name in CASES:
+        plain, (code, stdout, err, _), fixed = next(results), next(results), next(results)
+        report = root / name / "r.json"
+        out[name] = (plain, (code, stdout, err, json.loads(report.read_text()) if report.exists() else None), fixed)
+    return out
 
 
 def _place(w):

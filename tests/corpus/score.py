@@ -173,11 +173,16 @@ def explain(path: Path) -> Explained:
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=_env(), timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return Explained(-1, None, f"timed out after {TIMEOUT_S}s")
+    return explained(r.returncode, r.stdout, r.stderr)
+
+
+def explained(returncode: int, stdout: str, stderr: str) -> Explained:
+    """An `explain --json` run's exit status and output, parsed."""
     try:
-        return Explained(r.returncode, json.loads(r.stdout), None, _last_line(r.stderr))
+        return Explained(returncode, json.loads(stdout), None, _last_line(stderr))
     except json.JSONDecodeError as e:
-        tail = _last_line(r.stderr) or r.stdout[:200]
-        return Explained(r.returncode, None, f"stdout is not JSON ({e}); stderr: {tail}", _last_line(r.stderr))
+        tail = _last_line(stderr) or stdout[:200]
+        return Explained(returncode, None, f"stdout is not JSON ({e}); stderr: {tail}", _last_line(stderr))
 
 
 def plain_behaviour(path: Path) -> Dict[str, object]:

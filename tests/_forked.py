@@ -1,0 +1,101 @@
+"""Run many `python PROG` and `python -m tensorscope ARGS` in one process tree: one torch import for all.
+
+Used by tests/_cli.py:run_many (see there). ``python tests/_forked.py JOBS.json`` imports torch and
+tensorscope's CLI once, then forks one child per job. Each child is a fresh copy of a process that has
+only imported (no op has run, no recording began), so the runs share nothing but those imports: each
+gets its own stdout and stderr files, working directory, ``sys.argv``, ``sys.path[0]`` and
+``__main__`` as python gives them, and leaves like python does (atexit handlers, flushed streams, the
+exit status of ``sys.exit`` or 1 after an uncaught exception with its traceback). What a fork saves is
+the import of torch, about half of a small program's run under ``explain``.
+
+Prints one JSON list of exit statuses (negative: killed by that signal) on stdout.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import runpy
+import sys
+import traceback
+
+import torch  # noqa: F401  (the imports every job makes: done once, before the forks)
+
+import tensorscope.cli  # noqa: F401
+import tensorscope.session  # noqa: F401
+
+_OURS = (os.path.abspath(__file__), runpy.__file__, "<frozen runpy>")
+
+
+def _exit_status(code) -> int:
+    """What python makes of ``SystemExit(code)`` (an int beyond the status range is 255, like python)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF if -(2 ** 31) <= code < 2 ** 31 else 255
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _uncaught(e: BaseException) -> int:
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename in _OURS:
+        tb = tb.tb_next  # python's traceback starts at the program's frame
+    sys.excepthook(type(e), e.with_traceback(tb), tb)
+    return 1
+
+
+def _child(job: dict) -> int:
+    out = os.open(job["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    err = os.open(job["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.chdir(job["cwd"])
+    try:
+        if job["kind"] == "python":
+            path = os.path.abspath(job["args"][0])
+            sys.argv = list(job["args"])
+            sys.path[0] = os.path.dirname(path)
+            runpy.run_path(path, run_name="__main__")
+        else:
+            sys.argv = ["tensorscope", *job["args"]]
+            sys.path[0] = os.getcwd()
+            runpy.run_module("tensorscope", run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = _exit_status(e.code)
+    except BaseException as e:  # noqa: BLE001 - reported as python reports it
+        code = _uncaught(e)
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    return code
+
+
+def main() -> None:
+    with open(sys.argv[1]) as f:
+        jobs = json.load(f)
+    statuses = []
+    for job in jobs:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _child(job)
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        statuses.append(os.waitstatus_to_exitcode(status))
+    print(json.dumps(statuses))
+
+
+if __name__ == "__main__":
+    main()
