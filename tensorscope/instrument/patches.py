@@ -50,7 +50,7 @@ from tensorscope import compat
 from tensorscope.instrument import saved, state
 from tensorscope.instrument import gradhooks, indexwrite, provenance
 from tensorscope.instrument.calls import after_call, target as _target
-from tensorscope.instrument.frames import is_tensorscope_file, strip_traceback
+from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise, strip_traceback
 from tensorscope.instrument.indexwrite import INDEX_WRITES
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
@@ -146,7 +146,7 @@ def make_write(op, orig):
             out = orig(*args, **kwargs)
         except BaseException as e:
             rec.on_error(e, op, target, frame, "write")
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         finally:
             _IN_WRITE.discard(ident)
@@ -169,7 +169,7 @@ def make_foreach_write(op, orig):
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         for pre, t in zip(pres, targets):
             rec.post_write(pre, t, op, frame)
@@ -256,7 +256,7 @@ def make_requires_grad(orig):
             out = orig(self, requires_grad)
         except BaseException as e:
             rec.on_error(e, "requires_grad_", self, sys._getframe(1), "requires_grad")
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         rec.on_requires_grad(self, bool(requires_grad), sys._getframe(1), "requires_grad_")
         return out
@@ -278,7 +278,7 @@ def make_backward(op, orig):
             out = orig(*args, **kwargs)
         except BaseException as e:
             calls.after(ctx, e)
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         calls.after(ctx, None)
         if values is not None:
@@ -552,7 +552,7 @@ class Patcher:
             try:
                 set_data(obj, value)
             except BaseException as e:
-                strip_traceback(e)
+                strip_for_reraise(e)
                 raise
             rec.post_data_set(pre, obj, value, sys._getframe(1))
 
@@ -568,7 +568,7 @@ class Patcher:
                 rec = state.recorder
                 if rec is not None:
                     rec.on_error(e, "requires_grad", obj, sys._getframe(1), "requires_grad")
-                strip_traceback(e)
+                strip_for_reraise(e)
                 raise
             rec = state.recorder
             if rec is not None and rec.active and inspectable(obj):
