@@ -17,6 +17,8 @@ import site
 import sys
 import sysconfig
 
+from tensorscope.instrument import bytecode_segment
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
@@ -322,7 +324,7 @@ _SEGMENTS: dict = {}
 
 
 def call_segment(frame) -> str | None:
-    """The exact source text of the expression the frame is executing (Python 3.11+).
+    """The exact source text of the expression the frame is executing.
 
     Uses ``co_positions`` of the current instruction, so for ``y.detach().zero_()``
     inside a longer line it gives that call, not the whole line.
@@ -342,8 +344,8 @@ def call_segment(frame) -> str | None:
 
 def _segment(code, lasti) -> str | None:
     positions = _positions(code)
-    if positions is None:
-        return None
+    if positions is None:  # Python 3.10: NOTE [The executing call from bytecode and the line's syntax tree]
+        return bytecode_segment.segment(code, lasti)
     i = lasti // 2 * 4
     if i + 4 > len(positions):
         return None
