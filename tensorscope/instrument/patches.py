@@ -214,7 +214,11 @@ def make_state_dict(orig):
 def make_register_parameter(orig):
     """``module.<name> = param``: a parameter another live module holds is shared state (see NOTE [Shared state])."""
     def register_parameter(self, name, param):
-        out = orig(self, name, param)
+        try:
+            out = orig(self, name, param)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
         rec = state.recorder
         if rec is not None and rec.active and isinstance(param, _Tensor):
             rec.shared.on_register_parameter(rec, self, name, param, sys._getframe(1))
@@ -226,7 +230,11 @@ def make_register_parameter(orig):
 def make_optimizer_load(orig):
     """``opt.load_state_dict(sd)``: state tensors kept as they are, not copied (see NOTE [Shared state])."""
     def load_state_dict(self, state_dict, *args, **kwargs):
-        out = orig(self, state_dict, *args, **kwargs)
+        try:
+            out = orig(self, state_dict, *args, **kwargs)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
         rec = state.recorder
         if rec is not None and rec.active and isinstance(state_dict, dict):
             rec.shared.on_optimizer_load(rec, self, state_dict, sys._getframe(1))
@@ -238,7 +246,11 @@ def make_optimizer_load(orig):
 def make_function_apply(orig):
     """``Fn.apply(...)``: tensors a custom Function's ctx holds as attributes (see NOTE [Shared state])."""
     def apply(cls, *args, **kwargs):
-        out = orig(cls, *args, **kwargs)
+        try:
+            out = orig(cls, *args, **kwargs)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
         rec = state.recorder
         if rec is not None and rec.active:
             rec.shared.on_function_apply(rec, cls, out, sys._getframe(1))

@@ -48,8 +48,33 @@ def through_torch():
     torch.nn.functional.relu(torch.ones(2, requires_grad=True), inplace=True)
 
 
+class Refuses(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise ValueError("no forward today")
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def custom_function():
+    Refuses.apply(torch.ones(2, requires_grad=True))
+
+
+def optimizer_load():
+    opt = torch.optim.SGD([torch.ones(2, requires_grad=True)], lr=0.1)
+    opt.load_state_dict({"state": {}, "param_groups": []})
+
+
+def register_parameter():
+    torch.nn.Linear(2, 2).register_parameter("weight", torch.ones(2))
+
+
 for title, fn in [("backward", stale_backward), ("leaf write", leaf_write), ("view", bad_view),
-                  ("data", bad_data), ("requires_grad_", bad_requires_grad), ("through torch", through_torch)]:
+                  ("data", bad_data), ("requires_grad_", bad_requires_grad), ("through torch", through_torch),
+                  ("custom Function", custom_function), ("optimizer state", optimizer_load),
+                  ("parameter", register_parameter)]:
     show(title, fn)
 
 # the same exceptions caught in the calling frame itself, and one chained
