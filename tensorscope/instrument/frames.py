@@ -55,8 +55,10 @@ def strip_traceback(e: BaseException) -> None:
 # itself and the global function; any other first event (an exception swallowed by C code in
 # between) removes them too. The program's view: ``sys.gettrace()`` is None again before its next
 # line runs; where the program has a tracer of its own (a debugger, coverage), nothing is armed and
-# the one entry stays. ``RERAISE_KEEPS_CAUGHT_TRACEBACK`` is measured at import, not read from the
-# version.
+# the one entry stays. A program's audit hook sees the two ``sys.settrace`` audit events, and an
+# exception swallowed by C code between the wrapper and that frame leaves ``sys.gettrace()`` set
+# until the frame's next line. ``RERAISE_KEEPS_CAUGHT_TRACEBACK`` is measured at import, not read
+# from the version.
 def _reraise_keeps_caught_traceback() -> bool:
     def reraise():
         try:
