@@ -32,6 +32,8 @@ import functools
 import sys
 import threading
 
+from tensorscope.instrument.frames import strip_for_reraise
+
 _CO_OPTIMIZED = 0x0001
 _CO_SUSPENDS = 0x0020 | 0x0080 | 0x0200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 _FROZEN_LOCALS = sys.version_info < (3, 13)  # PEP 667: from 3.13 f_locals is a proxy, no snapshot
@@ -250,9 +252,7 @@ class inspect:
             except BaseException as e:
                 self._exit(e, scope)
                 wrapper.report = self.report
-                # hide this frame: the traceback is the one the undecorated call gives
-                if e.__traceback__ is not None and e.__traceback__.tb_frame.f_code is wrapper.__code__:
-                    e.__traceback__ = e.__traceback__.tb_next
+                strip_for_reraise(e)  # the traceback is the one the undecorated call gives
                 raise
             self._exit(None, scope)
             wrapper.report = self.report

@@ -174,16 +174,18 @@ DISPATCH_MODE_OVER_BACKWARD_SAFE = _release(torch.__version__) >= (2, 11)
 
 
 # NOTE [Python 3.10: no column positions, the caught traceback re-raised]
-# Two differences of Python 3.10, found by the matrix (3.10 x 2.2.2) and not handled yet:
+# Two differences of Python 3.10, found by the matrix (3.10 x 2.2.2), each handled where it bites
+# and detected, not read from the version:
 # - The alias a write went through (``tmp`` in ``tmp.mul_(2)``) is read from the exact source of the
-#   call being executed, found with ``code.co_positions()`` (PEP 657, 3.11 and later). 3.10 has no
-#   column positions: the culprit line is named, its alias is not (``frames.call_segment`` gives
-#   None). Taking the frame's whole line instead was tried and reverted: ``call_segment`` has other
-#   users, and the version error's culprit under ``run`` then moved to the backward line.
+#   call being executed, found with ``code.co_positions()`` (PEP 657, 3.11 and later). Where a code
+#   object has no ``co_positions``, ``frames.call_segment`` matches the instruction at ``f_lasti`` to
+#   the one node of the line's syntax tree it can be (instrument/bytecode_segment.py, NOTE [The
+#   executing call from bytecode and the line's syntax tree]); where two nodes fit, no alias is named.
 # - A bare ``raise`` re-raises the traceback its ``except`` clause caught, not the exception's
-#   ``__traceback__`` (3.11 changed that), so the one frame of tensorscope's wrapper that caught a
-#   program's exception stays in its traceback (``backward`` in instrument/patches.py, ``wrapper``
-#   in api.py); the frames below it are removed as on 3.11.
+#   ``__traceback__`` (3.11 changed that), so the frame of tensorscope's wrapper that let a
+#   program's exception through stayed in its traceback. ``frames.strip_for_reraise`` unlinks it in
+#   the first program frame the exception reaches (NOTE [A bare raise on Python 3.10] in
+#   instrument/frames.py); ``frames.RERAISE_KEEPS_CAUGHT_TRACEBACK`` is measured at import.
 
 
 # NOTE [sys.monitoring on Python 3.12 and later]

@@ -63,6 +63,7 @@ CASES = [
     ("os_exit_5.py", [], b""),
     ("keyboard_interrupt.py", [], b""),
     ("custom_exception.py", [], b""),
+    ("caught_tracebacks.py", [], b""),
     ("user_warning.py", [], b""),
     ("warnings_per_line.py", [], b""),
     ("hostile_names.py", [], b""),

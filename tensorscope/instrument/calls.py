@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from tensorscope.instrument import state
-from tensorscope.instrument.frames import strip_traceback
+from tensorscope.instrument.frames import strip_for_reraise
 from tensorscope.instrument.transparent import named
 
 
@@ -41,7 +41,7 @@ def after_call(orig, after, *, op=None, where=None):
         except BaseException as e:
             if where is not None:
                 rec.on_error(e, op, target(args, kwargs), sys._getframe(1), where)
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         after(rec, args, kwargs, out, sys._getframe(1))
         return out

@@ -33,7 +33,7 @@ import threading
 import torch
 
 from tensorscope.instrument.fingerprint import checksum
-from tensorscope.instrument.frames import strip_traceback, user_frame
+from tensorscope.instrument.frames import strip_for_reraise, user_frame
 from tensorscope.instrument.recorder import inspectable, storage_key
 from tensorscope.instrument.transparent import named
 
@@ -56,7 +56,7 @@ def install(tracker, patcher) -> None:
         try:
             orig_init(self, *args, **kwargs)
         except BaseException as e:  # the program's traceback, as under python (see NOTE [Invisible frames])
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         try:
             _record_model(tracker, self, dist)
@@ -174,7 +174,7 @@ def _broadcast_wrapper(tracker, orig, keeps_versions=False):
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         if records:
             later = getattr(_local, "later", None)
@@ -235,7 +235,7 @@ def _sync_buffers_wrapper(tracker, orig):
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         finally:
             _local.later = outer

@@ -17,6 +17,8 @@ import site
 import sys
 import sysconfig
 
+from tensorscope.instrument import bytecode_segment
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
@@ -38,6 +40,78 @@ def strip_traceback(e: BaseException) -> None:
         tb.tb_next = nxt
         tb = nxt
     e.__traceback__ = head
+
+
+# NOTE [A bare raise on Python 3.10]
+# A wrapper lets a program's exception through with ``strip_traceback(e); raise``. From Python 3.11
+# the bare ``raise`` re-raises ``e`` with its (stripped) ``__traceback__`` and adds no entry for the
+# wrapper's frame. On 3.10 it restores the traceback its ``except`` clause caught, whose first entry
+# is the wrapper's own frame; and any other way out of a frame (``raise e``) adds an entry for it.
+# So the wrapper's entry cannot be kept out; it is taken out one frame up instead: the first
+# program frame the exception reaches (the wrapper's caller) gets a one-shot local trace function,
+# armed with ``sys.settrace`` of a global function that traces nothing. At the exception event in
+# that frame, which CPython delivers right after adding the frame's own entry and before any
+# ``except`` of it runs, the local function unlinks tensorscope's entries below it and removes
+# itself and the global function; any other first event (an exception swallowed by C code in
+# between) removes them too. The program's view: ``sys.gettrace()`` is None again before its next
+# line runs; where the program has a tracer of its own (a debugger, coverage), nothing is armed and
+# the one entry stays. A program's audit hook sees the two ``sys.settrace`` audit events, and an
+# exception swallowed by C code between the wrapper and that frame leaves ``sys.gettrace()`` set
+# until the frame's next line. ``RERAISE_KEEPS_CAUGHT_TRACEBACK`` is measured at import, not read
+# from the version.
+def _reraise_keeps_caught_traceback() -> bool:
+    def reraise():
+        try:
+            raise ValueError
+        except ValueError as e:
+            e.__traceback__ = None
+            raise
+
+    try:
+        reraise()
+    except ValueError as e:
+        return e.__traceback__ is not None and e.__traceback__.tb_next is not None
+    return False
+
+
+RERAISE_KEEPS_CAUGHT_TRACEBACK = _reraise_keeps_caught_traceback()
+
+
+def _trace_nothing(frame, event, arg):
+    return None
+
+
+def _unlink_on_arrival(frame, event, arg):
+    frame.f_trace = None
+    if sys.gettrace() is _trace_nothing:
+        sys.settrace(None)
+    if event == "exception":
+        tb = arg[2]
+        while tb is not None:
+            nxt = tb.tb_next
+            while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
+                nxt = nxt.tb_next
+            tb.tb_next = nxt
+            tb = nxt
+    return None
+
+
+def strip_for_reraise(e: BaseException) -> None:
+    """``strip_traceback(e)`` in a wrapper's ``except`` clause, before its bare ``raise``; on Python
+    3.10 the wrapper's own entry is then unlinked in the caller (NOTE [A bare raise on Python 3.10])."""
+    strip_traceback(e)
+    if not RERAISE_KEEPS_CAUGHT_TRACEBACK or sys.gettrace() is not None:
+        return
+    try:
+        f = sys._getframe(2)
+        while f is not None and is_tensorscope_file(f.f_code.co_filename):
+            f = f.f_back
+        if f is None or f.f_trace is not None:
+            return
+        f.f_trace = _unlink_on_arrival
+        sys.settrace(_trace_nothing)
+    except Exception:  # never break the program's exception for a cosmetic fix
+        pass
 
 
 #: verdict for torch.compile's own frames: what runs under them is tracing, not the program's eager code
@@ -252,7 +326,7 @@ _SEGMENTS: dict = {}
 
 
 def call_segment(frame) -> str | None:
-    """The exact source text of the expression the frame is executing (Python 3.11+).
+    """The exact source text of the expression the frame is executing.
 
     Uses ``co_positions`` of the current instruction, so for ``y.detach().zero_()``
     inside a longer line it gives that call, not the whole line.
@@ -272,8 +346,8 @@ def call_segment(frame) -> str | None:
 
 def _segment(code, lasti) -> str | None:
     positions = _positions(code)
-    if positions is None:
-        return None
+    if positions is None:  # Python 3.10: NOTE [The executing call from bytecode and the line's syntax tree]
+        return bytecode_segment.segment(code, lasti)
     i = lasti // 2 * 4
     if i + 4 > len(positions):
         return None

@@ -15,9 +15,13 @@ the record grows with the nodes built, not the lines run, and is bounded (the ol
 Only the program's main thread notes lines: other threads number their nodes from counters of
 their own.
 
-Python 3.10 and 3.11 have no such events at a cost a plain run can bear (a trace function turns
-the interpreter's specialisation off for every frame), so there ``Tracker.node_line`` falls back to
-the bracket of recorded events (see Recorder.node_line); the report then names the line only
+Python 3.10 and 3.11 have no such events at a cost a plain run can bear, and no way to hear them
+that the program cannot see. Measured (benchmarks/line_hearing_cost.py, RESULTS.md): a
+``sys.settrace`` function tracing the program's lines only costs the GPT workload 1.31x alone, a
+``sys.setprofile`` function noting each C call from the program's code 1.26x, against run's whole
+budget of 1.10x; and either takes the one trace or profile slot that the program's
+``sys.gettrace()``, a debugger, coverage or cProfile use. So there ``Tracker.node_line`` falls back
+to the bracket of recorded events (see Recorder.node_line); the report then names the line only
 where recorded events bracket the node.
 """
 

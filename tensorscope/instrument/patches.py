@@ -50,7 +50,7 @@ from tensorscope import compat
 from tensorscope.instrument import saved, state
 from tensorscope.instrument import gradhooks, indexwrite, provenance
 from tensorscope.instrument.calls import after_call, target as _target
-from tensorscope.instrument.frames import is_tensorscope_file, strip_traceback
+from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.tracker import IN_WRITE as _IN_WRITE
@@ -141,7 +141,7 @@ def make_write(op, orig):
         try:  # the recorder's frame, the call and the record in one (see NOTE [The write fast path])
             out = rec.write_call(orig, op, args, kwargs, target, frame, ident)
         except BaseException as e:  # the program's exception: this frame out of its traceback too
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         if op in INDEX_WRITES:
             indexwrite.check(rec, op, args, kwargs, frame)
@@ -161,7 +161,7 @@ def make_foreach_write(op, orig):
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         for pre, t in zip(pres, targets):
             rec.post_write(pre, t, op, frame)
@@ -206,7 +206,11 @@ def make_state_dict(orig):
 def make_register_parameter(orig):
     """``module.<name> = param``: a parameter another live module holds is shared state (see NOTE [Shared state])."""
     def register_parameter(self, name, param):
-        out = orig(self, name, param)
+        try:
+            out = orig(self, name, param)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
         rec = state.recorder
         if rec is not None and rec.active and isinstance(param, _Tensor):
             rec.shared.on_register_parameter(rec, self, name, param, sys._getframe(1))
@@ -247,7 +251,11 @@ def make_module_setstate(orig):
 def make_optimizer_load(orig):
     """``opt.load_state_dict(sd)``: state tensors kept as they are, not copied (see NOTE [Shared state])."""
     def load_state_dict(self, state_dict, *args, **kwargs):
-        out = orig(self, state_dict, *args, **kwargs)
+        try:
+            out = orig(self, state_dict, *args, **kwargs)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
         rec = state.recorder
         if rec is not None and rec.active and isinstance(state_dict, dict):
             rec.shared.on_optimizer_load(rec, self, state_dict, sys._getframe(1))
@@ -259,7 +267,11 @@ def make_optimizer_load(orig):
 def make_function_apply(orig):
     """``Fn.apply(...)``: tensors a custom Function's ctx holds as attributes (see NOTE [Shared state])."""
     def apply(cls, *args, **kwargs):
-        out = orig(cls, *args, **kwargs)
+        try:
+            out = orig(cls, *args, **kwargs)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
         rec = state.recorder
         if rec is not None and rec.active:
             rec.shared.on_function_apply(rec, cls, out, sys._getframe(1))
@@ -277,7 +289,7 @@ def make_requires_grad(orig):
             out = orig(self, requires_grad)
         except BaseException as e:
             rec.on_error(e, "requires_grad_", self, sys._getframe(1), "requires_grad")
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         rec.on_requires_grad(self, bool(requires_grad), sys._getframe(1), "requires_grad_")
         return out
@@ -299,7 +311,7 @@ def make_backward(op, orig):
             out = orig(*args, **kwargs)
         except BaseException as e:
             calls.after(ctx, e)
-            strip_traceback(e)
+            strip_for_reraise(e)
             raise
         calls.after(ctx, None)
         if values is not None:
@@ -581,7 +593,7 @@ class Patcher:
             try:
                 set_data(obj, value)
             except BaseException as e:
-                strip_traceback(e)
+                strip_for_reraise(e)
                 raise
             rec.post_data_set(pre, obj, value, sys._getframe(1))
 
@@ -597,7 +609,7 @@ class Patcher:
                 rec = state.recorder
                 if rec is not None:
                     rec.on_error(e, "requires_grad", obj, sys._getframe(1), "requires_grad")
-                strip_traceback(e)
+                strip_for_reraise(e)
                 raise
             rec = state.recorder
             if rec is not None and rec.active and inspectable(obj):
