@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from tensorscope import children, exits
 from tensorscope.instrument.frames import is_tensorscope_file
-from tensorscope.instrument.patches import strip_traceback
+from tensorscope.instrument.frames import strip_traceback
 
 
 class ProgramTimeout(BaseException):
