@@ -73,3 +73,7 @@ def test_caught_failure_then_exit_0(programs, tmp_path):
     doc = load_report(report.read_text())
     assert validate_against_schema(doc)
     assert doc["diagnosis"] is None
+    # the verdict neither diagnoses the caught failure nor says every backward call succeeded
+    rc, out, err, _ = run_cli("explain", str(report))
+    assert rc == 0, err[-500:]
+    assert "1 failed and the program caught it" in out and "all succeeded" not in out, out

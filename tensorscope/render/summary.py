@@ -100,7 +100,9 @@ def verdict(doc, counts=None) -> Text:
                  f"{_plural(n, 'backward call')} here, hazards: none")
     else:
         t.append("clean", style="bold green")
-        if n:
+        if n and failed:  # a failure the program caught is not the diagnosis, but it did happen
+            t.append(f": {_plural(n, 'backward call')}, {failed:,} failed and the program caught it; hazards: none")
+        elif n:
             t.append(f": {_plural(n, 'backward call')}, all succeeded; hazards: none")
         else:
             t.append(": no backward call; hazards: none")
