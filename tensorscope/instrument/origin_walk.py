@@ -275,6 +275,12 @@ def forward_origin(tracker, roots, step) -> dict | None:
         t = _data_tensor(tracker)
         if t is not None:
             return _birth(tracker, graph, saved, found[0], None, step, data=t)
+        inline = _inline_below(tracker, graph, found[0])
+        if inline is not None:
+            b = _birth(tracker, graph, saved, found[0], None, step)
+            b.update(op=f"aten.{inline['op']}", file=inline["file"], line=inline["line"], inputs=[], tensor=None,
+                     read_by=None, value=b.get("value") or None)
+            return b
     if found is None:
         return None
     return _birth(tracker, graph, saved, found[0], found[1], step)
@@ -331,11 +337,13 @@ def _birth(tracker, graph, saved, seq, out, step, data=None) -> dict:
         tid = tracker.tid(data)
         b.update(data=True, data_tensor=tid, value=value_of(data), dtype=str(data.dtype).replace("torch.", ""),
                  shape=list(data.shape))
-        made = tracker.tensor_created.get(tid) or _assigned(tracker, data)
+        made = tracker.tensor_created.get(tid) or _assigned(tracker, data) or _inline(file, line, aten_name(name))
         if made:
             b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
             if made.get("op"):  # computed outside autograd by the program: that op is the origin, at its line
                 b.update(op=f"aten.{made['op']}", data=False, file=made["file"], line=made["line"])
+                if made.get("how", "").endswith("same statement"):  # the saved inputs are the reader's, not its
+                    b.update(inputs=[], tensor=None, read_by=f"aten.{aten_name(name)}")
     return b
 
 
@@ -355,6 +363,69 @@ def _assigned(tracker, t) -> dict | None:
                 return _assignment(f.f_code.co_filename, names[0], f.f_lineno)
         f = f.f_back
     return None
+
+
+#: ops that can make a NaN or an Inf from finite inputs (NOTE [An origin inside the reading line])
+_CAN_MAKE = frozenset({"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "div", "true_divide", "divide", "reciprocal",
+                       "pow", "acos", "asin", "atanh", "acosh", "exp", "exp2", "expm1", "tan", "lgamma", "digamma",
+                       "std", "var", "logit", "xlogy", "erfinv", "atan2", "fmod", "remainder"})
+
+# NOTE [An origin inside the reading line]
+# A non-finite saved input that no node made and no name holds was computed outside autograd inside the
+# very statement that read it (`torch.log(x.sum(1)) * h`, where `x` needs no gradient): an inline
+# subexpression. The reading line's syntax tree is searched for the calls and operators in it that can
+# make a non-finite value from finite inputs (_CAN_MAKE), other than the reading op itself; exactly one
+# is named as the origin (its op, at that line). With none or several, nothing is claimed beyond the
+# reading op and the line.
+
+
+def _inline(file, line, reader: str) -> dict | None:
+    if not file or not line:
+        return None
+    try:
+        tree = ast.parse(open(file, encoding="utf-8").read())
+    except Exception:
+        return None
+    found = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) != line:
+            continue
+        op = None
+        if isinstance(node, ast.Call):
+            fn = node.func
+            op = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else None)
+        elif isinstance(node, ast.BinOp):
+            op = _PY_OPS.get(type(node.op))
+        if op in _CAN_MAKE and op != reader:
+            found.add(op)
+    if len(found) != 1:
+        return None
+    return {"file": file, "line": line, "how": "computed without autograd in the same statement", "op": found.pop()}
+
+
+def _inline_below(tracker, graph, top) -> dict | None:
+    """The one op that can make a non-finite value, computed outside autograd in a statement of the program that
+    made a node at or below ``top`` (NOTE [An origin inside the reading line]): for a value no saved tensor shows,
+    such as ``target * (torch.log(target) - logp)`` where ``mul`` saves only ``target``."""
+    below, stack, seen = [], [top], {top}
+    while stack:
+        s = stack.pop()
+        below.append(s)
+        for k in graph[s][1]:
+            if k not in seen and k in graph:
+                seen.add(k)
+                stack.append(k)
+    lines = set()
+    for s in below:
+        try:
+            file, line = tracker.node_line(s)
+        except Exception:
+            continue
+        if file in tracker.user and line:
+            lines.add((file, line))
+    in_graph = {aten_name(graph[s][0].name()) for s in below}  # ops autograd recorded: not computed outside it
+    found = [m for m in (_inline(f, ln, None) for f, ln in sorted(lines)) if m is not None and m["op"] not in in_graph]
+    return found[0] if len(found) == 1 else None
 
 
 def _assignment(file, name, before) -> dict | None:

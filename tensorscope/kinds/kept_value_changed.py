@@ -74,9 +74,11 @@ def explain(ev: Evidence, hazard: dict):
     names = kept_names(kfile, kline) + roots((hazard.get("names") or []) + ev.tensor_names(tid))
     if kfile == wfile and not loads_after(kfile, kline, wline, names):
         return None
+    bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
+    if hazard.get("alive_at_end") is False and (not bound or (kfile, kline) == (wfile, wline)):
+        return None  # a temporary view that died (`w[:, 2] -= d` takes and drops one): nothing was kept
     kcode, wcode = code_at(kfile, kline), code_at(wfile, wline)
     label = ev.label(tid)
-    bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
     if not ev.tensor_names(tid) and bound:  # died before the end: the name its keeping line bound
         label = f"a tensor of `{bound[0]}`" if op == "state_dict" else f"`{bound[0]}`"
     n = len(hazard.get("tensors") or [tid])

@@ -268,7 +268,8 @@ def finding(ev, hazard: bool) -> dict | None:
             how = f"{what} ({phase}{st})"
             if phase == "backward" and origin.get("node"):
                 how = f"{origin['node']} ({origin.get('op')}, in backward{st})"
-            parts.append(f"The first non-finite value ({origin.get('value')}) was made by {how} at line "
+            parts.append(f"The first non-finite value" + (f" ({origin['value']})" if origin.get("value") else "")
+                         + f" was made by {how} at line "
                          f"{origin.get('line')} (`{code}`), computing {name}" + (f"; its inputs: {ins}." if ins else "."))
             culprit = where(origin.get("file"), origin.get("line"))
         if origin.get("backward_line"):

@@ -1,0 +1,14 @@
+# Rewritten from a common forum report: a hand-written KL divergence takes log of a one-hot target (zeros), outside autograd.
+# expect: clean
+import torch
+import torch.nn.functional as F
+torch.manual_seed(0)
+student = torch.nn.Linear(4, 3)
+opt = torch.optim.SGD(student.parameters(), lr=0.1)
+for step in range(3):
+    x, target = torch.randn(5, 4), F.one_hot(torch.randint(0, 3, (5,)), 3).float()
+    loss = (torch.xlogy(target, target) - target * F.log_softmax(student(x), dim=1)).sum(1).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("loss", loss.item())
