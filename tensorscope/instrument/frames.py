@@ -32,14 +32,18 @@ def strip_traceback(e: BaseException) -> None:
     tb = e.__traceback__
     while tb is not None and is_tensorscope_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
-    head = tb
+    _unlink(tb)
+    e.__traceback__ = tb
+
+
+def _unlink(tb) -> None:
+    """Unlink tensorscope's entries that follow ``tb`` in a traceback chain."""
     while tb is not None:
         nxt = tb.tb_next
         while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
             nxt = nxt.tb_next
         tb.tb_next = nxt
         tb = nxt
-    e.__traceback__ = head
 
 
 # NOTE [A bare raise on Python 3.10]
@@ -86,13 +90,7 @@ def _unlink_on_arrival(frame, event, arg):
     if sys.gettrace() is _trace_nothing:
         sys.settrace(None)
     if event == "exception":
-        tb = arg[2]
-        while tb is not None:
-            nxt = tb.tb_next
-            while nxt is not None and is_tensorscope_file(nxt.tb_frame.f_code.co_filename):
-                nxt = nxt.tb_next
-            tb.tb_next = nxt
-            tb = nxt
+        _unlink(arg[2])
     return None
 
 

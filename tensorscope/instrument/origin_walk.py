@@ -45,7 +45,7 @@ import sys
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
-from tensorscope import compat
+from tensorscope import compat, source
 from tensorscope.instrument.saved import Packed
 
 _Tensor = torch.Tensor
@@ -382,9 +382,8 @@ _CAN_MAKE = frozenset({"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "div", 
 def _inline(file, line, reader: str) -> dict | None:
     if not file or not line:
         return None
-    try:
-        tree = ast.parse(open(file, encoding="utf-8").read())
-    except Exception:
+    tree = source.tree(file)  # parsed once per file
+    if tree is None:
         return None
     found = set()
     for node in ast.walk(tree):
@@ -429,9 +428,8 @@ def _inline_below(tracker, graph, top) -> dict | None:
 
 
 def _assignment(file, name, before) -> dict | None:
-    try:
-        tree = ast.parse(open(file, encoding="utf-8").read())
-    except Exception:
+    tree = source.tree(file)  # parsed once per file
+    if tree is None:
         return None
     last = None
     for node in ast.walk(tree):
