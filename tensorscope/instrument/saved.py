@@ -298,9 +298,64 @@ def _pack(t):
                 p.fingerprint = checksum(p.tensor)
             except Exception:
                 p.fingerprint = None
-            if p.fingerprint is not None and (p.storage_key in checks.numpy_shared or exposed_input(p, t)):
+            if p.fingerprint is not None and (p.storage_key in checks.numpy_shared
+                                              or exposed_input(p, t) and not _alone(_holders(t))):
                 rec.watch.watch(p)
+    elif _alone_probe is not None and exposed_input(p, t):
+        _alone_probe.append(_holders(t))  # learn_alone(): measured at the same depth as above
     return p
+
+
+# NOTE [Saved tensors no one else holds]
+# A saved input with no grad_fn that requires no grad looks like a buffer (watch.exposed_input), but many
+# are not: the outputs autograd saves that are not differentiable, such as LayerNorm's mean and rstd or a
+# training BatchNorm's batch statistics, are made inside the op and held by nothing but the saved record.
+# No line of the program can write them, so watching them line by line (18 of them per step of a small GPT,
+# each checked at every line its forward runs) would cost more than the rest of explain and could never
+# name a writer. Such a tensor is told at pack by how many hold it: Python references to it and tensors on
+# its storage. The counts of a tensor made inside the op are learnt once per run from a real one (a
+# layer_norm's mean, packed by these hooks in a fresh thread before the program runs), so no count is
+# written in for a Python or torch release. A tensor some name, buffer or view also holds counts more. One
+# held only from C++ code with no Python reference would pass for unheld: its writes are still found at
+# unpack by the fingerprint; only the line is not watched for.
+_alone_probe: list | None = None
+_ALONE: tuple | None = None  # (references, storage uses) of a tensor held only by the op that saved it
+_storage_uses = getattr(torch._C, "_storage_Use_Count", None)
+_storage_address = compat.storage_key
+
+
+def _holders(t) -> tuple:
+    uses = _storage_uses(_storage_address(t)) if _storage_uses is not None else None
+    return sys.getrefcount(t), uses
+
+
+def _alone(counts) -> bool:
+    alone = _ALONE
+    return alone is not None and counts[1] is not None and counts[0] <= alone[0] and counts[1] <= alone[1]
+
+
+def learn_alone() -> None:
+    """Measure what holds a tensor made inside an op when our pack hook sees it (NOTE [Saved tensors no one
+    else holds]); on failure nothing is taken for unheld."""
+    global _ALONE
+    found: list = []
+
+    def run():
+        global _alone_probe
+        _alone_probe = found
+        push()
+        try:
+            with torch.enable_grad(), torch.inference_mode(False):
+                x = torch._C._VariableFunctions.ones((2, 4), requires_grad=True)
+                torch.nn.functional.layer_norm(x, (4,))  # saves its mean and rstd: made inside the op
+        except Exception:
+            found.clear()
+        finally:
+            pop()
+            _alone_probe = None
+
+    compat.in_fresh_thread(run)
+    _ALONE = min(found) if len(found) == 2 and found[0] == found[1] and found[0][1] is not None else None
 
 
 def unpack(p):

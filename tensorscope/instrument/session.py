@@ -62,6 +62,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     # --- end device
     if hooks:  # before any wrapper or hook is in place: see NOTE [The version check's text ...]
         tracker.message_style = saved.learn_message_style()
+        saved.learn_alone()  # see NOTE [Saved tensors no one else holds]
     patcher.install()
     if os.environ.get("TENSORSCOPE_NO_LINES") != "1":  # benchmarks/run.py's comparison mode tensorscope-no-lines
         tracker.lines.install(sys._getframe())  # the frames running already (the API's caller) are followed too
