@@ -210,3 +210,33 @@ def test_the_origin_is_read_from_the_graph_without_a_mode_on_the_stack(tmp_path)
     assert (h["culprit"]["line"], nf["op"], nf["phase"], nf["value"]) == (7, "aten.log", "forward", "-inf")
     (inp,) = nf["inputs"]
     assert (inp["zeros"], inp["min"], inp["max"]) == (1, 0.0, 4.0)  # h = w * 2, as torch computes it
+
+
+DROPPED_INF = """\
+import torch
+
+x = torch.tensor([1.0, 100.0], requires_grad=True)
+w = torch.tensor([2.0, 3.0], requires_grad=True)
+e = torch.exp(x * 10)  # inf at 1, which the where below drops
+y = torch.where(x < 50, e * w, torch.zeros(2))
+y.sum().backward()
+print(x.grad.tolist(), w.grad.tolist())
+"""
+
+
+def test_a_listed_node_that_multiplies_a_dropped_inf_is_still_the_origin(tmp_path):
+    """NOTE [Which nodes' gradients are checked]: a product is not hooked by default, but here the forward made
+    an inf that the where dropped and the loss never saw, and MulBackward0 makes the NaN gradient (0 * inf)
+    before ExpBackward0 does; a saved non-finite tensor puts the hook back on every node. Truth: anomaly mode."""
+    prog = tmp_path / "dropped_inf.py"
+    prog.write_text(DROPPED_INF)
+    x = torch.tensor([1.0, 100.0], requires_grad=True)
+    w = torch.tensor([2.0, 3.0], requires_grad=True)
+    with torch.autograd.detect_anomaly(check_nan=True), pytest.raises(RuntimeError, match="'MulBackward0' returned nan"):
+        torch.where(x < 50, torch.exp(x * 10) * w, torch.zeros(2)).sum().backward()
+    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=600)
+    out = cli("explain", "--json", str(prog), cwd=tmp_path)
+    assert out.stderr.replace("\r", "").startswith(ref.stdout)
+    (h,) = [h for h in json.loads(out.stdout)["hazards"] if h["kind"] == "silent-non-finite-value"]
+    nf = h["nonfinite"]
+    assert (h["culprit"]["line"], nf["node"], nf["phase"], nf["value"]) == (6, "MulBackward0", "backward", "nan")

@@ -300,7 +300,7 @@ def _pack(t):
                 p.fingerprint = None
             if p.fingerprint is not None and (p.storage_key in checks.numpy_shared
                                               or exposed_input(p, t) and not _alone(_holders(t))):
-                rec.watch.watch(p)
+                rec.watch.watch(p, fresh=True)
     elif _alone_probe is not None and exposed_input(p, t):
         _alone_probe.append(_holders(t))  # learn_alone(): measured at the same depth as above
     return p

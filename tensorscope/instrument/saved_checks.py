@@ -21,6 +21,7 @@ _MAX_NODE_LINES = 200_000
 _MAX_LOGGED_STORAGES = 4096  # with 16 writes each: a few MB at most
 _MAX_UNCHECKED = 200_000  # CUDA unpack checks waiting for the end of the program (a few bytes each)
 _MAX_WALK = 20_000
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 class SavedChecks:
@@ -33,6 +34,10 @@ class SavedChecks:
         self.detached: dict | None = None  # the saved input found detached in place at unpack (explain)
         self._packs = 0
         self._next_sweep = 4096
+        # what makes every node's gradient checked again (NOTE [Which nodes' gradients are checked]): a saved
+        # float16/bfloat16 tensor, a saved tensor holding a NaN or an Inf
+        self.low_precision = False
+        self.nonfinite_saved = False
 
     # --- saved tensors ----------------------------------------------------------------
 
@@ -56,6 +61,13 @@ class SavedChecks:
                 p.line = running["line"]
         key = storage_key(t)
         p.storage_key = key
+        if not self.low_precision and t.dtype in _LOW_PRECISION:
+            self.low_precision = True
+        if not self.nonfinite_saved and rec.values is not None and rec.values.grads is not None \
+                and t.device.type == "cpu" and t.is_floating_point():
+            v = _TensorBase.sum(_TensorBase.detach(t)).item()  # one reduction: a NaN or Inf makes the sum non-finite
+            if v - v != 0:
+                self.nonfinite_saved = True
         p.orig = weakref.ref(t)
         if p.seq_nr is not None and p.line is not None:
             rec.node_lines[p.seq_nr] = (p.file, p.line)

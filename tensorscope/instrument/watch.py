@@ -72,8 +72,9 @@ class Watch:
         self._global = self._on_call
         self._local = self._on_line
 
-    def watch(self, p) -> None:
-        """Start watching the saved tensor of ``p`` (a ``saved.Packed``)."""
+    def watch(self, p, fresh: bool = False) -> None:
+        """Start watching the saved tensor of ``p`` (a ``saved.Packed``); ``fresh``: its fingerprint was
+        taken just now (at pack)."""
         try:
             if (threading.current_thread() is not _MAIN or self.events >= MAX_EVENTS
                     or len(self.watched) >= MAX_WATCHED or p.tensor.device.type != "cpu"):
@@ -82,7 +83,8 @@ class Watch:
                 return
             if not self.installed and not self._can_monitor() and sys.gettrace() is not None:
                 return  # the program's own tracer (a debugger, coverage): never replaced
-            self.watched.append([weakref.ref(p), checksum(p.tensor)])
+            # at pack the fingerprint was taken a moment ago: it is the bytes to compare with
+            self.watched.append([weakref.ref(p), p.fingerprint if fresh else checksum(p.tensor)])
             if not self.installed:
                 self._install(sys._getframe(1))
         except Exception:
