@@ -81,8 +81,8 @@ class Tracker(Recorder):
     # reads, the storage key, autograd's sequence nr, the walk to the program's frame, the per-line
     # count, the write log). ``write_call`` is the wrapper's one call into the recorder: the reads
     # before the write, the call and the record after it in one frame, no PreWrite tuple built and
-    # unpacked, and the write log's entry made from locals. Where the write needs more (explain's pending
-    # saved tensors, a write recorded in detail, a kept or shared storage, BatchNorm's counter),
+    # unpacked, and the write log's entry made from locals. Where the write needs more (a storage that
+    # holds a tensor explain saved, a write recorded in detail, a kept or shared storage, BatchNorm's counter),
     # it goes the way of ``pre_write``/``post_write`` (``_record_write``), which stay the
     # reference for every other caller (``_foreach_``, DDP, ``x.data = y``).
 
@@ -97,7 +97,11 @@ class Tracker(Recorder):
                 key = storage_key(target)
             except Exception:  # no storage (a functorch wrapper inside vmap/grad): nothing to match
                 key = None
-            fast = not self.pending
+            refs = self.pending.get(key)  # explain's saved tensors on this storage: the reference path snaps them
+            if refs is not None and not any(r() is not None for r in refs):
+                del self.pending[key]  # their graphs are gone (an optimizer writing the weights after backward)
+                refs = None
+            fast = refs is None
         except Exception:
             fast = False
         if fast:
