@@ -87,11 +87,11 @@ class SavedChecks:
         """Drop saved-tensor records whose graph is gone; bound node_lines."""
         pending = self.rec.pending
         for key in list(pending):
-            alive = [r for r in pending[key] if r() is not None]
+            alive = [r for r in pending.get(key, ()) if r() is not None]  # a write may have dropped the key
             if alive:
                 pending[key] = alive
             else:
-                del pending[key]
+                pending.pop(key, None)
         lines = self.rec.node_lines
         while len(lines) > _MAX_NODE_LINES:
             lines.popitem(last=False)
