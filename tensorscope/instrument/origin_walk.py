@@ -544,7 +544,7 @@ _FINITE_GRAD = frozenset({
     "Select", "Slice", "Split", "SplitWithSizes", "Unbind", "Cat", "Stack", "Clone", "AsStrided", "Narrow", "Alias",
     "Index", "IndexSelect", "Gather", "Embedding", "Add", "Sub", "Rsub", "Neg", "Mul", "Sum", "Mean", "Mm", "Addmm",
     "Bmm", "Baddbmm", "Mv", "Dot", "Relu", "Gelu", "Silu", "Sigmoid", "Tanh", "LeakyRelu", "Hardtanh", "Softmax",
-    "LogSoftmax", "NativeLayerNorm", "MaskedFill", "Where", "Clamp", "ClampMin", "ClampMax", "Abs", "NativeDropout",
+    "LogSoftmax", "NativeLayerNorm", "MaskedFill", "Where", "Clamp", "ClampMin", "ClampMax", "Abs",
 })
 _MAKES: dict = {}  # node type -> whether its post hook goes on
 
