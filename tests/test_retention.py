@@ -348,3 +348,50 @@ def test_carried_names_of_a_training_loop():
     carried = source.carried_names(loop)
     assert {"hidden", "total_loss", "cache", "model", "args"} <= carried
     assert not {"output", "loss", "data", "targets", "batch", "i"} & carried
+
+
+
+def test_a_new_storage_at_a_freed_ones_address_is_new(tmp_path):
+    """A holder whose large tensor is replaced each step (a `.grad` after `zero_grad()`) can get a new
+    storage at the address of the one it had at the previous sample. Read by address alone, that storage
+    was "kept since the last sample" and, larger than the list's new items, it was named as what grows
+    (NOTE [Storage identity across samples]). Sampled here with the real walk over real tensors, the
+    address reuse as malloc gives it: a freed storage's address to the next one allocated."""
+    from tensorscope.compat import storage_key
+    from tensorscope.instrument import retention
+    from tensorscope.instrument.tracker import Tracker
+
+    prog = tmp_path / "prog.py"
+    prog.write_text("")
+    tracker = Tracker(str(prog))
+    growth = tracker.growth
+    state = {"buf": torch.zeros(256, 256), "kept": []}
+
+    def sample():
+        state["kept"].append(torch.zeros(16, 16))  # what grows: 1 KB a step, kept
+        growth.boundaries += 1
+        walk = retention.Walk(tracker.user).run([("state", state, "global")])
+        try:
+            growth.samples.append(growth._sample(walk))
+        finally:
+            walk.release()
+
+    sample()
+    state["buf"] = torch.zeros(256, 256)  # a new storage while the old one lives: another address
+    reused = storage_key(state["buf"])
+    sample()
+    state["buf"] = None  # freed (as `zero_grad()` frees `.grad`) ...
+    spare = []
+    for _ in range(100):  # ... and the next storage allocated takes its address (as backward's `.grad` does)
+        t = torch.zeros(256, 256)
+        if storage_key(t) == reused:
+            break
+        spare.append(t)
+    else:
+        pytest.skip("the allocator gave no freed address back")
+    state["buf"] = t
+    sample()
+    s1, s2, s3 = (s["roots"]["state"] for s in growth.samples)
+    assert len(s3["keys"] - s2["keys"]) == 2  # the new item and the new buffer, though at an old address
+    labels = [step["label"] for step in s3["witness"]["path"]]
+    assert labels == ["state", "['kept']", "[1]"], labels  # the item new at the last sample and still kept
