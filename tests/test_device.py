@@ -11,7 +11,6 @@ Expected values come from torch or from the CPU-written twin, never from tensors
 from __future__ import annotations
 
 import ast
-import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,10 +19,10 @@ import pytest
 import torch
 
 try:
-    from _cli import (REPO, SNIPPETS_DIR, find_tensor, find_tensors, line_of, run_cli, run_python,
+    from _cli import (REPO, SNIPPETS_DIR, find_tensor, find_tensors, line_of, run_cli, run_many, run_python,
                       validate_against_schema)
 except ImportError:  # tests/ became a package
-    from tests._cli import (REPO, SNIPPETS_DIR, find_tensor, line_of, run_cli, run_python,
+    from tests._cli import (REPO, SNIPPETS_DIR, find_tensor, line_of, run_cli, run_many, run_python,
                             validate_against_schema)
 
 PROGRAMS = REPO / "tests" / "programs_cuda"
@@ -45,13 +44,15 @@ def cpu_twin(name: str, tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def twin_runs(tmp_path_factory):
-    """For each twin: (`run --json --device cpu` of the CUDA program, `run --json` of the CPU twin)."""
+    """For each twin: (`run --json --device cpu` of the CUDA program, `run --json` of the CPU twin), all
+    forked from one process that imported torch once (run_many)."""
     tmp = tmp_path_factory.mktemp("twins")
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        futs = {name: (pool.submit(run_cli, "run", "--json", "--device", "cpu", str(PROGRAMS / name)),
-                       pool.submit(run_cli, "run", "--json", str(cpu_twin(name, tmp))))
-                for name in TWINS}
-        return {name: (a.result(), b.result()) for name, (a, b) in futs.items()}
+    jobs = []
+    for name in TWINS:
+        jobs += [("tensorscope", "run", "--json", "--device", "cpu", str(PROGRAMS / name)),
+                 ("tensorscope", "run", "--json", str(cpu_twin(name, tmp)))]
+    runs = run_many(jobs)
+    return {name: (runs[2 * i], runs[2 * i + 1]) for i, name in enumerate(TWINS)}
 
 
 # --------------------------------------------------------------------------- comparing facts

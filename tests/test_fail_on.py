@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from _cli import _env
+from _cli import _env, run_many
 
 PY = sys.executable
 TS = [PY, "-m", "tensorscope"]
@@ -55,23 +55,26 @@ def runs(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("failon")
     for name, code in PROGRAMS.items():
         (cwd / name).write_text(textwrap.dedent(code).lstrip())
-    jobs = {
-        "py hazard": [PY, "hazard.py"],
-        "py failure": [PY, "failure.py"],
-        "py clean": [PY, "clean.py"],
-        "hazard/hazard": [*TS, "run", "-o", "h1.json", "--fail-on", "hazard", "hazard.py"],
-        "hazard/diagnosis": [*TS, "run", "-o", "h2.json", "--fail-on", "diagnosis", "hazard.py"],
-        "failure/hazard": [*TS, "run", "-o", "f1.json", "--fail-on", "hazard", "failure.py"],
-        "failure/diagnosis": [*TS, "run", "-o", "f2.json", "--fail-on", "diagnosis", "failure.py"],
-        "clean/diagnosis": [*TS, "run", "-o", "c.json", "--fail-on", "diagnosis", "clean.py"],
-        "explain failure/hazard": [*TS, "explain", "-o", "e.json", "--fail-on", "hazard", "failure.py"],
-        "explain text/diagnosis": [*TS, "explain", "--fail-on", "diagnosis", "--message",
+    python = {"py hazard": "hazard.py", "py failure": "failure.py", "py clean": "clean.py"}
+    # tensorscope's runs fork from one process that imported torch once (tests/_forked.py); python's are
+    # plain interpreters, the reference
+    ts = {
+        "hazard/hazard": ["run", "-o", "h1.json", "--fail-on", "hazard", "hazard.py"],
+        "hazard/diagnosis": ["run", "-o", "h2.json", "--fail-on", "diagnosis", "hazard.py"],
+        "failure/hazard": ["run", "-o", "f1.json", "--fail-on", "hazard", "failure.py"],
+        "failure/diagnosis": ["run", "-o", "f2.json", "--fail-on", "diagnosis", "failure.py"],
+        "clean/diagnosis": ["run", "-o", "c.json", "--fail-on", "diagnosis", "clean.py"],
+        "explain failure/hazard": ["explain", "-o", "e.json", "--fail-on", "hazard", "failure.py"],
+        "explain text/diagnosis": ["explain", "--fail-on", "diagnosis", "--message",
                                    "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"],
-        "bad value": [*TS, "run", "--fail-on", "warnings", "clean.py"],
+        "bad value": ["run", "--fail-on", "warnings", "clean.py"],
     }
     with ThreadPoolExecutor(2) as pool:
-        futures = {k: pool.submit(_run, v, cwd) for k, v in jobs.items()}
-        return cwd, {k: f.result() for k, f in futures.items()}
+        many = pool.submit(run_many, [("tensorscope", *args, {"cwd": cwd}) for args in ts.values()])
+        futures = {k: pool.submit(_run, [PY, prog], cwd) for k, prog in python.items()}
+        results = {k: f.result() for k, f in futures.items()}
+        results.update({k: tuple(r[:3]) for k, r in zip(ts, many.result())})
+        return cwd, results
 
 
 def test_fail_on_hazard_and_diagnosis_keep_the_programs_output(runs):

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from _cli import load_report, run_cli, run_python, validate_against_schema
+from _cli import load_report, run_cli, run_many, run_python, validate_against_schema
 
 # tensor types tensorscope does not inspect, saved as inputs and as outputs
 TYPES = {
@@ -136,15 +136,26 @@ def _write(folder, name, code):
     return p
 
 
-def _three(folder, name, code, args=()):
-    """python, `run -o` and `explain -o` on one program (in two workers)."""
-    prog = _write(folder, name, code)
+@pytest.fixture(scope="module")
+def threes(tmp_path_factory):
+    """{name: (python, `run -o`, `explain -o`)} of every program in TYPES, CAUSES and ALIVE, and their folder.
+    Python runs as itself (the reference); tensorscope's runs fork from one process that imported torch
+    once (run_many), beside python's in a second worker."""
+    folder = tmp_path_factory.mktemp("hooks")
+    programs = {**TYPES, **CAUSES, "alive": ALIVE}
+    args = {name: ("--logs",) if name == "wrapper_subclasses" else () for name in programs}
+    jobs = []
+    for name, code in programs.items():
+        prog = _write(folder, name, code)
+        jobs += [("tensorscope", "run", "-o", str(folder / f"{name}.run.json"), str(prog),
+                  *(["--", *args[name]] if args[name] else []), {"cwd": folder}),
+                 ("tensorscope", "explain", "-o", str(folder / f"{name}.explain.json"), str(prog), {"cwd": folder})]
     with ThreadPoolExecutor(2) as pool:
-        py = pool.submit(run_python, prog, *args, cwd=folder)
-        run = pool.submit(run_cli, "run", "-o", str(folder / f"{name}.run.json"), str(prog), *(["--", *args] if args else []),
-                          cwd=folder)
-        explain = pool.submit(run_cli, "explain", "-o", str(folder / f"{name}.explain.json"), str(prog), cwd=folder)
-        return py.result(), run.result()[:3], explain.result()[:3]
+        many = pool.submit(run_many, jobs)
+        py = {name: run_python(folder / f"{name}.py", *args[name], cwd=folder) for name in programs}
+        runs = many.result()
+    return folder, {name: (py[name], tuple(runs[2 * i][:3]), tuple(runs[2 * i + 1][:3]))
+                    for i, name in enumerate(programs)}
 
 
 def _report(folder, name, command):
@@ -154,9 +165,9 @@ def _report(folder, name, command):
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))
-def test_unusual_tensor_types_run_and_explain_as_python(tmp_path, name):
-    args = ("--logs",) if name == "wrapper_subclasses" else ()
-    py, run, explain = _three(tmp_path, name, TYPES[name], args)
+def test_unusual_tensor_types_run_and_explain_as_python(threes, name):
+    tmp_path, runs = threes
+    py, run, explain = runs[name]
     assert py[0] in (0, 1) and "Segmentation" not in py[2]
     if name != "wrapper_subclasses":
         assert run == py
@@ -173,8 +184,8 @@ def test_unusual_tensor_types_run_and_explain_as_python(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", sorted(CAUSES))
-def test_issue_10_causes_are_python_under_run(tmp_path, name):
-    py, run, explain = _three(tmp_path, name, CAUSES[name])
+def test_issue_10_causes_are_python_under_run(threes, name):
+    py, run, explain = threes[1][name]
     assert run == py
     if name not in EXPLAIN_VISIBLE:
         assert explain == py
@@ -266,7 +277,7 @@ ALIVE = """
 """
 
 
-def test_no_tensor_kept_alive(tmp_path):
-    py, run, explain = _three(tmp_path, "alive", ALIVE)
+def test_no_tensor_kept_alive(threes):
+    py, run, explain = threes[1]["alive"]
     assert py == (0, "30 of 30 freed\n", "")
     assert run == py and explain == py

@@ -1,7 +1,9 @@
 """Launching as python does: `run [OPTIONS] PROGRAM [ARGS...]`, `-m module`, `--`, compared byte for byte.
 
 Each case runs plain python and `python -m tensorscope run -o r.json ...` from the same folder,
-with the same environment, and compares exit status, stdout and stderr bytes.
+with the same environment, and compares exit status, stdout and stderr. Python runs as itself (a fresh
+interpreter: the reference); tensorscope's runs fork from one process that imported torch once
+(tests/_forked.py: ``sys.argv``, ``sys.path[0]`` and ``__main__`` as `python -m tensorscope` gives them).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from _cli import _env, load_report, validate_against_schema
+from _cli import _env, load_report, run_many, validate_against_schema
 
 PY = sys.executable
 TIMEOUT = 900  # guards a hang, not speed: a niced run on a loaded 2-core machine takes minutes
@@ -79,6 +81,12 @@ def _run(cmd, cwd):
     return p.returncode, p.stdout, p.stderr
 
 
+def _text(result):
+    """(status, stdout, stderr) as run_many reads them (text, undecodable bytes replaced)."""
+    rc, out, err = result
+    return rc, out.decode(errors="replace"), err.decode(errors="replace")
+
+
 # (python's arguments, tensorscope's arguments after `run -o r.json`)
 CASES = {
     "program args that look like options": (
@@ -96,14 +104,14 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def results(folder):
-    jobs = {}
+    reports = [folder / f"r{i}.json" for i in range(len(CASES))]
     with ThreadPoolExecutor(2) as pool:
-        for i, (name, (py_args, ts_args)) in enumerate(CASES.items()):
-            report = folder / f"r{i}.json"
-            jobs[name] = (pool.submit(_run, [PY, *py_args], folder),
-                          pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", str(report), *ts_args], folder),
-                          report)
-        return {name: (py.result(), ts.result(), report) for name, (py, ts, report) in jobs.items()}
+        many = pool.submit(run_many, [("tensorscope", "run", "-o", str(report), *ts_args, {"cwd": folder})
+                                      for report, (_, ts_args) in zip(reports, CASES.values())])
+        py = [pool.submit(_run, [PY, *py_args], folder) for py_args, _ in CASES.values()]
+        py = [_text(f.result()) for f in py]
+        ts = [tuple(r[:3]) for r in many.result()]
+    return {name: (p, t, report) for name, p, t, report in zip(CASES, py, ts, reports)}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -118,12 +126,12 @@ def test_launch_is_byte_identical_to_python(case, results):
 def test_python_side_of_the_cases(results, folder):
     """The cases test what they claim: python itself shows these facts."""
     rc, out, _ = results["-m package with __main__ and relative imports"][0]
-    assert rc == 1 and f"main __main__ pkg.__main__ pkg {folder / 'pkg' / '__main__.py'}".encode() in out
-    assert b"[3.0, 3.0]" in out
+    assert rc == 1 and f"main __main__ pkg.__main__ pkg {folder / 'pkg' / '__main__.py'}" in out
+    assert "[3.0, 3.0]" in out
     rc, _, err = results["-m missing module"][0]
-    assert (rc, err) == (1, f"{PY}: No module named nosuchmod_ts\n".encode())
+    assert (rc, err) == (1, f"{PY}: No module named nosuchmod_ts\n")
     rc, out, _ = results["-- right after the program"][0]
-    assert b"'prog.py', 'a', '--json'" in out
+    assert "'prog.py', 'a', '--json'" in out
 
 
 def test_module_report_records_the_module(results, folder):
@@ -165,10 +173,11 @@ def test_explain_dash_m_pinpoints_a_line_in_the_package(folder):
 
 
 def test_help_and_usage_errors(folder):
-    rc, out, err = _run([PY, "-m", "tensorscope", "run", "--help"], folder)
-    assert rc == 0 and b"[PROGRAM] [ARGS]..." in out and b"-m" in out and b"--fail-on" in out
-    for args in (["run", "--bogus", "prog.py"], ["run"], ["run", "-m"], ["explain", "-m"],
-                 ["explain", "--message", "x", "prog.py"]):
-        rc, out, err = _run([PY, "-m", "tensorscope", *args], folder)
-        lines = err.decode().splitlines()
+    usage = (["run", "--bogus", "prog.py"], ["run"], ["run", "-m"], ["explain", "-m"],
+             ["explain", "--message", "x", "prog.py"])
+    (rc, out, err, _), *errors = run_many([("tensorscope", *args, {"cwd": folder})
+                                           for args in (["run", "--help"], *usage)])
+    assert rc == 0 and "[PROGRAM] [ARGS]..." in out and "-m" in out and "--fail-on" in out
+    for args, (rc, out, err, _) in zip(usage, errors):
+        lines = err.splitlines()
         assert rc == 2 and len(lines) == 1 and lines[0].startswith("tensorscope: "), (args, out, err)

@@ -6,8 +6,9 @@ that the JSON document agrees with what torch itself says (storage identity via
 strides, versions, autograd flags, exception text). Expected values are never
 taken from tensorscope.
 
-All subprocesses (plain python, `-o report.json`, `--json`) are started up front in
-parallel by the `runs` fixture, so the whole file stays fast. `run -o R.json` writes the same
+All runs (plain python, `-o report.json`, `--json`) are started up front by the `runs` fixture:
+python's as plain interpreters, tensorscope's forked from one process that imported torch once
+(tests/_forked.py), side by side, so the whole file stays fast. `run -o R.json` writes the same
 document as `run --json` (docs/CONTRACT.md, output forms), so the document tests read the -o
 report of the run test_same_as_python already makes, and the program's own output from that
 run's stdout and stderr; a real `run --json` is made for the JSON_MODE snippets (a fine one and a
@@ -28,11 +29,11 @@ import torch
 
 try:
     from _cli import (SNIPPETS_DIR, counter_by_id, find_events, find_tensor, find_tensors, load_report,
-                      line_of, run_cli, run_python, storage_by_id, tensor_by_id,
+                      line_of, run_cli, run_many, run_python, storage_by_id, tensor_by_id,
                       validate_against_schema)
 except ImportError:  # tests/ became a package
     from tests._cli import (SNIPPETS_DIR, counter_by_id, find_events, find_tensor, find_tensors,
-                            line_of, run_cli, run_python, storage_by_id, tensor_by_id,
+                            line_of, run_cli, run_many, run_python, storage_by_id, tensor_by_id,
                             validate_against_schema)
 
 SNIPPETS = sorted(p.name for p in SNIPPETS_DIR.glob("*.py"))
@@ -69,18 +70,43 @@ class Runs:
             elif what == "python":
                 fut = self.pool.submit(run_python, path)
             else:
-                report = self.tmp_dir / (Path(snippet).stem + ".report.json")
+                report = self._report_path(snippet)
                 fut = self.pool.submit(lambda: (*run_cli("run", "-o", str(report), path)[:3], report))
             self.futures[key] = fut
         return self.futures[key]
 
+    def _report_path(self, snippet: str) -> Path:
+        return self.tmp_dir / (Path(snippet).stem + ".report.json")
+
     def prefetch(self, json_for=(), identity_for=()):
-        # in the order the tests ask for them: the identity tests come first in the file
-        for s in identity_for:
-            self._submit("python", s)
-            self._submit("report", s)
-        for s in json_for:
-            self._submit("json" if s in JSON_MODE else "report", s)
+        """Start the runs the tests will ask for: python's as plain interpreters (the reference), beside
+        every tensorscope run forked from one process that imported torch once (run_many)."""
+        keys = [k for s in identity_for for k in (("python", s), ("report", s))]
+        keys += [("json" if s in JSON_MODE else "report", s) for s in json_for]
+        ours = [k for k in dict.fromkeys(keys) if k[0] != "python" and k not in self.futures]
+        if ours:
+            jobs = [("tensorscope", "run", "--json", str(SNIPPETS_DIR / s)) if what == "json"
+                    else ("tensorscope", "run", "-o", str(self._report_path(s)), str(SNIPPETS_DIR / s))
+                    for what, s in ours]
+            for k in ours:
+                self.futures[k] = Future()
+            batch = self.pool.submit(run_many, jobs)
+
+            def done(batch, ours=ours):
+                try:
+                    results = batch.result()
+                except BaseException as e:  # noqa: BLE001 - each test that asks sees it
+                    for k in ours:
+                        self.futures[k].set_exception(e)
+                    return
+                for (what, s), (rc, out, err, doc) in zip(ours, results):
+                    self.futures[(what, s)].set_result((rc, out, err, doc) if what == "json"
+                                                       else (rc, out, err, self._report_path(s)))
+
+            batch.add_done_callback(done)
+        for what, s in keys:
+            if what == "python":
+                self._submit("python", s)
 
     def json(self, snippet: str, command: str = "run"):
         """(returncode, stdout, output, doc) of `tensorscope run --json SNIPPET` (or explain): OUTPUT

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 
 import torch
 
@@ -43,6 +44,8 @@ class Growth:
         self.boundaries = 0
         self.samples: list[dict] = []
         self.seconds = 0.0
+        # storage address -> (weak reference to its storage, the step it was first sampled at)
+        self._born: dict[int, tuple] = {}
         # TENSORSCOPE_NO_RETENTION=1: no samples and no Memory held (benchmarks/run.py's comparison mode)
         self.enabled = not os.environ.get("TENSORSCOPE_NO_RETENTION")
 
@@ -74,8 +77,9 @@ class Growth:
 
     def _sample(self, walk) -> dict:
         keys: dict[int, set] = {}
+        born = self._births(walk)
         for key, (nbytes, r, tid) in walk.storages.items():
-            keys.setdefault(r, set()).add(_identity(walk, key, tid))
+            keys.setdefault(r, set()).add(_identity(walk, key, tid, born.get(key)))
         rb = walk.root_bytes()
         prev = self.samples[-1]["roots"] if self.samples else {}
         before = self.samples[-2]["roots"] if len(self.samples) > 1 else {}
@@ -97,6 +101,25 @@ class Growth:
                 entry["witness"] = self._witness(walk, r, kept or new)
             roots[name] = entry
         return {"step": self.boundaries, "truncated": walk.truncated, "roots": roots}
+
+    def _births(self, walk) -> dict[int, int]:
+        """Each storage's first sampled step, kept while that very storage lives (a weak reference to its
+        storage object: a new storage at a freed one's address is a new birth). See NOTE [Storage
+        identity across samples]."""
+        old, now = self._born, {}
+        step = self.boundaries
+        for key, (_, _, tid) in walk.storages.items():
+            seen = old.get(key)
+            if seen is not None and seen[0]() is not None:
+                now[key] = seen
+                continue
+            try:
+                ref = weakref.ref(walk.obj(tid).untyped_storage())
+            except Exception:  # nothing to watch: compared by address, as before the births
+                continue
+            now[key] = (ref, step)
+        self._born = now
+        return {key: b for key, (_, b) in now.items()}
 
     def _witness(self, walk, r, new_keys) -> dict:
         """The path to the largest storage new under root ``r``, or to its graph: on equal bytes, one
@@ -167,22 +190,27 @@ class Growth:
         return findings(self.samples)
 
 
-def _identity(walk, key, tid) -> tuple:
-    """A storage as the samples compare it: its address, and the object and step it was first reached
-    through. See NOTE [Storage identity across samples]."""
+def _identity(walk, key, tid, born) -> tuple:
+    """A storage as the samples compare it: its address, the object and step it was first reached
+    through, and its birth. See NOTE [Storage identity across samples]."""
     parent, step = walk._parent.get(tid, (None, {}))
-    return (key, parent, step.get("label"))
+    return (key, parent, step.get("label"), born)
 
 
 # NOTE [Storage identity across samples]
 # A storage's address (its StorageImpl) is reused by the allocator once the storage is freed: a leaf's
 # `.grad` freed by `zero_grad()` and the gradient a hook appends to a list next step can share one
 # address across two samples, so "new since the last sample" and "kept since the previous one" read
-# by address alone depended on where malloc put each step's tensors (the witness of
-# corpus_retention/grad_hook_collector.py was then `.weight -> .grad`, a container-grows finding at
-# the wrong line, in some runs). A storage is therefore compared by its address and the object and
-# label it was first reached through (`seen` and `[5]`; `weight` and `.grad`): a list's new item is
-# new even at a reused address, a `.grad` replaced in place of the last one is the same holder's.
+# by address alone depended on where malloc put each step's tensors. A storage is therefore compared
+# by its address, the object and label it was first reached through (`seen` and `[5]`; `weight` and
+# `.grad`), and its birth: the step of the first sample that saw this very storage, carried from
+# sample to sample by a weak reference to its storage object (torch keeps a storage's Python object
+# while the storage lives, measured on 2.2.2, 2.6.0 and 2.13.0), so a reference that died means a new
+# storage at an old address. Without the birth, a `.weight.grad` at one address at steps 6 and 8 and
+# at another at step 5 read as kept since step 6, and being larger than the list's new items it was
+# the witness: the forward hook of corpus_retention/hook_collects_inputs_cpu.py was reported as
+# `container-grows` with no line in some runs (where malloc puts a step's tensors differs between
+# processes, more so under load).
 
 
 def family(witness: dict, nodes_grew: bool) -> str:
