@@ -10,17 +10,9 @@ import sys
 from dataclasses import dataclass
 from typing import List, Optional
 
-import typer
 
 from tensorscope.exitcodes import ExitCode
 
-app = typer.Typer(
-    add_completion=True,  # --install-completion / --show-completion (typer's own)
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="Inspect what a PyTorch program does to its tensors: storage sharing, version counters, "
-    "autograd state, and the line behind every backward failure.",
-)
 
 
 DEVICE_MODES = ("auto", "cpu", "cuda")
@@ -51,22 +43,28 @@ def _err(text: str) -> None:
 # stderr and exit 2, any other exception "internal error" and exit 4, or, with --traceback, the
 # exception itself (as httpie and pip-audit do: `main()` with error handling wraps `program()`
 # without). click's own parsing errors, before a command runs, are main()'s.
+def _guarded(body, params: dict) -> int:
+    """``body(**params)``'s exit code, its errors handled as NOTE [One place for errors] says."""
+    try:
+        code = body(**params)
+    except UsageError as e:
+        _err(str(e))
+        code = ExitCode.USAGE
+    except Exception:
+        if params.get("traceback_"):
+            raise
+        _err("internal error (run again with --traceback and report it)")
+        code = ExitCode.INTERNAL
+    return int(code)
+
+
 def _command(body):
+    """``body`` as a typer command (see NOTE [One place for errors])."""
+    import typer
+
     @functools.wraps(body)  # typer reads the parameters through __wrapped__
     def command(**params):
-        try:
-            code = body(**params)
-        except UsageError as e:
-            _err(str(e))
-            code = ExitCode.USAGE
-        except typer.Exit:
-            raise
-        except Exception:
-            if params.get("traceback_"):
-                raise
-            _err("internal error (run again with --traceback and report it)")
-            code = ExitCode.INTERNAL
-        raise typer.Exit(int(code))
+        raise typer.Exit(_guarded(body, params))
 
     return command
 
@@ -104,6 +102,8 @@ class Request:
 
 
 def _version_callback(value: bool) -> None:
+    import typer
+
     if value:
         sys.stdout.write(_version_line() + "\n")
         raise typer.Exit(ExitCode.OK)
@@ -122,51 +122,63 @@ def _version_line() -> str:
     return f"tensorscope {__version__} (torch {torch_version})"
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
-                                 help="Print tensorscope's and torch's versions and exit."),
-) -> None:
-    """Inspect what a PyTorch program does to its tensors: storage sharing, version counters,
-    autograd state, and the line behind every backward failure."""
+# NOTE [The command line without typer]
+# typer and click (about 0.05 s of imports and parsing, before torch) are needed only for help,
+# completion and usage errors. `main()` parses the common forms of `run` and `explain` itself
+# (`_fast_params`: the options below, each at most once, before a PROGRAM that is not `-`, no
+# `--`, no `--help`, `--traceback`, `--message` or shell completion) into the very parameters
+# typer would give the same command body; anything else, an error included, goes to the typer
+# app, built on first use, which says and exits as it always has.
+_FLAGS = {"run": {"--json": "json_", "-m": "module", "--module": "module", "--ops": "ops",
+                  "--check-values": "check_values", "--all-ranks": "all_ranks", "--full": "full"},
+          "explain": {"--json": "json_", "-m": "module", "--module": "module", "--all-ranks": "all_ranks",
+                      "--full": "full", "--report": "report"}}
+_VALUED = {"-o": "output", "--output": "output", "--device": "device", "--timeout": "timeout",
+           "--fail-on": "fail_on", "--tensor": "tensor", "--line": "line"}
 
 
-_PROGRAM = typer.Argument(None, metavar="PROGRAM", show_default=False,
-                          help="The program to run (- reads it from stdin), or with -m the module.")
-_PROG_ARGS = typer.Argument(None, help="Everything after PROGRAM goes to the program untouched.", show_default=False)
-_MODULE = typer.Option(False, "-m", "--module", help="Run the module PROGRAM as `python -m PROGRAM ARGS` does (-m MODULE [ARGS...]).")
-_JSON = typer.Option(False, "--json", help="Print one JSON document on stdout (the program's stdout goes to stderr).")
-_OUTPUT = typer.Option(None, "--output", "-o", help="Write the report to FILE (JSON if it ends in .json) and leave the program's output untouched.")
-_DEVICE = typer.Option("auto", "--device", help="auto: change nothing; cpu: run CUDA code on the CPU; cuda: make CUDA the default device.")
-_TIMEOUT = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial.")
-_FAIL_ON = typer.Option(None, "--fail-on", help="Exit 5 when something is found: hazard (a hazard) or diagnosis (a failure diagnosis or a hazard).")
-_ALL_RANKS = typer.Option(False, "--all-ranks", help="Under torchrun, print every rank's report (default: rank 0 only).")
-_TRACEBACK = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error.")
-_FULL = typer.Option(False, "--full", help="Print the complete report: every tensor, storage and event (JSON: the full form, not the compact one).")
-_TENSOR = typer.Option(None, "--tensor", help="Print one tensor's history, aliases and version changes (a name or an id like t3).")
-_LINE = typer.Option(None, "--line", help="Print what one source line did (FILE:LINE or LINE).")
+def _fast_params(argv: list) -> Optional[tuple]:
+    """``(command body, params)`` for a common command line, else None (typer parses it)."""
+    if len(argv) < 2 or argv[0] not in _FLAGS or "--" in argv:
+        return None
+    if any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ):  # click's shell completion
+        return None
+    flags = _FLAGS[argv[0]]
+    params: dict = {}
+    i = 1
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("-") or token == "-":
+            break
+        name, eq, value = token.partition("=")
+        if name in _VALUED:
+            if not eq:
+                i += 1
+                if i >= len(argv):
+                    return None
+                value = argv[i]
+            if value.startswith("-"):
+                return None
+            key = _VALUED[name]
+        elif token in flags:
+            key, value = flags[token], True
+        else:
+            return None
+        if key in params:
+            return None
+        params[key] = value
+        i += 1
+    if i >= len(argv) or argv[i] == "-":
+        return None
+    params["program"] = argv[i]
+    params["args"] = argv[i + 1:]
+    return (_run if argv[0] == "run" else _explain), params
 
 
-@app.command(context_settings=_PROGRAM_CONTEXT)
-@_command
-def run(
-    program: Optional[str] = _PROGRAM,
-    args: Optional[List[str]] = _PROG_ARGS,
-    module: bool = _MODULE,
-    json_: bool = _JSON,
-    output: Optional[str] = _OUTPUT,
-    device: str = _DEVICE,
-    timeout: Optional[str] = _TIMEOUT,
-    ops: bool = typer.Option(False, "--ops", help="Also record one event per aten op (slower; see the benchmark)."),
-    check_values: bool = typer.Option(False, "--check-values", help="Check the bytes of every saved tensor at backward, as explain does (registers saved-tensor hooks; see the benchmark)."),
-    fail_on: Optional[str] = _FAIL_ON,
-    all_ranks: bool = _ALL_RANKS,
-    traceback_: bool = _TRACEBACK,
-    full: bool = _FULL,
-    tensor: Optional[str] = _TENSOR,
-    line: Optional[str] = _LINE,
-) -> int:
-    """Run PROGRAM as `python PROGRAM ARGS` would, then report its tensors, aliases, versions and autograd events."""
+def _run(program=None, args=None, module=False, json_=False, output=None, device="auto", timeout=None, ops=False,
+         check_values=False, fail_on=None, all_ranks=False, traceback_=False, full=False, tensor=None,
+         line=None) -> int:
+    """The body of `run` (see the command's help in ``_typer_app``)."""
     if program is None:
         raise UsageError("run needs a PROGRAM (or -m MODULE) (see 'tensorscope run --help')")
     return _main(_request("run", program, args, module=module, json=json_, output=output, device=device, timeout=timeout,
@@ -174,30 +186,10 @@ def run(
                    line=line, check_values=check_values))
 
 
-@app.command(context_settings=_PROGRAM_CONTEXT)
-@_command
-def explain(
-    program: Optional[str] = typer.Argument(None, metavar="PROGRAM", show_default=False,
-                                            help="A program to run and explain (with -m a module), a saved report (FILE.json) to explain again, or - to read an error text from stdin."),
-    args: Optional[List[str]] = _PROG_ARGS,
-    module: bool = _MODULE,
-    message: Optional[str] = typer.Option(None, "--message", help="Explain this error text (nothing is run)."),
-    json_: bool = _JSON,
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report to FILE and leave the program's output untouched."),
-    device: str = typer.Option("auto", "--device", help="As for run."),
-    timeout: Optional[str] = typer.Option(None, "--timeout", help="As for run."),
-    fail_on: Optional[str] = _FAIL_ON,
-    all_ranks: bool = _ALL_RANKS,
-    traceback_: bool = _TRACEBACK,
-    full: bool = _FULL,
-    tensor: Optional[str] = _TENSOR,
-    line: Optional[str] = _LINE,
-    report: bool = typer.Option(False, "--report", help="Print the report after a clean verdict too."),
-) -> int:
-    """Explain the first backward failure of PROGRAM (or of a pasted error text): the line, the alias, the node, the fix.
-
-    Unlike run, explain registers saved-tensor hooks to learn the saving line, the version at save and silent writes. A program that inspects saved variables can see them: grad_fn._raw_saved_x.unpack_hook is tensorscope's, _raw_saved_x.register_hooks refuses a second pair of hooks, grad_fn._saved_x is a new tensor object (`is` the input is False), and a __torch_dispatch__ subclass sees one aten.detach per saved input unpacked. Use run for such programs: it registers none.
-    """
+def _explain(program=None, args=None, module=False, message=None, json_=False, output=None, device="auto",
+             timeout=None, fail_on=None, all_ranks=False, traceback_=False, full=False, tensor=None, line=None,
+             report=False) -> int:
+    """The body of `explain` (see the command's help in ``_typer_app``)."""
     if message is not None or (program == "-" and not module):
         if message is not None and program is not None:
             raise UsageError("give either a program, - (error text on stdin) or --message, not two of them")
@@ -215,6 +207,103 @@ def explain(
     return _main(_request("explain", program, args, module=module, json=json_, output=output, device=device,
                           timeout=timeout, traceback=traceback_, fail_on=fail_on, all_ranks=all_ranks, full=full,
                           tensor=tensor, line=line, report=report))
+
+
+@functools.lru_cache(maxsize=None)
+def _typer_app():
+    """The typer app of every command (help, completion, usage errors): see NOTE [The command line without typer]."""
+    import typer
+
+    app = typer.Typer(
+        add_completion=True,  # --install-completion / --show-completion (typer's own)
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        help="Inspect what a PyTorch program does to its tensors: storage sharing, version counters, "
+        "autograd state, and the line behind every backward failure.",
+    )
+
+    @app.callback()
+    def _root(
+        version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True,
+                                     help="Print tensorscope's and torch's versions and exit."),
+    ) -> None:
+        """Inspect what a PyTorch program does to its tensors: storage sharing, version counters,
+        autograd state, and the line behind every backward failure."""
+
+    _PROGRAM = typer.Argument(None, metavar="PROGRAM", show_default=False,
+                              help="The program to run (- reads it from stdin), or with -m the module.")
+    _PROG_ARGS = typer.Argument(None, help="Everything after PROGRAM goes to the program untouched.", show_default=False)
+    _MODULE = typer.Option(False, "-m", "--module", help="Run the module PROGRAM as `python -m PROGRAM ARGS` does (-m MODULE [ARGS...]).")
+    _JSON = typer.Option(False, "--json", help="Print one JSON document on stdout (the program's stdout goes to stderr).")
+    _OUTPUT = typer.Option(None, "--output", "-o", help="Write the report to FILE (JSON if it ends in .json) and leave the program's output untouched.")
+    _DEVICE = typer.Option("auto", "--device", help="auto: change nothing; cpu: run CUDA code on the CPU; cuda: make CUDA the default device.")
+    _TIMEOUT = typer.Option(None, "--timeout", help="Stop the program after SECONDS (exit 124); the report is partial.")
+    _FAIL_ON = typer.Option(None, "--fail-on", help="Exit 5 when something is found: hazard (a hazard) or diagnosis (a failure diagnosis or a hazard).")
+    _ALL_RANKS = typer.Option(False, "--all-ranks", help="Under torchrun, print every rank's report (default: rank 0 only).")
+    _TRACEBACK = typer.Option(False, "--traceback", help="Show tensorscope's own traceback on an internal error.")
+    _FULL = typer.Option(False, "--full", help="Print the complete report: every tensor, storage and event (JSON: the full form, not the compact one).")
+    _TENSOR = typer.Option(None, "--tensor", help="Print one tensor's history, aliases and version changes (a name or an id like t3).")
+    _LINE = typer.Option(None, "--line", help="Print what one source line did (FILE:LINE or LINE).")
+
+    @app.command(context_settings=_PROGRAM_CONTEXT)
+    @_command
+    def run(
+        program: Optional[str] = _PROGRAM,
+        args: Optional[List[str]] = _PROG_ARGS,
+        module: bool = _MODULE,
+        json_: bool = _JSON,
+        output: Optional[str] = _OUTPUT,
+        device: str = _DEVICE,
+        timeout: Optional[str] = _TIMEOUT,
+        ops: bool = typer.Option(False, "--ops", help="Also record one event per aten op (slower; see the benchmark)."),
+        check_values: bool = typer.Option(False, "--check-values", help="Check the bytes of every saved tensor at backward, as explain does (registers saved-tensor hooks; see the benchmark)."),
+        fail_on: Optional[str] = _FAIL_ON,
+        all_ranks: bool = _ALL_RANKS,
+        traceback_: bool = _TRACEBACK,
+        full: bool = _FULL,
+        tensor: Optional[str] = _TENSOR,
+        line: Optional[str] = _LINE,
+    ) -> int:
+        """Run PROGRAM as `python PROGRAM ARGS` would, then report its tensors, aliases, versions and autograd events."""
+        return _run(program=program, args=args, module=module, json_=json_, output=output, device=device,
+                    timeout=timeout, ops=ops, check_values=check_values, fail_on=fail_on, all_ranks=all_ranks,
+                    traceback_=traceback_, full=full, tensor=tensor, line=line)
+
+    @app.command(context_settings=_PROGRAM_CONTEXT)
+    @_command
+    def explain(
+        program: Optional[str] = typer.Argument(None, metavar="PROGRAM", show_default=False,
+                                                help="A program to run and explain (with -m a module), a saved report (FILE.json) to explain again, or - to read an error text from stdin."),
+        args: Optional[List[str]] = _PROG_ARGS,
+        module: bool = _MODULE,
+        message: Optional[str] = typer.Option(None, "--message", help="Explain this error text (nothing is run)."),
+        json_: bool = _JSON,
+        output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report to FILE and leave the program's output untouched."),
+        device: str = typer.Option("auto", "--device", help="As for run."),
+        timeout: Optional[str] = typer.Option(None, "--timeout", help="As for run."),
+        fail_on: Optional[str] = _FAIL_ON,
+        all_ranks: bool = _ALL_RANKS,
+        traceback_: bool = _TRACEBACK,
+        full: bool = _FULL,
+        tensor: Optional[str] = _TENSOR,
+        line: Optional[str] = _LINE,
+        report: bool = typer.Option(False, "--report", help="Print the report after a clean verdict too."),
+    ) -> int:
+        """Explain the first backward failure of PROGRAM (or of a pasted error text): the line, the alias, the node, the fix.
+
+        Unlike run, explain registers saved-tensor hooks to learn the saving line, the version at save and silent writes. A program that inspects saved variables can see them: grad_fn._raw_saved_x.unpack_hook is tensorscope's, _raw_saved_x.register_hooks refuses a second pair of hooks, grad_fn._saved_x is a new tensor object (`is` the input is False), and a __torch_dispatch__ subclass sees one aten.detach per saved input unpacked. Use run for such programs: it registers none.
+        """
+        return _explain(program=program, args=args, module=module, message=message, json_=json_, output=output,
+                        device=device, timeout=timeout, fail_on=fail_on, all_ranks=all_ranks, traceback_=traceback_,
+                        full=full, tensor=tensor, line=line, report=report)
+
+    return app
+
+
+def __getattr__(name: str):
+    if name == "app":  # `from tensorscope.cli import app` (typer's CliRunner)
+        return _typer_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _request(command: str, program: str, args, **options) -> Request:
@@ -564,13 +653,20 @@ def _read_program(program: str) -> bytes:
 def main() -> None:
     """Entry point of the `tensorscope` command: one-line usage errors, documented exit codes
     (a command's own errors: see NOTE [One place for errors])."""
+    fast = _fast_params(sys.argv[1:])
+    if fast is not None:
+        try:
+            code = _guarded(*fast)
+        except KeyboardInterrupt:  # as typer ends a command that a Ctrl-C stopped: exit 130, nothing said
+            code = ExitCode.INTERRUPTED
+        sys.exit(int(code or 0))
     try:
         from click import exceptions
     except ImportError:  # newer typer releases vendor click
         from typer._click import exceptions
 
     try:
-        code = app(standalone_mode=False)
+        code = _typer_app()(standalone_mode=False)
     except exceptions.NoArgsIsHelpError as e:
         sys.stdout.write(e.ctx.get_help() + "\n")
         code = ExitCode.USAGE

@@ -155,3 +155,47 @@ def test_ops_mode_records_aten_ops_with_writes(tmp_path):
     # the default mode records no op events
     _, _, _, plain = run_cli("run", "--json", str(p), cwd=tmp_path)
     assert not [e for e in plain["events"] if e["kind"] == "op"]
+
+
+@pytest.mark.parametrize("argv, params", [
+    (["run", "p.py"], {"program": "p.py", "args": []}),
+    (["run", "-o", "r.json", "--json", "p.py", "a", "--help", "-o", "x"],
+     {"output": "r.json", "json_": True, "program": "p.py", "args": ["a", "--help", "-o", "x"]}),
+    (["run", "--output=r.json", "--device", "cpu", "--timeout=5", "--fail-on", "hazard", "-m", "pkg.mod"],
+     {"output": "r.json", "device": "cpu", "timeout": "5", "fail_on": "hazard", "module": True, "program": "pkg.mod",
+      "args": []}),
+    (["explain", "--report", "--tensor", "x", "--line", "3", "p.py"],
+     {"report": True, "tensor": "x", "line": "3", "program": "p.py", "args": []}),
+])
+def test_common_command_lines_are_parsed_without_typer(argv, params):
+    """See NOTE [The command line without typer]: the parameters typer gives the same command body."""
+    from tensorscope import cli
+
+    body, got = cli._fast_params(argv)
+    assert body is (cli._run if argv[0] == "run" else cli._explain)
+    assert got == params
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["run"], ["--version"], ["run", "--help"], ["run", "--traceback", "p.py"], ["run", "--", "p.py"],
+    ["run", "p.py", "--", "a"], ["run", "-"], ["run", "--bogus", "p.py"], ["run", "-o"], ["run", "-o", "--json", "p.py"],
+    ["run", "-o", "a", "-o", "b", "p.py"], ["run", "--json=1", "p.py"], ["run", "--report", "p.py"],
+    ["explain", "--message", "text"], ["explain", "-"], ["explain", "--check-values", "p.py"], ["-o", "r.json", "p.py"],
+])
+def test_other_command_lines_go_to_typer(argv):
+    from tensorscope import cli
+
+    assert cli._fast_params(argv) is None
+
+
+def test_a_run_imports_no_typer_and_help_still_comes_from_typer(tmp_path):
+    p = prog(tmp_path, """
+        import sys
+        print(sorted(m for m in ("typer", "click") if m in sys.modules))
+    """)
+    rc, out, err, _ = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path)
+    assert (rc, out, err) == (0, "[]\n", "")
+    rc, out, err, _ = run_cli("run", "--help", cwd=tmp_path)
+    assert rc == 0 and "Usage:" in out and "--check-values" in out
+    rc, out, err, _ = run_cli("run", "--bogus", str(p), cwd=tmp_path)
+    assert rc == 2 and out == "" and err.startswith("tensorscope: No such option '--bogus'")

@@ -40,6 +40,7 @@ _CO_OPTIMIZED = 0x0001
 _ATOMS = (str, bytes, int, float, bool, complex, type(None), type, range, slice)
 _SAVED_NAMES: dict = {}  # node type -> its `_raw_saved_*` attribute names
 _USER_TYPES: dict = {}  # type -> whether it is one of the program's own classes
+_HAS_DICT: dict = {}  # type -> whether its instances may have a __dict__ (see _instance_dict)
 
 # Module attributes that hold hooks: the walk names them as PyTorch's register_* calls do.
 HOOK_DICTS = frozenset({"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
@@ -343,11 +344,26 @@ def _key_label(k) -> str:
 
 
 def _instance_dict(obj) -> dict:
+    cls = type(obj)
+    verdict = _HAS_DICT.get(cls)
+    if verdict is None:
+        verdict = _HAS_DICT[cls] = _may_have_dict(cls)
+    if not verdict:  # a C++ autograd node: asking raises, and the exception costs most of a node's visit
+        return {}
     try:
         d = object.__getattribute__(obj, "__dict__")
     except Exception:
         return {}
     return d if type(d) is dict else {}
+
+
+def _may_have_dict(cls) -> bool:
+    """Whether instances of ``cls`` can have a ``__dict__``: no instance dict slot and no class in its
+    MRO that defines ``__dict__`` means ``object.__getattribute__(obj, "__dict__")`` raises."""
+    try:
+        return cls.__dictoffset__ != 0 or any("__dict__" in vars(k) for k in cls.__mro__)
+    except Exception:
+        return True
 
 
 def _slot_names(cls) -> tuple:
