@@ -22,6 +22,8 @@ import traceback
 
 import torch  # noqa: F401  (the imports every job makes: done once, before the forks)
 
+import typer  # noqa: F401  (jobs that take typer's path: --help, usage errors)
+
 import tensorscope.cli  # noqa: F401
 import tensorscope.session  # noqa: F401
 
