@@ -19,7 +19,7 @@ import torch
 from tensorscope import holder_path
 
 from _browser import WINDOW, load, needs_browser, png_facts
-from _cli import REPO, line_of, run_cli, run_python, validate_against_schema
+from _cli import REPO, line_of, run_cli, run_many, run_python, validate_against_schema
 from _sample import ci_sample
 from retention_truth import culprit_line, expected_kind, twin_source
 
@@ -60,6 +60,25 @@ def test_fixed_twin_raises_no_alarm(prog, tmp_path):
     twin.write_text(twin_source(prog.read_text()))
     doc = _run(twin)
     assert not [f["kind"] for f in _findings(doc)], _findings(doc)
+
+
+def test_short_epochs_accumulator_is_found(tmp_path):
+    """NOTE [Growth inside a short loop]: `total_loss += loss` reset at the top of each 4-step epoch. torch
+    (a line tracer over train(), in the program's header): 0, 11, 18, 25 graph nodes at steps 1-4 of every
+    epoch, +7 per step. Power-of-two samples alone (8, 16, 32) all fall on the same step of an epoch."""
+    prog = REPO / "tests" / "corpus_retention" / "total_loss_short_epoch.py"
+    twin = tmp_path / prog.name
+    twin.write_text(twin_source(prog.read_text()))
+    (_, _, err, leak), (_, _, terr, fixed) = run_many([("tensorscope", "run", "--json", str(prog)),
+                                                        ("tensorscope", "run", "--json", str(twin))])
+    assert leak is not None and fixed is not None, (err + terr)[-2000:]
+    (f,) = [f for f in _findings(leak) if f["kind"] == "graph-kept-alive"]
+    assert f["culprit"]["line"] == culprit_line(prog.read_text()) and "7 graph nodes per step" in f["explanation"]
+    assert ".item()" in f["fix"]
+    steps = leak["memory"]["sampled_steps"]
+    assert 17 in steps and 18 in steps  # the window after 16
+    assert not _findings(fixed)
+    assert [s for s in fixed["memory"]["sampled_steps"] if s > 6] == [8, 9, 16, 17, 32, 33]  # two walks a window
 
 
 def test_retention_path_and_growth_in_json(tmp_path):
