@@ -11,7 +11,7 @@ import torch
 
 from tensorscope import compat
 from tensorscope.instrument import stale, state
-from tensorscope.instrument.frames import call_segment, library_name, receiver
+from tensorscope.instrument.frames import call_segment, library_name, peek_locals, receiver
 from tensorscope.instrument.recorder import byte_range as _byte_range, node_name
 from tensorscope.instrument.records import LoggedWrite, write_facts
 
@@ -252,7 +252,7 @@ class FailureGraph:
                     freed_by.setdefault(s, i)
                 earlier_nodes.update(seen)
             local = []
-            items = list(uf.f_locals.items()) if uf is not None else []
+            items = list(peek_locals(uf).items()) if uf is not None else []
             for name, v in items:
                 if not isinstance(v, _Tensor) or name.startswith("__"):
                     continue

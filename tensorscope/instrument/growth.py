@@ -72,10 +72,10 @@ class Growth:
         t0 = time.perf_counter()
         tracker = self.tracker
         active, tracker.active = tracker.active, False
-        roots = snaps = walk = None
+        roots = walk = None
         try:
             with torch._C.DisableTorchFunction():
-                roots, snaps = retention.frame_roots(frame, tracker.user)
+                roots = retention.frame_roots(frame, tracker.user)
                 walk = retention.Walk(tracker.user, budget=WALK_BUDGET).run(roots)
                 roots = None
                 self.samples.append(self._sample(walk))
@@ -84,9 +84,7 @@ class Growth:
         finally:
             if walk is not None:
                 walk.release()
-            if snaps:
-                retention.empty(snaps)
-            roots = snaps = walk = None
+            roots = walk = None
             tracker.active = active
             self.seconds += time.perf_counter() - t0
 

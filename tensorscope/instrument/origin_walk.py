@@ -46,6 +46,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
 from tensorscope import compat, source
+from tensorscope.instrument.frames import peek_locals
 from tensorscope.instrument.saved import Packed
 
 _Tensor = torch.Tensor
@@ -371,7 +372,7 @@ def _assigned(tracker, t, scopes=None) -> dict | None:
     f = sys._getframe(1)
     while f is not None:
         if f.f_code.co_filename in tracker.user:
-            names = [n for n, v in list(f.f_locals.items()) if v is t]
+            names = [n for n, v in peek_locals(f).items() if v is t]
             if names:
                 return assignment(f.f_code.co_filename, names[0], f.f_lineno)
         f = f.f_back
