@@ -399,3 +399,16 @@ def test_the_unused_input_is_named_whether_or_not_the_message_gives_its_index(tm
     rc, out, err, doc = run_cli("explain", "--json", str(prog), cwd=tmp_path)
     d = doc["diagnosis"]
     assert (d["kind"], d["culprit"]["line"], d["culprit"]["alias"]) == ("unused-input", 6, "W"), d
+
+
+def test_the_node_that_saved_a_tensor_detached_in_place_is_named_under_run():
+    """NOTE [Reading a saved tensor without its checks]: where torch cannot read a saved tensor without its
+    checks (2.2 to 2.9), the getter's value is used; `node._saved_self` does not raise for a tensor detached
+    in place, so `run` names the saving node on every release (MulBackward0 of `h * h`)."""
+    from _cli import REPO
+
+    prog = REPO / "tests" / "programs" / "kinds" / "saved_detached_inplace.py"
+    rc, out, err, doc = run_cli("run", "--json", str(prog), cwd=prog.parent)
+    d = doc["diagnosis"]
+    assert (d["kind"], d["culprit"]["line"], (d.get("saved_by") or {}).get("node")) == \
+        ("saved-detached-inplace", 6, "MulBackward0"), d
