@@ -18,12 +18,10 @@ code from the first block's folder (as ``run`` records a program's threads); an
 exception is diagnosed only by the block it leaves.
 
 NOTE [No frame or tensor kept alive]
-Names are read once, when the block exits, from the ``with`` statement's frame.
-On Python < 3.13 reading ``f_locals`` of a running function leaves a snapshot dict
-on the frame that holds every local of that moment until the function returns
-(see NOTE [No f_locals of running functions]); that dict is emptied again right
-after the report is built, so a tensor the caller drops after the block is freed
-at once. The report itself is plain data.
+Names are read once, when the block exits, from the ``with`` statement's frame,
+with ``peek_locals``, which leaves no snapshot of a running function's locals on
+its frame (NOTE [Locals of a running frame] in instrument/frames.py), so a tensor
+the caller drops after the block is freed at once. The report itself is plain data.
 """
 
 from __future__ import annotations
@@ -32,11 +30,10 @@ import functools
 import sys
 import threading
 
-from tensorscope.instrument.frames import strip_for_reraise
+from tensorscope.instrument.frames import peek_locals, strip_for_reraise
 
 _CO_OPTIMIZED = 0x0001
 _CO_SUSPENDS = 0x0020 | 0x0080 | 0x0200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
-_FROZEN_LOCALS = sys.version_info < (3, 13)  # PEP 667: from 3.13 f_locals is a proxy, no snapshot
 _lock = threading.Lock()
 _shared = None  # the recording in progress that blocks join (see NOTE [Nested blocks and threads])
 
@@ -397,32 +394,26 @@ def _leave(block: _Block) -> bool:
 def _finish(block: _Block, exc, where) -> dict:
     rec = block.recording
     last = _leave(block)
-    scope_dict = None
     try:
         if last and rec.control is not None:
             rec.control.stop()
-        scope, scope_dict = _scope(where)
+        scope = _scope(where)
         doc = _build(block, exc, scope)
     finally:
-        scope = None
-        if scope_dict is not None:
-            scope_dict.clear()  # see NOTE [No frame or tensor kept alive]
+        scope = None  # see NOTE [No frame or tensor kept alive]
         if last and rec.stack is not None:
             rec.stack.close()
     return doc
 
 
 def _scope(where):
-    """The names visible where the block ran: (merged dict, f_locals snapshot to empty afterwards)."""
+    """The names visible where the block ran (a new dict: globals, then the frame's locals)."""
     if callable(where):  # a namespace read when the block exits (an IPython cell's user_ns)
         where = where()
     if where is None or isinstance(where, dict):
-        return where, None
-    local_ns = where.f_locals
-    scope = {**where.f_globals, **local_ns}
-    frozen = (_FROZEN_LOCALS and where.f_code.co_flags & _CO_OPTIMIZED and isinstance(local_ns, dict)
-              and local_ns is not where.f_globals)
-    return scope, local_ns if frozen else None
+        return where
+    local_ns = peek_locals(where) if where.f_code.co_flags & _CO_OPTIMIZED else where.f_locals
+    return {**where.f_globals, **local_ns}
 
 
 def _build(block: _Block, exc, scope) -> dict:

@@ -34,7 +34,8 @@ _autograd = torch._C._autograd
 # _top_saved_tensors_default_hooks``. torch 2.2 to 2.6 (measured on 2.2.2 and 2.6.0) have no such
 # reader, only ``_push_``/``_pop_saved_tensors_default_hooks``. There a shadow of the stack (one
 # per thread, as the stack itself) is kept: tensorscope's own pushes, and the program's pushes
-# seen through a wrapper of ``_push_``/``_pop_`` that the run installs (``saved_hooks_patches``;
+# seen through a wrapper of ``_push_``/``_pop_`` that the run installs (``saved_hooks_patches``, dressed as
+# the builtins they replace, so they introspect as under python;
 # ``torch.autograd.graph.saved_tensors_hooks`` and ``save_on_cpu`` call them by attribute).
 # Hooks pushed before the run began are below ours, so "are ours on top" is still answered
 # exactly; only "is any hook on the stack" is not, and nothing asks it any more (see
@@ -131,7 +132,9 @@ except AttributeError:
 # fit the text, no culprit is named. Without ``unpack_hook`` a saved variable carrying the program's
 # own hooks cannot be told apart, so on those releases reading the graph after the failure may call
 # the program's unpack hook once more per saved variable read (the program's hooks also switch the
-# version check off, so such a variable is never the stale one).
+# version check off, so such a variable is never the stale one). A saved tensor detached in place
+# (``detach_()``) does not make ``node._saved_x`` raise (measured on 2.2.2 and 2.13.0: only backward's own
+# unpack does), so there the getter's value is the saved tensor matched against the logged ``detach_()``.
 _SavedTensor = getattr(_autograd, "SavedTensor", None)
 CAN_READ_SAVED_DATA = _SavedTensor is not None and hasattr(_SavedTensor, "data")
 
@@ -144,6 +147,21 @@ def saved_data(raw):
 def saved_unpack_hook(raw):
     """The unpack hook set on a ``SavedTensor``, or None (also where torch does not expose it)."""
     return getattr(raw, "unpack_hook", None)
+
+
+# NOTE [The unused input's index before torch 2.9]
+# torch 2.9 and later (measured on 2.9.1, 2.13.0) name the input ``autograd.grad`` found unused: "The
+# differentiated Tensor at index 1 appears to not have been used in the graph". torch 2.2 to 2.8 (measured
+# on 2.2.2, 2.3.1, 2.4.1, 2.5.1, 2.6.0, 2.7.1, 2.8.0) say "One of the differentiated Tensors appears to not
+# have been used in the graph", with no index. Told apart by the message itself, not the version: when it
+# has no index, the wrapper of ``autograd.grad`` walks the outputs' graph (bounded) and records the first
+# input whose ``grad_fn`` (or, for a leaf, whose ``AccumulateGrad`` node) it does not reach, as torch does
+# (instrument/backward_calls.py); kinds/unused_input.py then names it as on 2.9.
+_UNUSED_NO_INDEX = "One of the differentiated Tensors appears to not have been used in the graph"
+
+
+def unused_input_without_index(message: str) -> bool:
+    return _UNUSED_NO_INDEX in (message or "")
 
 
 # NOTE [The origin mode crashes torch before 2.11]

@@ -375,3 +375,40 @@ def test_the_alias_a_write_went_through_is_named_on_every_python(tmp_path):
         assert got.get(line) == aliases, (line, got.get(line), aliases)
     culprit = doc["diagnosis"]["culprit"]
     assert code == plain[0] and (culprit["line"], culprit["alias"]) == (lines.index("view.zero_()  # alias: view") + 1, "view"), culprit
+
+
+UNUSED_REBOUND = """
+    import torch
+
+    W = torch.randn(3, requires_grad=True)
+    x = torch.randn(3, requires_grad=True)
+    loss = (W * x).sum()
+    W = W * 1.0
+    gx, gW = torch.autograd.grad(loss, [x, W])
+"""
+
+
+def test_the_unused_input_is_named_whether_or_not_the_message_gives_its_index(tmp_path):
+    """NOTE [The unused input's index before torch 2.9]: torch's own message either names index 1 or no index
+    (2.2 to 2.8); either way the culprit is `W`, rebound at line 6 after the outputs used the old tensor."""
+    prog = _program(tmp_path, UNUSED_REBOUND)
+    rc, _, err = run_python(prog, cwd=tmp_path)
+    last = err.strip().splitlines()[-1]
+    assert rc == 1 and "appears to not have been used in the graph" in last
+    assert compat.unused_input_without_index(last) is ("at index" not in last)
+    rc, out, err, doc = run_cli("explain", "--json", str(prog), cwd=tmp_path)
+    d = doc["diagnosis"]
+    assert (d["kind"], d["culprit"]["line"], d["culprit"]["alias"]) == ("unused-input", 6, "W"), d
+
+
+def test_the_node_that_saved_a_tensor_detached_in_place_is_named_under_run():
+    """NOTE [Reading a saved tensor without its checks]: where torch cannot read a saved tensor without its
+    checks (2.2 to 2.9), the getter's value is used; `node._saved_self` does not raise for a tensor detached
+    in place, so `run` names the saving node on every release (MulBackward0 of `h * h`)."""
+    from _cli import REPO
+
+    prog = REPO / "tests" / "programs" / "kinds" / "saved_detached_inplace.py"
+    rc, out, err, doc = run_cli("run", "--json", str(prog), cwd=prog.parent)
+    d = doc["diagnosis"]
+    assert (d["kind"], d["culprit"]["line"], (d.get("saved_by") or {}).get("node")) == \
+        ("saved-detached-inplace", 6, "MulBackward0"), d

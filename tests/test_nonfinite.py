@@ -154,6 +154,40 @@ def test_a_program_that_raises_on_the_nan_gets_the_diagnosis():
     assert "clamp" in out.stdout  # log of 0 or negative values: clamp its input
 
 
+SHAPE_ERROR_ON_NAN = """\
+import torch
+
+x = torch.tensor([[0.0, 0.0], [1.0, 2.0]])  # row 0 is 0/0
+y = x / x.sum(1, keepdim=True)
+w = torch.ones(3, 4, requires_grad=True)
+out = y @ w
+"""
+
+
+def test_an_op_that_raises_on_a_nan_names_its_origin(tmp_path, schema):
+    """NOTE [An op that raised on a non-finite input]: a 0/0 from a blank image reaches binary_cross_entropy,
+    which raises a plain RuntimeError (torch's range check); the origin is the division (measure.py: line 35,
+    forward, second batch). A shape error on a line that reads a NaN is not blamed on it."""
+    ref = plain("normalize_blank_image_bce.py")
+    assert ref.returncode == 1 and ref.stdout == "0 48.026\n"
+    assert ref.stderr.strip().splitlines()[-1] == "RuntimeError: all elements of input should be between 0 and 1"
+    out = cli("explain", "--json", "normalize_blank_image_bce.py")
+    assert out.stderr.replace("\r", "").startswith(ref.stdout) and ref.stderr.strip() in out.stderr
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    d = doc["diagnosis"]
+    assert doc["program"]["exit_status"] == 1
+    assert (d["kind"], d["culprit"]["line"], d["nonfinite"]["aten"], d["nonfinite"]["phase"]) == \
+        ("non-finite-value", 35, "aten.div", "forward")
+    assert "`recon_x`, `x`" in d["explanation"] and "F.normalize" in d["fix"]
+    prog = tmp_path / "shape_error_on_nan.py"
+    prog.write_text(SHAPE_ERROR_ON_NAN)
+    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=600)
+    assert "cannot be multiplied" in ref.stderr.strip().splitlines()[-1]
+    doc = json.loads(cli("explain", "--json", str(prog), cwd=tmp_path).stdout)
+    assert doc["diagnosis"]["kind"] != "non-finite-value"
+
+
 def test_sarif_carries_the_origin(tmp_path):
     sarif = tmp_path / "r.sarif"
     cli("explain", "-o", str(sarif), "softmax_all_masked.py")

@@ -80,6 +80,25 @@ def test_fixed_twin_raises_no_alarm(prog, scored):
     assert not [f["kind"] for f in _findings(doc)], _findings(doc)
 
 
+def test_short_epochs_accumulator_is_found(tmp_path):
+    """NOTE [Growth inside a short loop]: `total_loss += loss` reset at the top of each 4-step epoch. torch
+    (a line tracer over train(), in the program's header): 0, 11, 18, 25 graph nodes at steps 1-4 of every
+    epoch, +7 per step. Power-of-two samples alone (8, 16, 32) all fall on the same step of an epoch."""
+    prog = REPO / "tests" / "corpus_retention" / "total_loss_short_epoch.py"
+    twin = tmp_path / prog.name
+    twin.write_text(twin_source(prog.read_text()))
+    (_, _, err, leak), (_, _, terr, fixed) = run_many([("tensorscope", "run", "--json", str(prog)),
+                                                        ("tensorscope", "run", "--json", str(twin))])
+    assert leak is not None and fixed is not None, (err + terr)[-2000:]
+    (f,) = [f for f in _findings(leak) if f["kind"] == "graph-kept-alive"]
+    assert f["culprit"]["line"] == culprit_line(prog.read_text()) and "7 graph nodes per step" in f["explanation"]
+    assert ".item()" in f["fix"]
+    steps = leak["memory"]["sampled_steps"]
+    assert 17 in steps and 18 in steps  # the window after 16
+    assert not _findings(fixed)
+    assert [s for s in fixed["memory"]["sampled_steps"] if s > 6] == [8, 9, 16, 17, 32, 33]  # two walks a window
+
+
 def test_retention_path_and_growth_in_json(scored):
     prog = REPO / "tests" / "corpus_retention" / "loss_list_append.py"
     doc = _scored_doc(scored[prog.stem][0]) if prog.stem in scored else _run(prog)  # the sampled run, if there is one

@@ -359,3 +359,21 @@ def test_every_replaced_attribute_introspects_as_under_python(tmp_path):
     # issue 10, item 7: what python raises, not "property of 'Tensor' object has no deleter"
     assert ("Tensor.data del instance.data: raises RuntimeError: Deleting tensor data is not allowed. "
             "Delete tensor instead!\n") in out
+
+
+def test_a_running_function_keeps_no_local_alive(tmp_path):
+    """NOTE [Locals of a running frame]: tensorscope reads the names of a running function (a parameter shared
+    between modules, the origin of a NaN loss, a growth sample) and the function's dropped tensors are still
+    freed at once, as under python (a weakref to each is dead right after `del`; before Python 3.13 a plain
+    `f_locals` read kept them until the function returned)."""
+    from _cli import run_many
+
+    prog = REPO / "tests" / "programs" / "locals_not_kept.py"
+    (rc, want, err), run, explain = run_many([
+        ("python", prog), ("tensorscope", "run", "-o", str(tmp_path / "r.json"), str(prog)),
+        ("tensorscope", "explain", "-o", str(tmp_path / "e.json"), str(prog))])
+    assert rc == 0 and want.count("True") == 5, err[-2000:]
+    assert run[1] == want and explain[1] == want, (run[1], explain[1])
+    # explain did read the function's frame for the NaN's origin: the line that computed `scale`
+    doc = json.loads((tmp_path / "e.json").read_text())
+    assert [h["culprit"]["line"] for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"] == [23]

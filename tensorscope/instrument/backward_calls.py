@@ -12,6 +12,7 @@ import weakref
 
 import torch
 
+from tensorscope import compat
 from tensorscope.instrument import links, retention, stale
 from tensorscope.instrument.failure_graph import _is_freed_error, accumulated_leaves
 from tensorscope.instrument.frames import receiver, user_frame
@@ -80,6 +81,10 @@ class BackwardCalls:
                      "is_leaf": bool(r.is_leaf)}
                 root_facts.append(f)
             ctx["roots"] = root_facts
+            if op == "grad":  # see NOTE [The unused input's index before torch 2.9] in compat.py
+                inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+                ctx["_inputs"] = _weak([inputs] if isinstance(inputs, _Tensor) else
+                                       [t for t in (inputs or ()) if isinstance(t, _Tensor)])
             if detailed:
                 names = rec.names_in(uf, roots)
                 receiver_name = receiver(loc["segment"], "backward") if loc["library"] is None else None
@@ -180,12 +185,40 @@ class BackwardCalls:
                     if failure["saved"] is None and saved is not None:
                         failure["saved"] = rec.saved_failure = saved
                     failure["autograd_graph"] = graph
+                elif compat.unused_input_without_index(failure["message"]):
+                    failure["unused_input"] = _first_unused(roots or [], ctx.pop("_inputs", None) or [])
                 elif stale.is_stale_error(failure["message"]):  # a saved tensor detached in place
                     saved, graph = rec.failure_graph.stale_facts(roots or [], str(error))
                     failure["detached"] = rec.saved_checks.detached or saved
                     failure["autograd_graph"] = graph
         except Exception:
             pass
+
+
+def _first_unused(roots, inputs, limit: int = 100_000) -> int | None:
+    """The index of the first of ``inputs`` (weak refs) that the graph of ``roots`` does not reach: its
+    ``grad_fn`` is not in it, or, for a leaf, no ``AccumulateGrad`` node of it is (bounded walk)."""
+    nodes, leaves, stack = set(), set(), [r.grad_fn for r in roots if r.grad_fn is not None]
+    while stack and len(nodes) < limit:
+        n = stack.pop()
+        if n is None or n in nodes:
+            continue
+        nodes.add(n)
+        v = getattr(n, "variable", None)
+        if isinstance(v, _Tensor):
+            leaves.add(id(v))
+        stack.extend(f for f, _ in n.next_functions)
+    if stack:
+        return None  # not walked to the end: no claim
+    root_ids = {id(r) for r in roots}
+    for i, ref in enumerate(inputs):
+        t = ref()
+        if t is None:
+            return None
+        if id(t) in root_ids or (t.grad_fn is not None and t.grad_fn in nodes) or id(t) in leaves:
+            continue
+        return i
+    return None
 
 
 def _weak(tensors) -> list:

@@ -33,7 +33,7 @@ import threading
 import torch
 
 from tensorscope.instrument.fingerprint import checksum
-from tensorscope.instrument.frames import strip_for_reraise, user_frame
+from tensorscope.instrument.frames import peek_locals, strip_for_reraise, user_frame
 from tensorscope.instrument.recorder import inspectable, storage_key
 from tensorscope.instrument.transparent import named
 
@@ -113,7 +113,7 @@ def _ddp_frame(frame):
 def _module_tensors(ddp_frame, tensors):
     """The module's own parameters and buffers behind ``tensors`` (construction broadcasts detached
     aliases: the write is recorded on the tensor the program holds, which shares their version counter)."""
-    ddp = ddp_frame.f_locals.get("self") if ddp_frame.f_code.co_name == "__init__" else None
+    ddp = peek_locals(ddp_frame).get("self") if ddp_frame.f_code.co_name == "__init__" else None
     module = getattr(ddp, "module", None)
     if module is None:
         return list(tensors)

@@ -11,7 +11,7 @@ import torch
 
 from tensorscope import compat
 from tensorscope.instrument import stale, state
-from tensorscope.instrument.frames import call_segment, library_name, receiver
+from tensorscope.instrument.frames import call_segment, library_name, peek_locals, receiver
 from tensorscope.instrument.recorder import byte_range as _byte_range, node_name
 from tensorscope.instrument.records import LoggedWrite, write_facts
 
@@ -48,6 +48,19 @@ def accumulated_leaves(roots, limit: int = _MAX_WALK) -> tuple[list, int]:
         except Exception:
             continue
     return out, len(visited)
+
+
+def _saved_values(entry) -> list:
+    """The tensors of a saved variable: read without checks where torch can, else (torch 2.2 to 2.9) the
+    getter's own value, which a tensor detached in place does not stop (NOTE [Reading a saved tensor without
+    its checks] in compat.py)."""
+    values = [stale._raw_tensor(r) for r in entry["raws"]]
+    if compat.CAN_READ_SAVED_DATA or any(v is not None for v in values):
+        return values
+    v = entry.get("value")
+    if isinstance(v, torch.Tensor):
+        return [v]
+    return [x for x in v if isinstance(x, torch.Tensor)] if isinstance(v, (list, tuple)) else []
 
 
 class FailureGraph:
@@ -95,8 +108,7 @@ class FailureGraph:
         log = self.rec.write_log
         for seq in sorted(nodes, reverse=True):
             for e in nodes[seq]["saved"]:
-                for r in e["raws"]:
-                    t = stale._raw_tensor(r)
+                for t in _saved_values(e):
                     if t is None or t.grad_fn is not None or t.requires_grad:
                         continue
                     tf = stale.tensor_facts(t)
@@ -252,7 +264,7 @@ class FailureGraph:
                     freed_by.setdefault(s, i)
                 earlier_nodes.update(seen)
             local = []
-            items = list(uf.f_locals.items()) if uf is not None else []
+            items = list(peek_locals(uf).items()) if uf is not None else []
             for name, v in items:
                 if not isinstance(v, _Tensor) or name.startswith("__"):
                     continue

@@ -46,6 +46,32 @@ def _unlink(tb) -> None:
         tb = nxt
 
 
+# NOTE [Locals of a running frame]
+# Before Python 3.13 (PEP 667), reading ``f_locals`` of a running function frame copies its fast locals
+# into a dict that the frame keeps (the one ``locals()`` returns) until it returns: every local of that
+# moment stays alive after the function deletes or rebinds it (a training step's batch, its graph), and a
+# ``weakref`` to it shows that. So tensorscope never keeps that dict: ``peek_locals`` copies it and
+# empties it again at once, when nothing but the frame holds it (``sys.getrefcount``: the frame, the
+# local name and the call's argument); the next ``locals()`` of the program fills it again, as it
+# always does. Left alone: a dict the program holds (it kept ``locals()``; a debugger's namespace),
+# which the read refreshed as the program's own ``locals()`` would, and a frame with a Python trace
+# function (``f_trace``), whose callback copies that dict back into the frame's variables on return.
+# From 3.13 ``f_locals`` is a view over the frame (nothing kept) and is read as it is.
+_SNAPSHOT_LOCALS = sys.version_info < (3, 13)
+_CO_OPTIMIZED = 0x0001
+
+
+def peek_locals(frame) -> dict:
+    """A copy of ``frame``'s local names, leaving no snapshot on a running function frame (NOTE [Locals of a
+    running frame]). The caller drops the copy after its read."""
+    d = frame.f_locals
+    copy = dict(d)
+    if _SNAPSHOT_LOCALS and frame.f_code.co_flags & _CO_OPTIMIZED and type(d) is dict \
+            and d is not frame.f_globals and frame.f_trace is None and sys.getrefcount(d) <= 3:
+        d.clear()
+    return copy
+
+
 # NOTE [A bare raise on Python 3.10]
 # A wrapper lets a program's exception through with ``strip_traceback(e); raise``. From Python 3.11
 # the bare ``raise`` re-raises ``e`` with its (stripped) ``__traceback__`` and adds no entry for the

@@ -11,6 +11,21 @@ line, and the bytes per step (backward call) between those samples. Memory that 
 ``.item()`` floats, detached values, a removed hook, a bounded cache full before the last samples)
 does not grow at its last samples. The walk costs one pass over what the program holds, at about a
 dozen boundaries of a long run (see benchmarks/RESULTS.md).
+
+NOTE [Growth inside a short loop]
+An accumulator reset at the top of each epoch (``total_loss = 0`` in ``train()``, then
+``total_loss += loss``) keeps one epoch's graphs, which a power-of-two schedule never sees grow: at
+step 2^k its size is 2^k mod the epoch's length, the same phase at every sample of a long run. So each
+sample at a power of two opens a *window* of consecutive boundaries: the next boundary is sampled too,
+and the window goes on (to at most ``_WINDOW`` samples) while the last sample saw some name's bytes or
+graph nodes change, until one name rose at three consecutive boundaries. A loop of three or more steps
+per epoch then rises at three consecutive boundaries inside one window whatever its phase (a reset
+shows as a change, so the window goes on past it). A name that grew at three consecutive boundaries of
+a window is reported even when it is smaller at the last samples (its loop reset it): its graph was
+kept across backward calls, which is what the finding is about. Such an earlier window counts only
+for graph nodes: bytes that rose and then stopped (a bounded cache filled early) are what the last
+samples are for. A program whose names
+do not change from one step to the next pays two walks per power of two instead of one.
 """
 
 from __future__ import annotations
@@ -30,6 +45,9 @@ WALK_BUDGET = 20_000
 # a container of tensors without a graph is reported from this growth per step (a list of detached
 # scalars or of small predictions is not); a graph kept alive, a hook or a pinned view from any growth
 MIN_CONTAINER_BYTES_PER_STEP = 64 * 1024
+
+
+_WINDOW = 5  # samples at most in a window of consecutive boundaries (NOTE [Growth inside a short loop])
 
 
 def due(n: int) -> bool:
@@ -52,15 +70,15 @@ class Growth:
     def boundary(self, frame) -> None:
         """A backward call returned: sample at the boundaries ``due`` picks. Never raises."""
         self.boundaries += 1
-        if frame is None or not self.enabled or not due(self.boundaries):
+        if frame is None or not self.enabled or not (due(self.boundaries) or self._follow()):
             return
         t0 = time.perf_counter()
         tracker = self.tracker
         active, tracker.active = tracker.active, False
-        roots = snaps = walk = None
+        roots = walk = None
         try:
             with torch._C.DisableTorchFunction():
-                roots, snaps = retention.frame_roots(frame, tracker.user)
+                roots = retention.frame_roots(frame, tracker.user)
                 walk = retention.Walk(tracker.user, budget=WALK_BUDGET).run(roots)
                 roots = None
                 self.samples.append(self._sample(walk))
@@ -69,11 +87,22 @@ class Growth:
         finally:
             if walk is not None:
                 walk.release()
-            if snaps:
-                retention.empty(snaps)
-            roots = snaps = walk = None
+            roots = walk = None
             tracker.active = active
             self.seconds += time.perf_counter() - t0
+
+    def _follow(self) -> bool:
+        """Whether this boundary goes on a window opened at a power of two (NOTE [Growth inside a short loop])."""
+        n = self.boundaries
+        if n < 8 or not self.samples or self.samples[-1]["step"] != n - 1:
+            return False
+        start = 1 << ((n - 1).bit_length() - 1)  # the power of two that opened the window
+        if n - start >= _WINDOW:
+            return False
+        if n - 1 == start:
+            return True
+        last = self.samples[-1]
+        return last["moved"] and not _rising(self.samples[-3:])
 
     def _sample(self, walk) -> dict:
         keys: dict[int, set] = {}
@@ -100,7 +129,9 @@ class Growth:
                 kept = (old["keys"] - older["keys"]) & entry["keys"] if older is not None else frozenset()
                 entry["witness"] = self._witness(walk, r, kept or new)
             roots[name] = entry
-        return {"step": self.boundaries, "truncated": walk.truncated, "roots": roots}
+        moved = any(name not in prev or (e["bytes"], e["nodes"]) != (prev[name]["bytes"], prev[name]["nodes"])
+                    for name, e in roots.items()) or any(name not in roots for name in prev)
+        return {"step": self.boundaries, "truncated": walk.truncated, "roots": roots, "moved": moved}
 
     def _births(self, walk) -> dict[int, int]:
         """Each storage's first sampled step, kept while that very storage lives (a weak reference to its
@@ -225,20 +256,61 @@ def family(witness: dict, nodes_grew: bool) -> str:
     return "container-grows"
 
 
+def _grew(series) -> tuple[bool, bool]:
+    """(bytes, graph nodes) rose at each of three samples of one name, bytes with new storages each time."""
+    b = [e["bytes"] for e in series]
+    n = [e["nodes"] for e in series]
+    return (b[0] < b[1] < b[2] and all(series[i]["keys"] - series[i - 1]["keys"] for i in (1, 2)),
+            n[0] < n[1] < n[2])
+
+
+def _consecutive(three) -> bool:
+    return len(three) == 3 and three[2]["step"] - three[0]["step"] == 2
+
+
+def _rising(three) -> bool:
+    """Some name rose at each of three samples taken at consecutive boundaries."""
+    if not _consecutive(three):
+        return False
+    for name in three[-1]["roots"]:
+        series = [s["roots"].get(name) for s in three]
+        if all(e is not None for e in series) and any(_grew(series)):
+            return True
+    return False
+
+
+def _windows(samples: list[dict]):
+    """The last three samples, then every three samples at consecutive boundaries, latest first (NOTE [Growth
+    inside a short loop])."""
+    yield samples[-3:]
+    for i in range(len(samples) - 1, 2, -1):
+        three = samples[i - 3:i]
+        if _consecutive(three):
+            yield three
+
+
 def findings(samples: list[dict]) -> list[dict]:
     out = []
     if len(samples) < 3:
         return out
-    last3 = samples[-3:]
+    done: set = set()
+    for i, last3 in enumerate(_windows(samples)):
+        out += _grown(last3, done, graphs_only=i > 0)
+    return out
+
+
+def _grown(last3: list[dict], done: set, graphs_only: bool = False) -> list[dict]:
+    out = []
     for name, entry in last3[-1]["roots"].items():
+        if name in done:
+            continue
         series = [s["roots"].get(name) for s in last3]
         if any(e is None for e in series):
             continue
         b = [e["bytes"] for e in series]
         n = [e["nodes"] for e in series]
-        grew_bytes = b[0] < b[1] < b[2] and all(series[i]["keys"] - series[i - 1]["keys"] for i in (1, 2))
-        grew_nodes = n[0] < n[1] < n[2]
-        if not (grew_bytes or grew_nodes):
+        grew_bytes, grew_nodes = _grew(series)
+        if not (grew_bytes or grew_nodes) or (graphs_only and not grew_nodes):
             continue
         witness = series[2].get("witness") or {}
         steps = last3[2]["step"] - last3[0]["step"]
@@ -248,6 +320,7 @@ def findings(samples: list[dict]) -> list[dict]:
             continue
         if fam == "view-pins-storage" and not grew_bytes:
             continue
+        done.add(name)
         out.append({
             "kind": fam, "retention": True, "holder": name, "holder_type": entry["type"], "where": entry["where"],
             "path": witness.get("path") or [{"via": "name", "label": name, "type": entry["type"]}],

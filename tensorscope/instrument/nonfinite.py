@@ -44,10 +44,23 @@ and one read of it (``_finite``: a NaN or Inf anywhere makes the sum non-finite)
   parameter sink after the step checks them all in one reduction; a parameter made non-finite from
   finite gradients names the step itself, at its line, with the gradient's statistics;
 - the frame walk for the line, done only for an op whose output is non-finite or that tests values.
+
+NOTE [An op that raised on a non-finite input]
+A NaN need not reach a sink to stop a program: an op may raise on it (``binary_cross_entropy``'s "all
+elements of input should be between 0 and 1" when a 0/0 upstream made its input NaN). When the program
+ends on an exception that no test of a value explains, the statement that raised (the innermost frame of
+the program's own code in the traceback; the frames are finished, so their locals are read safely) is read
+for the names it loads; those holding a floating tensor that is not finite now are what the failing op
+read. The error is then taken as a consequence of that value, unless its message is about structure (a
+shape, dtype, device or index: kinds/non_finite_value.py), which no value causes. The origin is read from
+the graph of those tensors (NOTE [Origins from the graph]), a data tensor in it being named in the
+traceback's frames; a tensor with no graph was computed outside autograd, at the last statement that
+assigned a name holding it.
 """
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
 import re
@@ -57,10 +70,10 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
-from tensorscope import compat
+from tensorscope import compat, source
 from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
-from tensorscope.instrument.origin_walk import GradCheck, forward_origin, stats, value_of
+from tensorscope.instrument.origin_walk import GradCheck, assignment, forward_origin, stats, value_of
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
@@ -176,7 +189,7 @@ class ValueWatch:
         sink = self.sink
         if sink is None and self.pending_grad is not None:
             sink = self.pending_grad
-        if sink is None and not self.births:
+        if sink is None and not self.births and self.tested is None:
             return None
         origin = None
         if sink is not None and sink.get("birth") is not None:
@@ -381,7 +394,7 @@ class ValueWatch:
             return None
         return self._transform[1]
 
-    def _walk_birth(self, roots, step) -> int | None:
+    def _walk_birth(self, roots, step, scopes=None) -> int | None:
         """The forward origin read from the graph of ``roots`` (NOTE [Origins from the graph])."""
         if len(self.births) >= _MAX_BIRTHS:
             return None
@@ -390,7 +403,7 @@ class ValueWatch:
         self.busy = True
         try:
             with torch.no_grad():
-                b = forward_origin(tr, roots, step)
+                b = forward_origin(tr, roots, step, scopes)
         except Exception:
             b = None
         finally:
@@ -407,12 +420,7 @@ class ValueWatch:
         own code) is what it raised on; its origin is read from its graph."""
         if not self.origins or self.use_mode or exc is None or self.tested is not None or self.sink is not None:
             return
-        frames = []
-        tb = exc.__traceback__
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename in self.tracker.user:
-                frames.append((tb.tb_frame, tb.tb_lineno))
-            tb = tb.tb_next
+        frames = _program_tb(exc, self.tracker.user)
         for frame, lineno in reversed(frames):
             file = frame.f_code.co_filename
             near = [(n, linecache.getline(file, n)) for n in range(lineno, max(0, lineno - 4), -1)]
@@ -432,6 +440,59 @@ class ValueWatch:
                 self.tested = {"op": test.group(0) if test else None, "file": file, "line": at[0],
                                "birth": self._walk_birth([v], self.backward_calls), "step": self.step()}
                 return
+        self._raised_on(frames)
+
+    def _raised_on(self, frames) -> None:
+        """The tensors the raising statement read that are not finite, and their origin (NOTE [An op that
+        raised on a non-finite input])."""
+        if not frames:
+            return
+        frame, lineno = frames[-1]
+        stmt = source.statement_at(frame.f_code.co_filename, lineno)
+        if stmt is None or isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return
+        scopes = []
+        for f, n in reversed(frames):
+            try:
+                scopes.append((f.f_code.co_filename, n, dict(f.f_locals)))
+            except Exception:
+                continue
+        if not scopes or scopes[0][0] != frame.f_code.co_filename:
+            return
+        scope = scopes[0][2]
+        bad = []
+        for name in source.reads(stmt):
+            v = scope.get(name)
+            if isinstance(v, _Tensor) and _floating(v) and v.numel() and not _finite_now(v):
+                bad.append((name, v))
+        if not bad:
+            return
+        call = next((n for n in ast.walk(stmt) if isinstance(n, ast.Call)), None)
+        roots = [v for _, v in bad if v.grad_fn is not None]
+        birth = self._walk_birth(roots, self.backward_calls, scopes) if roots else None
+        if birth is None:
+            birth = self._computed_birth(scopes, bad[0])
+        self.tested = {"op": (source.dotted(call.func).split(".")[-1] or None) if call is not None else None,
+                       "file": frame.f_code.co_filename, "line": lineno, "birth": birth, "step": self.step(),
+                       "raised_on": [name for name, _ in bad]}
+
+    def _computed_birth(self, scopes, named) -> int | None:
+        """A non-finite tensor read by the raising statement with no graph: the program computed it outside
+        autograd, at the last statement that assigned a name holding it before that frame's line (its outermost
+        op named), innermost frame first."""
+        if len(self.births) >= _MAX_BIRTHS:
+            return None
+        _, t = named
+        made = next((m for m in (assignment(file, n, line) for file, line, scope in scopes
+                                 for n, v in scope.items() if v is t) if m is not None), None)
+        if made is None:
+            return None
+        self.births.append({"op": f"aten.{made['op']}" if made.get("op") else None, "aten": None, "node": None,
+                            "phase": "forward", "file": made["file"], "line": made["line"], "step": self.backward_calls,
+                            "tensor": self.tracker.tid(t), "value": value_of(t),
+                            "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "inputs": [],
+                            "data": False, "intended": False, "found_by": "graph"})
+        return len(self.births) - 1
 
     def _step_birth(self, facts, param) -> int:
         """A parameter the optimizer's step made non-finite from finite gradients (the ops of a step are not
@@ -594,6 +655,17 @@ class OriginMode(TorchDispatchMode):
         except Exception:
             pass
         return out
+
+
+def _program_tb(exc, user) -> list:
+    """The frames of the program's own code in the traceback of ``exc``, outermost first, with their lines."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename in user:
+            frames.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
 
 
 _TEST_WORD = re.compile(r"\b(isnan|isfinite|isinf|isposinf|isneginf|item|nan_to_num|assert)\b")

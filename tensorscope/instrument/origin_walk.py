@@ -64,6 +64,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
 from tensorscope import compat, source
+from tensorscope.instrument.frames import peek_locals
 from tensorscope.instrument.saved import Packed
 
 _Tensor = torch.Tensor
@@ -218,8 +219,11 @@ def _attr(node, name):
     return d.tensor if isinstance(d, Packed) else d  # with explain's hooks on, the data is our pack record
 
 
-def forward_origin(tracker, roots, step) -> dict | None:
-    """The forward birth of the non-finite value ``roots`` hold (NOTE [Origins from the graph]), or None."""
+def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
+    """The forward birth of the non-finite value ``roots`` hold (NOTE [Origins from the graph]), or None.
+
+    ``scopes``: ``(file, line, locals)`` of finished frames of the program, innermost first, to name a data
+    tensor in (the program raised: its frames are no longer running); by default the running frames."""
     graph = _graph(roots)
     if not graph:
         return None
@@ -288,11 +292,11 @@ def forward_origin(tracker, roots, step) -> dict | None:
     if data:
         seq, t = min(data, key=lambda d: d[0])
         if found is None or seq <= found[0] or not _can_make(graph, saved, found):
-            return _birth(tracker, graph, saved, seq, None, step, data=t)
+            return _birth(tracker, graph, saved, seq, None, step, data=t, scopes=scopes)
     if found is not None and not _can_make(graph, saved, found):
         t = _data_tensor(tracker)
         if t is not None:
-            return _birth(tracker, graph, saved, found[0], None, step, data=t)
+            return _birth(tracker, graph, saved, found[0], None, step, data=t, scopes=scopes)
         inline = _inline_below(tracker, graph, found[0])
         if inline is not None:
             b = _birth(tracker, graph, saved, found[0], None, step)
@@ -328,7 +332,7 @@ def _data_tensor(tracker):
     return None
 
 
-def _birth(tracker, graph, saved, seq, out, step, data=None) -> dict:
+def _birth(tracker, graph, saved, seq, out, step, data=None, scopes=None) -> dict:
     node = graph[seq][0]
     name = node.name()
     packs = saved.get(seq, [])
@@ -355,13 +359,16 @@ def _birth(tracker, graph, saved, seq, out, step, data=None) -> dict:
         tid = tracker.tid(data)
         b.update(data=True, data_tensor=tid, value=value_of(data), dtype=str(data.dtype).replace("torch.", ""),
                  shape=list(data.shape))
-        made = tracker.tensor_created.get(tid) or _assigned(tracker, data) or _inline(file, line, aten_name(name))
+        made = tracker.tensor_created.get(tid) or _assigned(tracker, data, scopes) or _inline(file, line, aten_name(name))
         if made:
             b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
             if made.get("op"):  # computed outside autograd by the program: that op is the origin, at its line
                 b.update(op=f"aten.{made['op']}", data=False, file=made["file"], line=made["line"])
-                if made.get("how", "").endswith("same statement"):  # the saved inputs are the reader's, not its
+                # the saved inputs are the reader's, not its
+                if made.get("how", "").endswith("same statement"):
                     b.update(inputs=[], tensor=None, read_by=f"aten.{aten_name(name)}")
+                else:  # the value it made is the data tensor itself
+                    b.update(inputs=[], tensor=tid, read_by=f"aten.{aten_name(name)}")
     return b
 
 
@@ -369,16 +376,23 @@ _PY_OPS = {ast.Div: "div", ast.Mult: "mul", ast.Add: "add", ast.Sub: "sub", ast.
            ast.Mod: "remainder", ast.FloorDiv: "floor_divide"}
 
 
-def _assigned(tracker, t) -> dict | None:
+def _assigned(tracker, t, scopes=None) -> dict | None:
     """A tensor with no ``grad_fn`` that tensorscope did not see made from data: the program computed it outside
     autograd. The last statement of the program's own code that assigned the name holding it, before the line
     running now, and that statement's outermost op (``a / b``: ``div``; ``torch.log(x)``: ``log``)."""
+    for file, line, scope in scopes or ():
+        for name in [n for n, v in scope.items() if v is t]:
+            made = assignment(file, name, line)
+            if made is not None:
+                return made
+    if scopes is not None:
+        return None
     f = sys._getframe(1)
     while f is not None:
         if f.f_code.co_filename in tracker.user:
-            names = [n for n, v in list(f.f_locals.items()) if v is t]
+            names = [n for n, v in peek_locals(f).items() if v is t]
             if names:
-                return _assignment(f.f_code.co_filename, names[0], f.f_lineno)
+                return assignment(f.f_code.co_filename, names[0], f.f_lineno)
         f = f.f_back
     return None
 
@@ -445,7 +459,7 @@ def _inline_below(tracker, graph, top) -> dict | None:
     return found[0] if len(found) == 1 else None
 
 
-def _assignment(file, name, before) -> dict | None:
+def assignment(file, name, before) -> dict | None:
     tree = source.tree(file)  # parsed once per file
     if tree is None:
         return None

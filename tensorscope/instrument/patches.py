@@ -542,7 +542,7 @@ class Patcher:
         self._set(warnings, "_showwarnmsg", named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
         for owner, name, value in compat.saved_hooks_patches():  # see NOTE [Which saved-tensor hooks are on top]
-            self._set(owner, name, value)
+            self._set(owner, name, named(value, getattr(owner, name)))  # introspects as torch's builtin
 
     def _install_vf(self) -> None:
         """In-place functions reached through ``torch._VF`` (``nn.Dropout(inplace=True)`` calls

@@ -31,6 +31,7 @@ import types
 import torch
 
 from tensorscope.holder_path import json_steps, text
+from tensorscope.instrument.frames import peek_locals
 from tensorscope.instrument.recorder import node_name, storage_key
 
 _Tensor = torch.Tensor
@@ -383,27 +384,26 @@ def _tensorscope_packed(cls) -> bool:
     return (getattr(cls, "__module__", "") or "").startswith("tensorscope.instrument.saved")
 
 
-def frame_roots(frame, user) -> tuple[list, list]:
-    """Roots from the program's running frames, innermost first: (roots, f_locals snapshots to empty).
+def frame_roots(frame, user) -> list:
+    """Roots from the program's running frames, innermost first: ``(name, value, where)``.
 
-    A running function's ``f_locals`` (Python < 3.13) is a snapshot dict the frame keeps: it is
-    emptied again once the walk is over (see NOTE [No f_locals of running functions]).
+    A running function's locals are copied with ``peek_locals``, which leaves no snapshot on the frame
+    (NOTE [Locals of a running frame]); the caller drops the roots once the walk has read them.
     """
-    roots, snapshots = [], []
+    roots = []
     seen_globals = set()
     f = frame
     while f is not None:
         code = f.f_code
         if code.co_filename in user:
+            optimized = code.co_flags & _CO_OPTIMIZED
             try:
-                scope = f.f_locals
+                scope = peek_locals(f) if optimized else f.f_locals
             except Exception:
                 scope = None
             if issubclass(type(scope), dict) and id(scope) not in seen_globals:
                 fn = code.co_name
-                if code.co_flags & _CO_OPTIMIZED:
-                    if sys.version_info < (3, 13) and scope is not f.f_globals:
-                        snapshots.append(scope)
+                if optimized:
                     where = f"{fn}()"
                 else:
                     seen_globals.add(id(scope))
@@ -418,15 +418,7 @@ def frame_roots(frame, user) -> tuple[list, list]:
                     if issubclass(type(name), str) and not (name.startswith("__") and name.endswith("__")):
                         roots.append((name, value, "global"))
         f = f.f_back
-    return roots, snapshots
-
-
-def empty(snapshots) -> None:
-    for d in snapshots:
-        try:
-            d.clear()
-        except Exception:
-            pass
+    return roots
 
 
 MAX_HOLDERS = 10
@@ -599,7 +591,7 @@ def holders_of(target, frame, user, budget: int = END_BUDGET) -> list[list[dict]
         key = storage_key(target)
     except Exception:
         key = None
-    roots, snaps = frame_roots(frame, user)
+    roots = frame_roots(frame, user)
     walk = Walk(user, budget=budget)
     named = [r for r in roots if r[1] is target]  # every name bound to it, besides the walk's one path
     try:
@@ -622,7 +614,6 @@ def holders_of(target, frame, user, budget: int = END_BUDGET) -> list[list[dict]
     finally:
         named = None
         walk.release()
-        empty(snaps)
 
 
 def carried_holders(frame, user, freed_seqs, exclude=()) -> list[dict]:
@@ -630,7 +621,7 @@ def carried_holders(frame, user, freed_seqs, exclude=()) -> list[dict]:
     (``hidden``, ``model.h``, a list). ``exclude``: the failing call's own roots. Modules, containers and
     objects are walked before bare tensors, so a tensor kept in ``model.h`` and also bound to ``out`` is
     found through ``model.h``. Shortest paths first; plain data."""
-    roots, snaps = frame_roots(frame, user)
+    roots = frame_roots(frame, user)
     skip = {id(t) for t in exclude}
     roots = [r for r in roots if id(r[1]) not in skip]
     walk = Walk(user, budget=END_BUDGET, watch=frozenset(freed_seqs))
@@ -652,4 +643,3 @@ def carried_holders(frame, user, freed_seqs, exclude=()) -> list[dict]:
         return out
     finally:
         walk.release()
-        empty(snaps)

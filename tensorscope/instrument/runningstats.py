@@ -33,7 +33,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument.frames import line_of
+from tensorscope.instrument.frames import line_of, peek_locals
 from tensorscope.instrument.kept import _program_frame
 
 _Tensor = torch.Tensor
@@ -84,8 +84,9 @@ class RunningStats:
     def on_update(self, rec, frame, uf):
         """``num_batches_tracked.add_(1)`` in a BatchNorm forward (see NOTE [Running statistics updated twice])."""
         try:
-            f_locals = frame.f_locals
-            module, x = f_locals.get("self"), f_locals.get("input")
+            scope = peek_locals(frame)
+            module, x = scope.get("self"), scope.get("input")
+            scope = None
             if module is None or not isinstance(x, _Tensor):
                 return
             in_backward = _task_id() != -1

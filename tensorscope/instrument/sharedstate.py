@@ -60,7 +60,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument.frames import line_of
+from tensorscope.instrument.frames import line_of, peek_locals
 from tensorscope.instrument.kept import KeptValues, _program_frame, memory, _overlap
 from tensorscope.instrument.recorder import storage_key
 
@@ -256,7 +256,7 @@ class SharedState:
         """A BatchNorm update: its ``running_mean``/``running_var`` are written inside the kernel that follows
         (see NOTE [A frozen copy that is not one])."""
         try:
-            module = frame.f_locals.get("self")
+            module = peek_locals(frame).get("self")
             for name in ("running_mean", "running_var"):
                 t = getattr(module, name, None)
                 if isinstance(t, _Tensor):
@@ -442,7 +442,7 @@ def _root(module, other, uf):
     object that was given another's tensors (the teacher, not its ``fc``); ``module`` when none does."""
     best, size = module, 0
     try:
-        names = list(uf.f_locals.values())
+        names = list(peek_locals(uf).values())
     except Exception:
         names = []
     for v in names:
@@ -467,7 +467,7 @@ def _one_model(module, other, frame, uf) -> bool:
     f = frame
     while f is not None:
         try:
-            me = f.f_locals.get("self")
+            me = peek_locals(f).get("self")
         except Exception:
             me = None
         if isinstance(me, torch.nn.Module) and me is not module:
@@ -476,7 +476,7 @@ def _one_model(module, other, frame, uf) -> bool:
             break
         f = f.f_back
     try:
-        candidates += [v for v in list(uf.f_locals.values()) if isinstance(v, torch.nn.Module)]
+        candidates += [v for v in peek_locals(uf).values() if isinstance(v, torch.nn.Module)]
     except Exception:
         pass
     seen = set()

@@ -25,7 +25,8 @@ from tensorscope.instrument import saved as saved_mod
 from tensorscope.instrument.growth import Growth
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
-from tensorscope.instrument.frames import _LINES, COMPILER, library_name, line_of, receiver, strip_traceback, user_frame
+from tensorscope.instrument.frames import (_LINES, COMPILER, library_name, line_of, peek_locals, receiver, strip_traceback,
+                                           user_frame)
 from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
 from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES, RunningStats
 from tensorscope.instrument.sharedstate import SharedState
@@ -543,14 +544,13 @@ def _holds_graph(value, budget=4096) -> bool:
 def _decorated_function(frame):
     """The code of the function a grad-mode decorator runs (torch's ``decorate_context`` frame).
 
-    The function is a closure variable of torch's own wrapper frame, read through ``f_locals``:
-    a torch frame (never the program's, see NOTE [No f_locals of running functions]) whose
-    locals are the call's own arguments, alive for as long as the call anyway.
+    The function is a closure variable of torch's own wrapper frame, read with ``peek_locals`` (NOTE
+    [Locals of a running frame]).
     """
     try:
         if frame.f_code.co_name != "decorate_context" or "func" not in frame.f_code.co_freevars:
             return None
-        func = frame.f_locals.get("func")
+        func = peek_locals(frame).get("func")
         return getattr(func, "__code__", None)
     except Exception:
         return None

@@ -129,9 +129,39 @@ def later_readers(ev: Evidence, write: dict) -> list[str]:
     mine = set(roots([write.get("alias") or ""]) + roots(t.get("names") or []))
     others = []
     for p in ev.doc.get("tensors") or []:
-        if p.get("storage") == t["storage"] and p["id"] != t["id"]:
+        if p.get("storage") == t["storage"] and p["id"] != t["id"] and overlaps(t, p):
             others += [r for r in roots(p.get("names") or []) if r not in mine and r not in others]
     return [n for n in others if loads_after(file, line, line, [n])]
+
+
+_MAX_ELEMENTS = 1 << 16  # past this many elements, memory is compared by byte range alone
+
+
+def _elements(t: dict) -> set | None:
+    """The storage offsets (in elements) of a tensor's elements, from its recorded shape, stride and offset."""
+    shape, stride = t.get("shape"), t.get("stride")
+    if shape is None or stride is None or len(shape) != len(stride):
+        return None
+    n = 1
+    for d in shape:
+        n *= d
+    if n > _MAX_ELEMENTS:
+        return None
+    out = {t.get("storage_offset") or 0}
+    for d, st in zip(shape, stride):
+        out = {o + i * st for o in out for i in range(d)}
+    return out
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    """Whether two tensors on one storage share an element: `q` and `k` of `qkv.unbind(0)` share a storage
+    and interleave in it, but a write to `q` never changes `k`."""
+    if a.get("dtype") == b.get("dtype"):
+        ea, eb = _elements(a), _elements(b)
+        if ea is not None and eb is not None:
+            return not ea.isdisjoint(eb)
+    ra, rb = a.get("byte_range"), b.get("byte_range")
+    return not (ra and rb) or (ra[0] < rb[1] and rb[0] < ra[1])
 
 
 def clone_at_saving(file: str | None, line: int | None, names: list[str]) -> str | None:

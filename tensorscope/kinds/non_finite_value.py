@@ -186,6 +186,9 @@ def advise(fields: dict):
         "ops and the data, and names the first non-finite value's line, op, step and input statistics."]
 
 
+# errors about a tensor's structure, which no value can cause (NOTE [An op that raised on a non-finite input])
+_STRUCTURE = re.compile(r"(?i)\b(shapes?|sizes?|dimensions?|dims?|dtypes?|scalar type|devices?|cuda|cpu|"
+                        r"broadcast\w*|out of (?:range|bounds)|index)\b")
 _NANISH = re.compile(r"(?i)\b(nan|inf|infinite|non-?finite|isfinite|isnan|isinf|diverg\w*)\b")
 
 
@@ -201,6 +204,8 @@ def related(ev) -> bool:
     if _NANISH.search(exc.get("message") or "") or _NANISH.search(code or ""):
         return True
     tested = nf.get("tested") or {}
+    if tested.get("raised_on") and _STRUCTURE.search(exc.get("message") or ""):
+        return False  # a shape, dtype or device error on a line that read a NaN: not caused by the value
     return bool(tested.get("line") and exc.get("line") and tested.get("file") == _abs(ev, exc.get("file"))
                 and 0 <= exc["line"] - tested["line"] <= 3)
 
@@ -244,7 +249,14 @@ def finding(ev, hazard: bool) -> dict | None:
                      f"({_SINKS.get(sink['what'], sink['what'])}{st}).")
     elif ev.exception:
         exc = ev.exception
-        parts.append(f"The program raised {exc.get('type')} at line {exc.get('line')}: {(exc.get('message') or '')[:200]}")
+        message = (exc.get('message') or '')[:200].rstrip()
+        parts.append(f"The program raised {exc.get('type')} at line {exc.get('line')}: {message}"
+                     + ("" if message.endswith(".") else "."))
+        read = (nf.get("tested") or {}).get("raised_on")
+        if read:  # NOTE [An op that raised on a non-finite input] (instrument/nonfinite.py)
+            names = ", ".join(f"`{n}`" for n in read)
+            parts.append(f"That line read {names}, which {'was' if len(read) == 1 else 'were'} not finite: "
+                         "the error is a consequence of a non-finite value.")
     culprit = None
     backward = None
     nonfinite = {"op": None, "phase": None, "step": None, "tensor": None, "inputs": [], "value": None,

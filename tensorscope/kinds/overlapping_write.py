@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 
 from tensorscope import source
-from tensorscope.kinds._base import Evidence, Kind, Pattern, created_at, diagnosis, name_of, site, tensor_of, w, where
+from tensorscope.kinds._base import (Evidence, Kind, Pattern, created_at, diagnosis, fields, name_of, site, statement,
+                                     tensor_of, w, where)
 from tensorscope.kinds._fixes import clone_of
 from tensorscope.source import display_path
 
@@ -60,11 +61,52 @@ def _repeat_args(base, target) -> str | None:
     return ", ".join(str(t if b == 1 else 1) for b, t in zip(base, target))
 
 
+def _source_cloned(code: str) -> str | None:
+    """The write with what it reads cloned: ``a[1:].copy_(a[:-1])`` -> ``a[1:].copy_(a[:-1].clone())``;
+    ``x += x.t()`` -> ``x += x.t().clone()``; ``a[1:] = a[:-1]`` -> ``a[1:] = a[:-1].clone()``."""
+    stmt = statement(code)
+    node = None
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+            and stmt.value.func.attr.endswith("_") and stmt.value.args:
+        node, field = stmt.value, "args"
+    elif isinstance(stmt, (ast.AugAssign, ast.Assign)):
+        node, field = stmt, "value"
+    if node is None:
+        return None
+    value = node.args[0] if field == "args" else node.value
+    if isinstance(value, ast.Constant):
+        return None
+    cloned = ast.Call(func=ast.Attribute(value=value, attr="clone", ctx=ast.Load()), args=[], keywords=[])
+    if field == "args":
+        node.args[0] = cloned
+    else:
+        node.value = cloned
+    return ast.unparse(stmt)
+
+
+def _input_overlap(ev: Evidence, file, line, f) -> dict:
+    """The tensor written and the one read share memory (``a[1:].copy_(a[:-1])``): the write must read a copy of
+    the source, which keeps what the line means (the values before the write); cloning the destination would not
+    stop the overlap."""
+    alias = f.get("alias") or name_of(ev, f)
+    code = source.code(file, line)
+    rewrite = _source_cloned(code)
+    text = (f"Line {line} (`{code}`) writes in place into `{alias}` while reading a tensor over the same memory, "
+            "so elements it reads may already have been written; PyTorch refuses the write.")
+    fix = (f"Read a copy of the source: replace the line with `{rewrite}`." if rewrite else
+           "Read a copy of the source: `dst.copy_(src.clone())`.")
+    return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=alias),
+                     tensor=tensor_of(ev, f.get("tensor"), f.get("names")),
+                     evidence=["the write raised inside its wrapper", "the input and the written tensor overlap"])
+
+
 def explain(ev: Evidence) -> dict | None:
     """The diagnosis from the write and how the written tensor was made (expand, as_strided): give it its own memory."""
     file, line, f = site(ev)
     if not line:
         return None
+    if fields(ev).get("reason") == "input-overlap":
+        return _input_overlap(ev, file, line, f)
     alias = f.get("alias") or name_of(ev, f)
     code = source.code(file, line)
     created = created_at(ev, f.get("tensor"))

@@ -76,6 +76,8 @@ def explain(ev):
         return None
     file, line, f, code = at
     index = fields(ev).get("index")
+    if index is None:  # the message names none before torch 2.9: NOTE [The unused input's index before torch 2.9]
+        index = (ev.failure or {}).get("unused_input")
     call = _grad_call(code)
     name = None
     if call is not None and index is not None:

@@ -23,6 +23,7 @@ from tensorscope.kinds._base import (
     where,
 )
 from tensorscope.kinds._fixes import clone_of, rewrite_or_clone
+from tensorscope.kinds._intent import later_readers
 from tensorscope.kinds._message import NAME, node_facts, snake
 from tensorscope.kinds._provenance import no_grad_region
 from tensorscope.source import display_path
@@ -221,6 +222,28 @@ def _hooked_output(ev):
                                "full backward hook"])
 
 
+def _through_base(origin: str, alias: str, code: str) -> str | None:
+    """The write of ``code`` through an indexing view of the base: ``a.mul_(2)`` with ``a, b = h.unbind(0)``
+    -> ``h[0].mul_(2)``; ``h.select(1, 0)`` for another dim. None for any other shape of either line."""
+    made, write = statement(origin), statement(code)
+    if not (isinstance(made, ast.Assign) and len(made.targets) == 1 and isinstance(made.targets[0], ast.Tuple)
+            and isinstance(made.value, ast.Call) and isinstance(made.value.func, ast.Attribute)
+            and made.value.func.attr == "unbind" and not made.value.keywords):
+        return None
+    names = [e.id if isinstance(e, ast.Name) else None for e in made.targets[0].elts]
+    args = made.value.args
+    if alias not in names or len(args) > 1 or (args and not isinstance(args[0], ast.Constant)):
+        return None
+    i, dim, base = names.index(alias), args[0].value if args else 0, ast.unparse(made.value.func.value)
+    view = f"{base}[{i}]" if dim == 0 else f"{base}.select({dim}, {i})"
+    if not (isinstance(write, ast.Expr) and isinstance(write.value, ast.Call)
+            and isinstance(write.value.func, ast.Attribute) and isinstance(write.value.func.value, ast.Name)
+            and write.value.func.value.id == alias):
+        return None
+    write.value.func.value = ast.parse(view, mode="eval").body
+    return ast.unparse(write)
+
+
 def _detach_view(ev):
     at = opening(ev)
     if at is None:
@@ -258,12 +281,25 @@ def _explain_view(ev: Evidence) -> dict | None:
                       "what": f"`{alias}` is created here as a view"})
     chain.append({"file": display_path(file), "line": line, "code": code, "what": f"writes in place through `{alias}`"})
     rewrite = rewrite_or_clone(code, op, alias)
+    # NOTE [A write meant to reach its base]: a clone or an out-of-place op would drop the write into memory the
+    # program reads later; the fix then keeps the write and changes how the view is made
+    readers = later_readers(ev, {"tensor": f.get("tensor"), "file": file, "line": line, "alias": alias})
+    read = ", ".join(f"`{n}`" for n in readers)
+    dropped = (f" (a clone of `{alias}` or an out-of-place op would not change {read}, which the program reads "
+               "after this line)") if readers else ""
     if reason == "multiple-views":
         node = fields.get("op") or (created or {}).get("how") or "a multi-output op"
         text = (f"`{alias}` comes from {origin}: {node.lower() if isinstance(node, str) else node} returns several "
                 f"views of one tensor, and autograd forbids modifying such views in place. Line {line} (`{code}`) "
                 "does exactly that.")
         fix = (f"Use the out-of-place op: `{rewrite}`; or clone the view first ({clone_of(alias)}).")
+        if readers:
+            through = _through_base(source.code(file, origin_line) if origin_line else "", alias, code)
+            how = (f"replace the line with `{through}`" if through else
+                   f"index the base as `{alias}` was taken (`base[i]` for `base.unbind()[i]`, a slice for "
+                   "`split`/`chunk`) and write into that")
+            fix = (f"Write through an ordinary view of the base instead, so the change still reaches {read}: "
+                   f"{how}{dropped}.")
     elif reason in ("no-grad-view", "inference-mode-view"):
         region = None
         if origin_line:
@@ -272,9 +308,11 @@ def _explain_view(ev: Evidence) -> dict | None:
         block = f" inside the no-grad block at line {region.lineno} (`{source.code(file, region.lineno)}`)" if region else " in no_grad mode"
         text = (f"`{alias}` was created as a view at {origin}{block}, and line {line} (`{code}`) modifies it in "
                 "place with grad mode on; autograd cannot tell whether that write should be recorded, so it refuses.")
-        fix = (f"Create the view with grad enabled (move `{source.code(file, origin_line) if origin_line else alias}` "
-               f"out of the no_grad block) if the write should be tracked; or do the write inside the same no_grad "
-               f"block; or clone the view ({clone_of(alias)}) or write out of place: `{rewrite}`.")
+        move = (f"Create the view with grad enabled (move `{source.code(file, origin_line) if origin_line else alias}` "
+                f"out of the no_grad block) if the write should be tracked; or do the write inside the same no_grad "
+                f"block")
+        fix = (move + f"; or clone the view ({clone_of(alias)}) or write out of place: `{rewrite}`." if not readers
+               else move + f"{dropped}.")
     elif reason == "custom-function":
         fn = fields.get("op") or "the custom Function"
         text = (f"`{alias}` is the output of the custom autograd Function {fn} ({origin}), whose forward returns a "
@@ -282,9 +320,13 @@ def _explain_view(ev: Evidence) -> dict | None:
                 "own backward.")
         fix = (f"Clone the Function's output ({clone_of(alias)}, or return a clone, `x.clone()`, from "
                f"{fn}.forward), or write out of place: `{rewrite}`.")
+        if readers:
+            fix = (f"Write into the Function's input before calling it (or in its forward), so the change reaches "
+                   f"{read}{dropped}.")
     else:
         text = f"`{alias}` is a view that autograd does not let line {line} (`{code}`) modify in place."
-        fix = f"Write out of place: `{rewrite}`, or clone the view first ({clone_of(alias)})."
+        fix = f"Write out of place: `{rewrite}`, or clone the view first ({clone_of(alias)})." if not readers else \
+            f"Write into the base itself rather than through `{alias}`{dropped}."
     return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=alias),
                      tensor=tensor_of(ev, f.get("tensor"), f.get("names")), alias_chain=chain,
                      evidence=[f"message reason: {reason}", "where the view was created"])
