@@ -10,6 +10,11 @@ run twice, by the same tiny launcher program (``pytest.main(argv)``):
 ``tensorscope``  ``python -m tensorscope run -o DIR/<file>/ts-<seg>.json LAUNCHER -- ARGS``
 ``python``       ``python LAUNCHER ARGS``
 
+With ``--explain`` the tensorscope side is ``tensorscope explain -o`` instead, the command that adds
+saved-tensor hooks and hooks on every node of each backward.  Its documented limit (a program
+that inspects saved variables sees tensorscope's hooks) makes some of PyTorch's own autograd
+tests differ on purpose; read each difference against docs/how-it-works.md's known limits.
+
 A small pytest plugin (written next to the launcher, in DIR) appends one JSON line
 when a test starts and one when it finishes (outcome, failure message, captured
 output), flushed at once, so a process that dies (a segfault) loses nothing: the
@@ -221,6 +226,9 @@ def _first_line(text: str) -> str:
 
 
 # --- environment and processes
+# --explain: the tensorscope side runs `tensorscope explain` instead of `run` (set by main)
+COMMAND = "run"
+
 # --cuda: the GPUs stay visible, so the files' CUDA variants run too (set by main)
 KEEP_CUDA = False
 
@@ -327,7 +335,7 @@ class FileRun:
         launcher = self.support / "_peer_launch.py"
         args = pytest_args(self.test_file, self.support)
         if side == "tensorscope":
-            cmd = [sys.executable, "-m", "tensorscope", "run", "-o", str(self.dir / f"{tag}.report.json"),
+            cmd = [sys.executable, "-m", "tensorscope", COMMAND, "-o", str(self.dir / f"{tag}.report.json"),
                    str(launcher), "--", *args]
         else:
             cmd = [sys.executable, str(launcher), *args]
@@ -452,11 +460,14 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", action="store_true", help="keep the records already in --out; run what is missing")
     ap.add_argument("-k", dest="k", default=None, help="pytest -k expression selecting tests")
     ap.add_argument("--cuda", action="store_true", help="leave the GPUs visible: the files' CUDA tests run too")
+    ap.add_argument("--explain", action="store_true",
+                    help="run the tensorscope side as `tensorscope explain -o` instead of `tensorscope run -o`")
     ap.add_argument("--test-timeout", type=float, default=DEFAULT_TEST_TIMEOUT,
                     help="seconds one test may run before it is stopped and recorded as timeout")
     opts = ap.parse_args(argv)
-    global KEEP_CUDA
+    global KEEP_CUDA, COMMAND
     KEEP_CUDA = opts.cuda
+    COMMAND = "explain" if opts.explain else "run"
 
     files = [Path(f).resolve() for f in opts.files]
     for f in files:
@@ -473,7 +484,7 @@ def main(argv=None) -> int:
 
     import torch  # only to report the version the figures are for
 
-    results = {"torch": torch.__version__, "python": sys.version.split()[0],
+    results = {"torch": torch.__version__, "python": sys.version.split()[0], "command": COMMAND,
                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "files": {}}
     any_diff = False
     for f in files:

@@ -281,3 +281,34 @@ def test_no_tensor_kept_alive(threes):
     py, run, explain = threes[1]["alive"]
     assert py == (0, "30 of 30 freed\n", "")
     assert run == py and explain == py
+
+
+MODE_AROUND_BACKWARD = """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            node = torch._C._current_autograd_node()
+            self.ops.append(f"{func} in {type(node).__name__ if node else None}")
+            return func(*args, **(kwargs or {}))
+
+    a = torch.rand(4, requires_grad=True)
+    with Log() as log:
+        loss = a.mul(2).div(3).sum()
+        loss.backward()
+    print("\\n".join(log.ops))
+"""
+
+
+def test_a_dispatch_mode_around_backward_sees_only_the_programs_ops(tmp_path):
+    # explain's finiteness checks (of the loss, and of each node's gradients in a hook on the node)
+    # ran inside the program's mode, which logged their sum, isfinite and .item() as the program's ops
+    py, run, explain = _three(tmp_path, "mode_around_backward", MODE_AROUND_BACKWARD)
+    assert py[0] == 0 and "aten.mul.Tensor in MulBackward0" in py[1] and "_local_scalar_dense" not in py[1]
+    assert run == py
+    assert explain == py

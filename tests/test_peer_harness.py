@@ -89,3 +89,16 @@ def test_resume_runs_nothing_again(run):
     assert [r["test"].removeprefix(PREFIX) for r in again["results"]] == [
         "test_a_passes", "test_b_prints", "test_c_skipped", "test_d_segfaults", "test_e_fails", "test_f_after_crash"]
     assert {r["verdict"] for r in again["results"]} == {"identical"}
+
+
+def test_explain_runs_the_tensorscope_side_under_explain(tmp_path):
+    # Two tests only (one process per side): the explain side's report says which command wrote it.
+    proc = _harness(tmp_path, "--explain", "-k", "test_a_passes or test_g_sees_the_tool")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["command"] == "explain"
+    (summary,) = results["files"].values()
+    verdicts = {r["test"].removeprefix(PREFIX): r["verdict"] for r in summary["results"]}
+    assert verdicts == {"test_a_passes": "identical", "test_g_sees_the_tool": "different"}
+    reports = sorted((tmp_path / "peer_sample").glob("ts-*.report.json"))
+    assert reports and all(json.loads(p.read_text())["command"] == "explain" for p in reports)

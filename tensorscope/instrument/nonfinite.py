@@ -74,6 +74,7 @@ from tensorscope import compat, source
 from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
 from tensorscope.instrument.origin_walk import GradCheck, assignment, forward_origin, stats, value_of
+from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
@@ -277,7 +278,9 @@ class ValueWatch:
         active, tr.active = tr.active, False
         self.busy = True
         try:
-            flag = _all_finite(tensors)
+            guard = quiet_from_modes(tensors)  # the program's mode (around its backward) must not see our check
+            with guard:
+                flag = _all_finite(tensors)
             uf = user_frame(frame, tr.user)
             step = {"loss": self.backward_calls, "grad": self.backward_calls - 1}.get(what, self.optimizer_steps - 1)
             facts = {"what": what, "file": uf.f_code.co_filename if uf else None, "line": line_of(uf) if uf else None,
@@ -289,7 +292,9 @@ class ValueWatch:
             # the loss's flag is read at once where origins are read from its graph (NOTE [Origins from the
             # graph]): the graph is gone by the time a batch of flags is read (one read per backward on CUDA)
             if flag.device.type == "cpu" or flag.device.type == "meta" or (what == "loss" and self.grads is not None):
-                self._settle(bool(flag), facts, held, own)
+                with guard:
+                    ok = bool(flag)
+                self._settle(ok, facts, held, own)
             else:
                 self.due.append((flag, facts, held, own))
                 if len(self.due) >= _DUE:

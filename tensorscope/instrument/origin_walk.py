@@ -65,6 +65,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mod
 
 from tensorscope import compat, source
 from tensorscope.instrument.frames import peek_locals
+from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.saved import Packed
 
 _Tensor = torch.Tensor
@@ -517,9 +518,10 @@ class GradCheck:
         if self.birth is not None or self.watch.busy:
             return
         try:
-            made = next((g for g in grad_inputs if _cpu_floating(g) and not _finite(g)), None)
-            if made is None or any(_cpu_floating(g) and not _finite(g) for g in grad_outputs):
-                return
+            with quiet_from_modes((*grad_inputs, *grad_outputs)):  # the program's mode must not see our checks
+                made = next((g for g in grad_inputs if _cpu_floating(g) and not _finite(g)), None)
+                if made is None or any(_cpu_floating(g) and not _finite(g) for g in grad_outputs):
+                    return
             self.birth = self._birth(torch._C._current_autograd_node(), grad_outputs, made)
         except Exception:
             pass
