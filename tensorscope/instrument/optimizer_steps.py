@@ -106,7 +106,7 @@ class OptimizerSteps:
             ident = _get_ident()
             step = IN_STEP.get(ident)
             if step is not None and step.opt is opt:
-                self.close(ident)
+                self.close(ident, finished=True)
                 return
             step = self._learning.pop(ident, None)
             if step is not None and step.opt is opt:
@@ -129,14 +129,14 @@ class OptimizerSteps:
             self.close(ident)
         self._learning.clear()
 
-    def close(self, ident) -> None:
+    def close(self, ident, finished=False) -> None:
         """Log the writes of the step recorded whole on thread ``ident`` and leave it. The write wrappers call
         this for a step that raised (see ``in_step`` in patches.py)."""
         step = IN_STEP.pop(ident, None)
         if step is None:
             return
         try:
-            self._log(step)
+            self._log(step, finished)
         except Exception:
             pass
         step.opt = step.rec = step.frame = step.uf = step.entries = None
@@ -239,7 +239,7 @@ class OptimizerSteps:
         learnt[_TEMPORARIES] = (extra / len(params)) if params and extra > 0 else 0
         self.templates[step.opt] = learnt
 
-    def _log(self, step) -> None:
+    def _log(self, step, finished) -> None:
         """The write log's entries of a step recorded whole, as the wrappers would have made them (see
         ``Tracker.log_write``, inlined), and its count at the line."""
         rec = self.rec
@@ -277,7 +277,8 @@ class OptimizerSteps:
                 if len(recs) >= _MAX_WRITES_PER_STORAGE:
                     del recs[0]
                 recs.append((aseq, v0, v1, op, False, code, lasti, line, lib, None))
-        n += round(template.get(_TEMPORARIES, 0) * len(params))
+        if finished:  # a step that raised: where in it is not known, its temporaries not counted
+            n += round(template.get(_TEMPORARIES, 0) * len(params))
         if n:
             counts = rec.site_counts
             before = counts.get(step.site, 0)
