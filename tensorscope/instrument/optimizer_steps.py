@@ -49,6 +49,7 @@ _TEMPORARIES = ("temporaries",)  # a template's key: writes per parameter into t
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _sequence_nr = torch._C._autograd._get_sequence_nr
+_is_compiling = getattr(torch.compiler, "is_compiling", None)
 
 
 class _Step:
@@ -74,6 +75,8 @@ class OptimizerSteps:
 
     def started(self, opt, args, kwargs) -> None:
         """The global step pre-hook: snapshot the versions; record the step whole where nothing needs detail."""
+        if _compiling():  # first: nothing here is traceable
+            return
         rec = self.rec
         try:
             ident = _get_ident()
@@ -102,6 +105,8 @@ class OptimizerSteps:
 
     def finished(self, opt, args, kwargs) -> None:
         """The global step post-hook: log the writes of a step recorded whole."""
+        if _compiling():
+            return
         try:
             ident = _get_ident()
             step = IN_STEP.get(ident)
@@ -306,6 +311,15 @@ def in_step(ident, frame) -> bool:
     if rec is not None:
         rec.steps.close(ident)
     return False
+
+
+def _compiling() -> bool:
+    """Whether torch.compile is tracing this call (the hook then traces as nothing: the compiled step's
+    writes are inside its graph, where no wrapper sees them either)."""
+    if _is_compiling is not None:
+        return _is_compiling()
+    dynamo = sys.modules.get("torch._dynamo")  # torch 2.2: no torch.compiler.is_compiling
+    return bool(dynamo is not None and dynamo.is_compiling())
 
 
 def _running(frame) -> bool:
