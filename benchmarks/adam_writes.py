@@ -13,7 +13,10 @@ machine only ever adds time) and what each adds per write:
 - ``off``: the wrappers installed, the recorder inactive (binding ``p.mul_`` and entering a wrapper);
 - ``bare``: the recorder active, its ``write_call`` replaced by the bare call of the original (the
   wrapper's own work around the call);
-- ``full``: what ``tensorscope run`` does (see NOTE [The write fast path] in instrument/tracker.py).
+- ``each``: what ``tensorscope run`` does with every write of the step recorded through its wrapper
+  (the steps recorded whole switched off: NOTE [The write fast path] in instrument/tracker.py);
+- ``full``: what ``tensorscope run`` does: once the step's line has used its detailed events, the step
+  is recorded whole from the version counters (NOTE [An optimizer step as one write record]).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ def _bare(orig, op, args, kwargs, *rest):
     return orig(*args, **kwargs)
 
 
+def _no_step(*args):
+    return None
+
+
 def main(steps: int, rounds: int) -> None:
     torch.set_num_threads(1)
     params = [torch.nn.Parameter(torch.randn(8, 8)) for _ in range(4)]
@@ -45,14 +52,16 @@ def main(steps: int, rounds: int) -> None:
     opt = torch.optim.Adam(params, lr=1e-3, foreach=False)
     tracker = session.new_tracker(__file__)
     full = tracker.write_call
-    times: dict[str, list] = {"plain": [], "off": [], "bare": [], "full": []}
+    started = tracker.steps.started
+    times: dict[str, list] = {"plain": [], "off": [], "bare": [], "each": [], "full": []}
     _steps(opt, 20)
     for _ in range(rounds):
         times["plain"].append(_steps(opt, steps))
         with session.active(tracker):
-            for mode in ("off", "bare", "full"):
+            for mode in ("off", "bare", "each", "full"):
                 tracker.active = mode != "off"
                 tracker.write_call = _bare if mode == "bare" else full
+                tracker.steps.started = started if mode == "full" else _no_step
                 times[mode].append(_steps(opt, steps))
     writes = 6 * len(params)
     best = {mode: min(t) for mode, t in times.items()}

@@ -45,6 +45,7 @@ import warnings
 from contextlib import contextmanager
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from tensorscope import compat
 from tensorscope.instrument import saved, state
@@ -52,6 +53,7 @@ from tensorscope.instrument import gradhooks, indexwrite, provenance
 from tensorscope.instrument.calls import after_call, target as _target
 from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
+from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, in_step as _in_step
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.tracker import IN_WRITE as _IN_WRITE
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
@@ -133,6 +135,8 @@ def make_write(op, orig):
             # inside another write wrapper: a TorchFunctionMode (e.g. set_default_device) sent the
             # op through the wrappers a second time; the outer call records it once
             return orig(*args, **kwargs)
+        if _IN_STEP and _in_step(ident, sys._getframe(1)):
+            return orig(*args, **kwargs)  # see NOTE [An optimizer step as one write record]
         target = args[0] if args else kwargs.get("input", kwargs.get("self"))  # _target, inlined
         verdict = _INSPECTABLE.get(type(target))  # inspectable()'s cache, read without a call
         if not (verdict or verdict is None and inspectable(target)):
@@ -155,6 +159,8 @@ def make_foreach_write(op, orig):
         rec = state.recorder
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
+        if _IN_STEP and _in_step(_get_ident(), sys._getframe(1)):
+            return orig(*args, **kwargs)  # see NOTE [An optimizer step as one write record]
         targets = _target(args, kwargs)
         frame = sys._getframe(1)
         pres = [rec.pre_write(t, frame) for t in targets] if isinstance(targets, (list, tuple)) else []
@@ -236,6 +242,20 @@ def module_registered(parent, name, module):
         rec.shared.on_register_module(rec, parent, name, module, sys._getframe(1))
 
 
+def optimizer_step_started(optimizer, args, kwargs):
+    """The global optimizer step pre-hook (see NOTE [An optimizer step as one write record]). Returns None."""
+    rec = state.recorder
+    if rec is not None and rec.active:
+        rec.steps.started(optimizer, args, kwargs)
+
+
+def optimizer_step_finished(optimizer, args, kwargs):
+    """The global optimizer step post-hook. Returns None."""
+    rec = state.recorder
+    if rec is not None and (rec.active or _IN_STEP):
+        rec.steps.finished(optimizer, args, kwargs)
+
+
 def make_module_setstate(orig):
     """``copy.copy(model)``: a copy over the original's very tensors (see NOTE [Shared state])."""
     def __setstate__(self, state_):
@@ -302,6 +322,8 @@ def make_backward(op, orig):
         rec = state.recorder
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
+        if _IN_STEP:  # an optimizer step that raised: its writes logged before backward reads the log
+            rec.steps.sweep()
         calls = rec.backward_calls
         ctx = calls.before(op, args, kwargs, sys._getframe(1))
         values = rec.values  # see NOTE [Checking values at the sinks] in nonfinite.py
@@ -534,6 +556,9 @@ class Patcher:
         register_module_hook = getattr(torch.nn.modules.module, "register_module_module_registration_hook", None)
         if self._planned is None and register_module_hook is not None:
             self._hooks.append(register_module_hook(module_registered))
+        if self._planned is None:  # see NOTE [An optimizer step as one write record]
+            self._hooks.append(register_optimizer_step_pre_hook(optimizer_step_started))
+            self._hooks.append(register_optimizer_step_post_hook(optimizer_step_finished))
         self._set(torch.nn.Module, "__setstate__", make_module_setstate(torch.nn.Module.__setstate__))
         self._set(torch.optim.Optimizer, "load_state_dict", make_optimizer_load(torch.optim.Optimizer.load_state_dict))
         apply = vars(torch.autograd.Function).get("apply")

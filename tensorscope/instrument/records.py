@@ -19,6 +19,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+# the write log's bound (``Tracker.log_write``): the last 16 writes of each of the 4,096 storages written
+# most recently (a few MB at most)
+MAX_LOGGED_STORAGES = 4096
+MAX_WRITES_PER_STORAGE = 16
+
 
 class PreWrite(NamedTuple):
     """What the recorder read just before an in-place write ran (``Tracker.pre_write``)."""

@@ -35,6 +35,7 @@ class _Control:
         if self.stopped:
             return
         self.stopped = True
+        self.tracker.steps.close_all()  # a step still open (it raised): its writes logged
         self.tracker.active = False
         if self.ops is not None:
             self.ops.__exit__(None, None, None)

@@ -28,16 +28,17 @@ from tensorscope.instrument.failure_graph import FailureGraph
 from tensorscope.instrument.frames import (_LINES, COMPILER, library_name, line_of, peek_locals, receiver, strip_traceback,
                                            user_frame)
 from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
+from tensorscope.instrument.optimizer_steps import OptimizerSteps
 from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES, RunningStats
 from tensorscope.instrument.sharedstate import SharedState
 from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
-from tensorscope.instrument.records import PreWrite, write_facts
+from tensorscope.instrument.records import MAX_LOGGED_STORAGES, MAX_WRITES_PER_STORAGE, PreWrite, write_facts
 from tensorscope.instrument.saved_checks import SavedChecks
 from tensorscope.instrument.watch import Watch
 
 _Tensor = torch.Tensor
-_MAX_LOGGED_STORAGES = 4096  # with 16 writes each: a few MB at most
-_MAX_WRITES_PER_STORAGE = 16
+_MAX_LOGGED_STORAGES = MAX_LOGGED_STORAGES
+_MAX_WRITES_PER_STORAGE = MAX_WRITES_PER_STORAGE
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _is_grad_enabled = torch.is_grad_enabled
 _current_thread = threading.current_thread
@@ -70,6 +71,7 @@ class Tracker(Recorder):
         self.shared = SharedState()  # state two objects share, ctx attributes (see NOTE [Shared state])
         self.running_stats = RunningStats()  # see NOTE [Running statistics updated twice] in runningstats.py
         self.index_checks: dict[tuple, int] = {}  # (file, line) -> index writes checked for duplicates
+        self.steps = OptimizerSteps(self)  # see NOTE [An optimizer step as one write record]
 
     # --- in-place writes ----------------------------------------------------------
 
