@@ -142,7 +142,7 @@ def threes(tmp_path_factory):
     Python runs as itself (the reference); tensorscope's runs fork from one process that imported torch
     once (run_many), beside python's in a second worker."""
     folder = tmp_path_factory.mktemp("hooks")
-    programs = {**TYPES, **CAUSES, "alive": ALIVE}
+    programs = {**TYPES, **CAUSES, "alive": ALIVE, "mode_around_backward": MODE_AROUND_BACKWARD}
     args = {name: ("--logs",) if name == "wrapper_subclasses" else () for name in programs}
     jobs = []
     for name, code in programs.items():
@@ -305,10 +305,10 @@ MODE_AROUND_BACKWARD = """
 """
 
 
-def test_a_dispatch_mode_around_backward_sees_only_the_programs_ops(tmp_path):
+def test_a_dispatch_mode_around_backward_sees_only_the_programs_ops(threes):
     # explain's finiteness checks (of the loss, and of each node's gradients in a hook on the node)
     # ran inside the program's mode, which logged their sum, isfinite and .item() as the program's ops
-    py, run, explain = _three(tmp_path, "mode_around_backward", MODE_AROUND_BACKWARD)
+    py, run, explain = threes[1]["mode_around_backward"]
     assert py[0] == 0 and "aten.mul.Tensor in MulBackward0" in py[1] and "_local_scalar_dense" not in py[1]
     assert run == py
     assert explain == py

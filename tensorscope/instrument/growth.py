@@ -134,9 +134,9 @@ class Growth:
         return {"step": self.boundaries, "truncated": walk.truncated, "roots": roots, "moved": moved}
 
     def _births(self, walk) -> dict[int, int]:
-        """Each storage's first sampled step, kept while that very storage lives (a weak reference to its
-        storage object: a new storage at a freed one's address is a new birth). See NOTE [Storage
-        identity across samples]."""
+        """Each storage's first sampled step, kept while the object it was reached through lives (a weak
+        reference to that tensor: a new tensor at a freed storage's address is a new birth). See NOTE
+        [Storage identity across samples]."""
         old, now = self._born, {}
         step = self.boundaries
         for key, (_, _, tid) in walk.storages.items():
@@ -145,7 +145,7 @@ class Growth:
                 now[key] = seen
                 continue
             try:
-                ref = weakref.ref(walk.obj(tid).untyped_storage())
+                ref = weakref.ref(walk.obj(tid))  # never .untyped_storage(): that makes a Python object gc sees
             except Exception:  # nothing to watch: compared by address, as before the births
                 continue
             now[key] = (ref, step)
@@ -234,14 +234,17 @@ def _identity(walk, key, tid, born) -> tuple:
 # address across two samples, so "new since the last sample" and "kept since the previous one" read
 # by address alone depended on where malloc put each step's tensors. A storage is therefore compared
 # by its address, the object and label it was first reached through (`seen` and `[5]`; `weight` and
-# `.grad`), and its birth: the step of the first sample that saw this very storage, carried from
-# sample to sample by a weak reference to its storage object (torch keeps a storage's Python object
-# while the storage lives, measured on 2.2.2, 2.6.0 and 2.13.0), so a reference that died means a new
-# storage at an old address. Without the birth, a `.weight.grad` at one address at steps 6 and 8 and
-# at another at step 5 read as kept since step 6, and being larger than the list's new items it was
-# the witness: the forward hook of corpus_retention/hook_collects_inputs_cpu.py was reported as
-# `container-grows` with no line in some runs (where malloc puts a step's tensors differs between
-# processes, more so under load).
+# `.grad`), and its birth: the step of the first sample that saw it, carried from sample to sample by a
+# weak reference to the tensor it was reached through, so a reference that died means a new birth.
+# The weak reference is to the tensor, not to its storage object: torch keeps a storage's Python object
+# while the storage lives (2.2.2, 2.6.0, 2.13.0), so asking for one would leave objects in
+# `gc.get_objects()` that plain python never made (tests/programs/heap_census.py). A storage reached
+# through a new tensor object (a fresh view of a kept buffer each step) reads as a new birth; it adds no
+# bytes, and growth needs bytes or graph nodes that rose at each of three samples. Without the birth,
+# a `.weight.grad` at one address at steps 6 and 8 and at another at step 5 read as kept since step 6,
+# and being larger than the list's new items it was the witness: the forward hook of
+# corpus_retention/hook_collects_inputs_cpu.py was reported as `container-grows` with no line in some
+# runs (where malloc puts a step's tensors differs between processes, more so under load).
 
 
 def family(witness: dict, nodes_grew: bool) -> str:

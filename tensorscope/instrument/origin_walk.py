@@ -69,6 +69,7 @@ from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.saved import Packed
 
 _Tensor = torch.Tensor
+_TensorBase = torch._C.TensorBase
 _MAX_NODES = 20_000
 _MAX_SAVED = 50_000
 _MAX_INPUTS = 8
@@ -576,6 +577,15 @@ def _may_make(node) -> bool:
 
 def _cpu_floating(g) -> bool:
     return _floating(g) and g.device.type == "cpu" and g.numel() > 0
+
+
+def saved_sum_finite(t) -> bool:
+    """Whether a floating CPU tensor saved for backward holds only finite values, read with one reduction (a
+    NaN or Inf makes the sum non-finite; an overflowing sum of finite values errs towards hooking every node).
+    Called by explain's pack hook (saved_checks) only while values are checked: NOTE [Which nodes' gradients
+    are checked]."""
+    v = _TensorBase.sum(_TensorBase.detach(t)).item()
+    return v - v == 0
 
 
 def _finite(t) -> bool:

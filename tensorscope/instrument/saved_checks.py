@@ -13,6 +13,7 @@ import torch
 
 from tensorscope.instrument.fingerprint import checksum
 from tensorscope.instrument.frames import call_segment, line_of, user_frame
+from tensorscope.instrument.origin_walk import saved_sum_finite
 from tensorscope.instrument.recorder import node_name, storage_key
 
 _current_node = torch._C._current_autograd_node
@@ -65,8 +66,7 @@ class SavedChecks:
             self.low_precision = True
         if not self.nonfinite_saved and rec.values is not None and rec.values.grads is not None \
                 and t.device.type == "cpu" and t.is_floating_point():
-            v = _TensorBase.sum(_TensorBase.detach(t)).item()  # one reduction: a NaN or Inf makes the sum non-finite
-            if v - v != 0:
+            if not saved_sum_finite(t):
                 self.nonfinite_saved = True
         p.orig = weakref.ref(t)
         if p.seq_nr is not None and p.line is not None:
