@@ -368,6 +368,538 @@ CASES = {
             (x * torch.full((3,), 2.0)).sum().backward()
             print([round(g, 4) for g in x.grad.tolist()])
         """),
+    # --- every other kind whose fix is a code rewrite: the failing program, the fix as its text says ---
+    # a saved output written in place: out of place, or a clone (the graph keeps the value it saved)
+    "saved_output_written": dict(
+        kind="inplace-modified-saved-tensor",
+        bug="""
+            x = torch.randn(4, requires_grad=True)
+            y = x.sigmoid()
+            y.mul_(2.0)
+            loss = (y * y).sum()
+            loss.backward()
+            print(round(loss.item(), 4), [round(g, 4) for g in x.grad.tolist()])
+        """,
+        fragment="`y = y.mul(2.0)`",
+        fragment2="`y = y.clone()`",
+        absent=(),
+        fixed=["""
+            x = torch.randn(4, requires_grad=True)
+            y = x.sigmoid()
+            y = y.mul(2.0)
+            loss = (y * y).sum()
+            loss.backward()
+            print(round(loss.item(), 4), [round(g, 4) for g in x.grad.tolist()])
+        """, """
+            x = torch.randn(4, requires_grad=True)
+            y = x.sigmoid()
+            y = y.clone()
+            y.mul_(2.0)
+            loss = (y * y).sum()
+            loss.backward()
+            print(round(loss.item(), 4), [round(g, 4) for g in x.grad.tolist()])
+        """],
+        reference="""
+            s = torch.sigmoid(torch.randn(4))
+            print(round((4 * s * s).sum().item(), 4), [round(g, 4) for g in (8 * s * s * (1 - s)).tolist()])
+        """),
+    # two losses over one graph, backward on each
+    "two_losses": dict(
+        kind="backward-twice",
+        bug="""
+            x = torch.randn(4, requires_grad=True)
+            h = x.exp()
+            loss_a = h.sum()
+            loss_b = (h * h).sum()
+            loss_a.backward()
+            loss_b.backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """,
+        fragment="`(loss_a + loss_b).backward()`",
+        fragment2="pass retain_graph=True to the first backward",
+        absent=(),
+        fixed=["""
+            x = torch.randn(4, requires_grad=True)
+            h = x.exp()
+            loss_a = h.sum()
+            loss_b = (h * h).sum()
+            (loss_a + loss_b).backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """, """
+            x = torch.randn(4, requires_grad=True)
+            h = x.exp()
+            loss_a = h.sum()
+            loss_b = (h * h).sum()
+            loss_a.backward(retain_graph=True)
+            loss_b.backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """],
+        reference="""
+            e = torch.randn(4).exp()
+            print([round(g, 4) for g in (e + 2 * e * e).tolist()])
+        """),
+    "non_scalar": dict(
+        kind="non-scalar-backward",
+        bug="""
+            x = torch.randn(4, requires_grad=True)
+            y = x * x
+            y.backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """,
+        fragment="`y.sum().backward()`",
+        fragment2="`y.backward(gradient=torch.ones_like(y))`",
+        absent=(),
+        fixed=["""
+            x = torch.randn(4, requires_grad=True)
+            y = x * x
+            y.sum().backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """, """
+            x = torch.randn(4, requires_grad=True)
+            y = x * x
+            y.backward(gradient=torch.ones_like(y))
+            print([round(g, 4) for g in x.grad.tolist()])
+        """],
+        reference="""
+            print([round(g, 4) for g in (2 * torch.randn(4)).tolist()])
+        """),
+    "gradient_shape": dict(
+        kind="gradient-shape-mismatch",
+        bug="""
+            x = torch.randn(4, requires_grad=True)
+            y = x * x
+            y.backward(torch.ones(1))
+            print([round(g, 4) for g in x.grad.tolist()])
+        """,
+        fragment="`y.backward(torch.ones_like(y))`",
+        fragment2="`y.sum().backward()`",
+        absent=(),
+        fixed=["""
+            x = torch.randn(4, requires_grad=True)
+            y = x * x
+            y.backward(torch.ones_like(y))
+            print([round(g, 4) for g in x.grad.tolist()])
+        """, """
+            x = torch.randn(4, requires_grad=True)
+            y = x * x
+            y.sum().backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """],
+        reference="""
+            print([round(g, 4) for g in (2 * torch.randn(4)).tolist()])
+        """),
+    "integer_leaf": dict(
+        kind="non-float-requires-grad",
+        bug="""
+            w = torch.tensor([1, 2, 3], requires_grad=True)
+            loss = (w * w).sum()
+            loss.backward()
+            print(w.grad.tolist())
+        """,
+        fragment="`torch.tensor([1.0, 2.0, 3.0], requires_grad=True)`",
+        absent=(),
+        fixed=["""
+            w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+            loss = (w * w).sum()
+            loss.backward()
+            print(w.grad.tolist())
+        """],
+        reference="""
+            print([2.0 * v for v in (1, 2, 3)])
+        """),
+    "numpy_of_a_graph_tensor": dict(
+        kind="numpy-requires-grad",
+        bug="""
+            x = torch.randn(4, requires_grad=True)
+            y = x * 3
+            arr = y.numpy()
+            print([round(float(v), 4) for v in arr])
+        """,
+        fragment="`y.detach().numpy()`",
+        absent=(),
+        fixed=["""
+            x = torch.randn(4, requires_grad=True)
+            y = x * 3
+            arr = y.detach().numpy()
+            print([round(float(v), 4) for v in arr])
+        """],
+        reference="""
+            print([round(v, 4) for v in (torch.randn(4) * 3).tolist()])
+        """),
+    # growing a leaf that requires grad: the old values kept, the new rows zero, still a leaf
+    "resize_leaf": dict(
+        kind="resize-requires-grad",
+        bug="""
+            x = torch.randn(4, requires_grad=True)
+            x.resize_(6)
+            (x * x).sum().backward()
+            print(list(x.shape), [round(v, 4) for v in x.detach().tolist()], int(x.is_leaf), x.grad.shape[0])
+        """,
+        fragment="`new = x.detach().new_zeros(6); new[:x.shape[0]] = x.detach(); x = new.requires_grad_()`",
+        absent=(),
+        fixed=["""
+            x = torch.randn(4, requires_grad=True)
+            new = x.detach().new_zeros(6); new[:x.shape[0]] = x.detach(); x = new.requires_grad_()
+            (x * x).sum().backward()
+            print(list(x.shape), [round(v, 4) for v in x.detach().tolist()], int(x.is_leaf), x.grad.shape[0])
+        """],
+        reference="""
+            x = torch.cat([torch.randn(4), torch.zeros(2)])
+            print([6], [round(v, 4) for v in x.tolist()], 1, 6)
+        """),
+    # turning requires_grad off on an intermediate: meant as a constant in the loss
+    "requires_grad_off": dict(
+        kind="non-leaf-requires-grad",
+        bug="""
+            x = torch.randn(4, requires_grad=True)
+            h = x * 2
+            h.requires_grad = False
+            loss = (h * x).sum()
+            loss.backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """,
+        fragment="`h = h.detach()`",
+        absent=(),
+        fixed=["""
+            x = torch.randn(4, requires_grad=True)
+            h = x * 2
+            h = h.detach()
+            loss = (h * x).sum()
+            loss.backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """],
+        reference="""
+            print([round(g, 4) for g in (2 * torch.randn(4)).tolist()])
+        """),
+    "unused_grad_input": dict(
+        kind="unused-input",
+        bug="""
+            x = torch.randn(3, requires_grad=True)
+            z = torch.randn(3, requires_grad=True)
+            out = (x * x).sum()
+            gx, gz = torch.autograd.grad(out, [x, z])
+            print([round(g, 4) for g in gx.tolist()], gz.tolist())
+        """,
+        fragment="`torch.autograd.grad(out, [x, z], allow_unused=True, materialize_grads=True)`",
+        absent=(),
+        fixed=["""
+            x = torch.randn(3, requires_grad=True)
+            z = torch.randn(3, requires_grad=True)
+            out = (x * x).sum()
+            gx, gz = torch.autograd.grad(out, [x, z], allow_unused=True, materialize_grads=True)
+            print([round(g, 4) for g in gx.tolist()], gz.tolist())
+        """],
+        reference="""
+            x = torch.randn(3)
+            print([round(g, 4) for g in (2 * x).tolist()], [0.0, 0.0, 0.0])
+        """),
+    # a scaled leaf is no leaf: its .grad stays None
+    "scaled_leaf": dict(
+        kind="non-leaf-grad-none",
+        bug="""
+            w = torch.randn(3, requires_grad=True) * 0.1
+            loss = (w * w).sum()
+            loss.backward()
+            print([round(g, 4) for g in w.grad.tolist()])
+        """,
+        fragment="`w = (torch.randn(3, requires_grad=True) * 0.1).detach().requires_grad_()`",
+        fragment2="`w.retain_grad()` before backward()",
+        absent=(),
+        fixed=["""
+            w = (torch.randn(3, requires_grad=True) * 0.1).detach().requires_grad_()
+            loss = (w * w).sum()
+            loss.backward()
+            print([round(g, 4) for g in w.grad.tolist()])
+        """, """
+            w = torch.randn(3, requires_grad=True) * 0.1
+            loss = (w * w).sum()
+            w.retain_grad()
+            loss.backward()
+            print([round(g, 4) for g in w.grad.tolist()])
+        """],
+        reference="""
+            print([round(g, 4) for g in (2 * torch.randn(3) * 0.1).tolist()])
+        """),
+    "item_loss": dict(
+        kind="float-has-no-backward",
+        bug="""
+            x = torch.randn(3, requires_grad=True)
+            loss = (x * x).sum().item()
+            loss.backward()
+            print(round(loss.item(), 4), [round(g, 4) for g in x.grad.tolist()])
+        """,
+        fragment="remove `.item()` where it is made",
+        absent=(),
+        fixed=["""
+            x = torch.randn(3, requires_grad=True)
+            loss = (x * x).sum()
+            loss.backward()
+            print(round(loss.item(), 4), [round(g, 4) for g in x.grad.tolist()])
+        """],
+        reference="""
+            x = torch.randn(3)
+            print(round(float((x * x).sum()), 4), [round(g, 4) for g in (2 * x).tolist()])
+        """),
+    "leaky_relu_negative_slope": dict(
+        kind="inplace-backward-unsupported",
+        bug="""
+            import torch.nn.functional as F
+            x = torch.randn(5, requires_grad=True)
+            h = x * 2
+            F.leaky_relu_(h, -0.1)
+            loss = (h * h).sum()
+            loss.backward()
+            print(round(loss.item(), 4), [round(g, 4) for g in x.grad.tolist()])
+        """,
+        fragment="replace the line with `h = F.leaky_relu(h, -0.1)`",
+        absent=(),
+        fixed=["""
+            import torch.nn.functional as F
+            x = torch.randn(5, requires_grad=True)
+            h = x * 2
+            h = F.leaky_relu(h, -0.1)
+            loss = (h * h).sum()
+            loss.backward()
+            print(round(loss.item(), 4), [round(g, 4) for g in x.grad.tolist()])
+        """],
+        reference="""
+            h = 2 * torch.randn(5)
+            slope = torch.where(h > 0, 1.0, -0.1)
+            out = h * slope
+            print(round((out * out).sum().item(), 4), [round(g, 4) for g in (2 * out * slope * 2).tolist()])
+        """),
+    # detach_() of a tensor a product saved: detach the name, keep the graph already built
+    "saved_detached": dict(
+        kind="saved-detached-inplace",
+        bug="""
+            x = torch.randn(3, requires_grad=True)
+            y = x.exp()
+            z = y * y
+            y.detach_()
+            z.sum().backward()
+            print([round(g, 4) for g in x.grad.tolist()], int(y.requires_grad))
+        """,
+        fragment="replace the line with `y = y.detach()`",
+        absent=(),
+        fixed=["""
+            x = torch.randn(3, requires_grad=True)
+            y = x.exp()
+            z = y * y
+            y = y.detach()
+            z.sum().backward()
+            print([round(g, 4) for g in x.grad.tolist()], int(y.requires_grad))
+        """],
+        reference="""
+            x = torch.randn(3)
+            print([round(g, 4) for g in (2 * (2 * x).exp()).tolist()], 0)
+        """),
+    "vmap_plain_buffer": dict(
+        kind="vmap-inplace",
+        bug="""
+            def f(x):
+                buf = torch.zeros(x.shape)
+                buf.add_(x * 2)
+                return buf.sum()
+
+
+            xs = torch.randn(3, 4)
+            print([round(v, 4) for v in torch.vmap(f)(xs).tolist()])
+        """,
+        fragment="`buf = torch.zeros_like(x)`",
+        absent=(),
+        fixed=["""
+            def f(x):
+                buf = torch.zeros_like(x)
+                buf.add_(x * 2)
+                return buf.sum()
+
+
+            xs = torch.randn(3, 4)
+            print([round(v, 4) for v in torch.vmap(f)(xs).tolist()])
+        """],
+        reference="""
+            xs = torch.randn(3, 4)
+            print([round(float((row * 2).sum()), 4) for row in xs])
+        """),
+    "vmap_python_branch": dict(
+        kind="functorch-transform",
+        bug="""
+            def f(x):
+                if x.sum() > 0:
+                    return x * 2
+                return x
+
+
+            xs = torch.randn(5, 4)
+            print([round(v, 4) for v in torch.vmap(f)(xs).sum(1).tolist()])
+        """,
+        fragment="`torch.where(cond, a, b)`",
+        absent=(),
+        fixed=["""
+            def f(x):
+                return torch.where(x.sum() > 0, x * 2, x)
+
+
+            xs = torch.randn(5, 4)
+            print([round(v, 4) for v in torch.vmap(f)(xs).sum(1).tolist()])
+        """],
+        reference="""
+            xs = torch.randn(5, 4)
+            print([round(float((row * 2 if row.sum() > 0 else row).sum()), 4) for row in xs])
+        """),
+    "tangent_shape": dict(
+        kind="forward-ad",
+        bug="""
+            import torch.autograd.forward_ad as fwAD
+            primal = torch.randn(4)
+            tangent = torch.randn(3)
+            with fwAD.dual_level():
+                d = fwAD.make_dual(primal, tangent)
+                out = fwAD.unpack_dual(d.sin()).tangent
+            print([round(v, 4) for v in out.tolist()])
+        """,
+        fragment="`torch.randn_like(primal)`",
+        absent=(),
+        fixed=["""
+            import torch.autograd.forward_ad as fwAD
+            primal = torch.randn(4)
+            tangent = torch.randn_like(primal)
+            with fwAD.dual_level():
+                d = fwAD.make_dual(primal, tangent)
+                out = fwAD.unpack_dual(d.sin()).tangent
+            print([round(v, 4) for v in out.tolist()])
+        """],
+        reference="""
+            primal = torch.randn(4)
+            tangent = torch.randn(4)
+            print([round(v, 4) for v in (primal.cos() * tangent).tolist()])
+        """),
+    "detached_by_mistake": dict(
+        kind="no-grad-fn",
+        bug="""
+            x = torch.randn(3, requires_grad=True)
+            h = (x * 2).detach()
+            loss = (h * h).sum()
+            loss.backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """,
+        fragment="Drop the `.detach()` at line 6 (use `x * 2` itself)",
+        absent=(),
+        fixed=["""
+            x = torch.randn(3, requires_grad=True)
+            h = x * 2
+            loss = (h * h).sum()
+            loss.backward()
+            print([round(g, 4) for g in x.grad.tolist()])
+        """],
+        reference="""
+            print([round(g, 4) for g in (8 * torch.randn(3)).tolist()])
+        """),
+    # entropy of probabilities with a zero: 0 * log(0) is meant as 0
+    "log_of_zero": dict(
+        kind="non-finite-value",
+        bug="""
+            p = torch.tensor([0.5, 0.0, 0.25], requires_grad=True)
+            loss = -(p * torch.log(p)).sum()
+            loss.backward()
+            assert torch.isfinite(p.grad).all(), "non-finite grad"
+            print(round(loss.item(), 4))
+        """,
+        fragment="`torch.log(x.clamp_min(1e-8))`",
+        absent=(),
+        fixed=["""
+            p = torch.tensor([0.5, 0.0, 0.25], requires_grad=True)
+            loss = -(p * torch.log(p.clamp_min(1e-8))).sum()
+            loss.backward()
+            assert torch.isfinite(p.grad).all(), "non-finite grad"
+            print(round(loss.item(), 4))
+        """],
+        reference="""
+            p = torch.tensor([0.5, 0.0, 0.25])
+            print(round(-torch.special.xlogy(p, p).sum().item(), 4))
+        """),
+    # the initial weights kept, then the optimizer moves them
+    "kept_initial_weights": dict(
+        kind="kept-value-changed",
+        bug="""
+            w = torch.nn.Parameter(torch.randn(3))
+            opt = torch.optim.SGD([w], lr=0.1)
+            init = w.detach()
+            for _ in range(2):
+                opt.zero_grad()
+                (w * w).sum().backward()
+                opt.step()
+            print([round(v, 4) for v in init.tolist()], round((w - init).abs().sum().item(), 4))
+        """,
+        fragment="`.detach().clone()`",
+        absent=(),
+        fixed=["""
+            w = torch.nn.Parameter(torch.randn(3))
+            opt = torch.optim.SGD([w], lr=0.1)
+            init = w.detach().clone()
+            for _ in range(2):
+                opt.zero_grad()
+                (w * w).sum().backward()
+                opt.step()
+            print([round(v, 4) for v in init.tolist()], round((w - init).abs().sum().item(), 4))
+        """],
+        reference="""
+            w0 = torch.randn(3)
+            print([round(v, 4) for v in w0.tolist()], round((w0 * 0.8 ** 2 - w0).abs().sum().item(), 4))
+        """),
+    "duplicate_counts": dict(
+        kind="duplicate-index-write",
+        bug="""
+            counts = torch.zeros(4)
+            idx = torch.tensor([0, 1, 1, 3, 3, 3])
+            counts[idx] += 1
+            print(counts.tolist())
+        """,
+        fragment="`counts.index_add_(0, idx, values)`",
+        fragment2="`torch.bincount(idx)`",
+        absent=(),
+        fixed=["""
+            counts = torch.zeros(4)
+            idx = torch.tensor([0, 1, 1, 3, 3, 3])
+            counts.index_add_(0, idx, torch.ones(len(idx)))
+            print(counts.tolist())
+        """, """
+            counts = torch.zeros(4)
+            idx = torch.tensor([0, 1, 1, 3, 3, 3])
+            counts.index_put_((idx,), torch.ones(len(idx)), accumulate=True)
+            print(counts.tolist())
+        """, """
+            counts = torch.zeros(4)
+            idx = torch.tensor([0, 1, 1, 3, 3, 3])
+            counts = torch.bincount(idx)
+            print(counts.tolist())
+        """],
+        reference="""
+            print([float([0, 1, 1, 3, 3, 3].count(i)) for i in range(4)])
+        """),
+    # a weight halved through .data between the forward pass and backward: meant as a step after it
+    "data_write_before_backward": dict(
+        kind="silent-saved-tensor-write",
+        bug="""
+            w = torch.randn(3, requires_grad=True)
+            y = (w * w).sum()
+            w.data.mul_(0.5)
+            y.backward()
+            print([round(g, 4) for g in w.grad.tolist()], [round(v, 4) for v in w.tolist()])
+        """,
+        fragment="`with torch.no_grad(): w.mul_(0.5)`",
+        absent=("clone()",),
+        fixed=["""
+            w = torch.randn(3, requires_grad=True)
+            y = (w * w).sum()
+            y.backward()
+            with torch.no_grad(): w.mul_(0.5)
+            print([round(g, 4) for g in w.grad.tolist()], [round(v, 4) for v in w.tolist()])
+        """],
+        reference="""
+            w0 = torch.randn(3)
+            print([round(g, 4) for g in (2 * w0).tolist()], [round(v, 4) for v in (0.5 * w0).tolist()])
+        """),
 }
 
 
