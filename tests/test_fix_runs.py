@@ -6,7 +6,9 @@ what the failing program meant (out of place, no view written). The rewritten pr
 under `tensorscope explain` and print exactly what the reference prints under python: the fix keeps
 the program's intent. Where the base of the view is read after the write, a clone or an out-of-place
 op would drop the write (the printed loss would differ), so the fix must not offer them. All runs are
-forks of one process (tests/_forked.py).
+forks of one process (tests/_forked.py). Where a fix text was wrong, the program its old text gave is
+run too: `dropped` (plain python) prints other values than the reference, `unfixed` (under `explain`)
+still has the finding.
 """
 
 from __future__ import annotations
@@ -900,6 +902,202 @@ CASES = {
             w0 = torch.randn(3)
             print([round(g, 4) for g in (2 * w0).tolist()], [round(v, 4) for v in (0.5 * w0).tolist()])
         """),
+    # a gradient penalty through a custom Function whose backward is @once_differentiable
+    "once_differentiable_penalty": dict(
+        kind="double-backward-unsupported",
+        bug="""
+            from torch.autograd.function import once_differentiable
+
+
+            class Cube(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x ** 3
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, g):
+                    x, = ctx.saved_tensors
+                    return 3 * x * x * g
+
+
+            x = torch.randn(3, requires_grad=True)
+            l = (Cube.apply(x) ** 2).sum()
+            g, = torch.autograd.grad(l, x, create_graph=True)
+            (l + (g * g).sum()).backward()
+            print([round(v, 4) for v in x.grad.tolist()])
+        """,
+        fragment="Remove `@once_differentiable` from that backward",
+        absent=(),
+        fixed=["""
+            class Cube(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x ** 3
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, = ctx.saved_tensors
+                    return 3 * x * x * g
+
+
+            x = torch.randn(3, requires_grad=True)
+            l = (Cube.apply(x) ** 2).sum()
+            g, = torch.autograd.grad(l, x, create_graph=True)
+            (l + (g * g).sum()).backward()
+            print([round(v, 4) for v in x.grad.tolist()])
+        """],
+        # l = sum x^6, g = 6 x^5: d/dx (l + sum g^2) = 6 x^5 + 360 x^9
+        reference="""
+            x = torch.randn(3).double()
+            print([round(v, 4) for v in (6 * x ** 5 + 360 * x ** 9).tolist()])
+        """),
+    # a custom Function's backward returning the gradient in its output's shape, not its input's
+    "gradient_of_the_output_shape": dict(
+        kind="invalid-gradient",
+        bug="""
+            class Flat(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    return x.reshape(-1) * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return grad * 2
+
+
+            x = torch.randn(2, 3, requires_grad=True)
+            (Flat.apply(x) ** 2).sum().backward()
+            print([round(v, 4) for v in x.grad.flatten().tolist()])
+        """,
+        fragment="`grad.reshape(x.shape)`",
+        fragment2="save its shape/dtype/device on `ctx` in forward",
+        absent=(),
+        fixed=["""
+            class Flat(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.shape = x.shape
+                    return x.reshape(-1) * 2
+
+                @staticmethod
+                def backward(ctx, grad):
+                    return (grad * 2).reshape(ctx.shape)
+
+
+            x = torch.randn(2, 3, requires_grad=True)
+            (Flat.apply(x) ** 2).sum().backward()
+            print([round(v, 4) for v in x.grad.flatten().tolist()])
+        """],
+        reference="""
+            print([round(v, 4) for v in (8 * torch.randn(2, 3)).flatten().tolist()])
+        """),
+    # a running total that keeps every step's graph: the printed mean is what the program meant
+    "total_keeps_graphs": dict(
+        kind="graph-kept-alive",
+        bug="""
+            lin = torch.nn.Linear(64, 64)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+            total = 0
+            for step in range(12):
+                loss = lin(torch.randn(32, 64)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss
+            print(round(float(total.detach()) / 12, 4))
+        """,
+        fragment="`total += loss.item()`",
+        absent=(),
+        fixed=["""
+            lin = torch.nn.Linear(64, 64)
+            opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+            total = 0
+            for step in range(12):
+                loss = lin(torch.randn(32, 64)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item()
+            print(round(float(total) / 12, 4))
+        """],
+        reference="""
+            lin = torch.nn.Linear(64, 64)
+            losses = []
+            for step in range(12):
+                x = torch.randn(32, 64)
+                loss = lin(x).pow(2).mean()
+                gw, gb = torch.autograd.grad(loss, [lin.weight, lin.bias])
+                with torch.no_grad():
+                    lin.weight -= 0.01 * gw
+                    lin.bias -= 0.01 * gb
+                losses.append(loss.item())
+            print(round(sum(losses) / 12, 4))
+        """),
+    # the first row of each batch kept: a 4 KB view pinning a 1 MB storage
+    "first_rows_kept": dict(
+        kind="view-pins-storage",
+        bug="""
+            firsts = []
+            for step in range(12):
+                batch = torch.randn(256, 1024)
+                firsts.append(batch[0])
+            print(round(sum(float(f.sum()) for f in firsts), 3))
+        """,
+        fragment="`firsts.append(batch[0].clone())`",
+        absent=(),
+        fixed=["""
+            firsts = []
+            for step in range(12):
+                batch = torch.randn(256, 1024)
+                firsts.append(batch[0].clone())
+            print(round(sum(float(f.sum()) for f in firsts), 3))
+        """],
+        reference="""
+            print(round(sum(float(torch.randn(256, 1024)[0].sum()) for _ in range(12)), 3))
+        """),
+    # detached outputs cached every step in host memory: `.cpu()` would change nothing (NOTE [A host
+    # container's fix]); bounding the cache keeps what the program reads
+    "host_cache_grows": dict(
+        kind="container-grows",
+        bug="""
+            lin = torch.nn.Linear(512, 512)
+            cache = {}
+            for step in range(12):
+                out = lin(torch.randn(64, 512))
+                cache[step] = out.detach()
+                out.pow(2).mean().backward()
+            print(round(float(cache[11].sum()), 3))
+        """,
+        fragment="clear the container each step or epoch (`.clear()`)",
+        absent=(".cpu()",),
+        unfixed="""
+            lin = torch.nn.Linear(512, 512)
+            cache = {}
+            for step in range(12):
+                out = lin(torch.randn(64, 512))
+                cache[step] = out.detach().cpu()
+                out.pow(2).mean().backward()
+            print(round(float(cache[11].sum()), 3))
+        """,
+        fixed=["""
+            lin = torch.nn.Linear(512, 512)
+            cache = {}
+            for step in range(12):
+                out = lin(torch.randn(64, 512))
+                cache.clear()
+                cache[step] = out.detach()
+                out.pow(2).mean().backward()
+            print(round(float(cache[11].sum()), 3))
+        """],
+        reference="""
+            lin = torch.nn.Linear(512, 512)
+            with torch.no_grad():
+                outs = [lin(torch.randn(64, 512)) for _ in range(12)]
+            print(round(float(outs[-1].sum()), 3))
+        """),
 }
 
 
@@ -923,7 +1121,15 @@ def test_fixes_run_clean_and_keep_the_intent(tmp_path):
         jobs += [("tensorscope", "explain", "--json", f) for f in fixed]
     dropped = [(name, len(jobs) + i) for i, name in enumerate(n for n in CASES if "dropped" in CASES[n])]
     jobs += [("python", _write(tmp_path / f"{name}_dropped.py", CASES[name]["dropped"])) for name, _ in dropped]
+    unfixed = [(name, len(jobs) + i) for i, name in enumerate(n for n in CASES if "unfixed" in CASES[n])]
+    jobs += [("tensorscope", "explain", "--json", _write(tmp_path / f"{name}_unfixed.py", CASES[name]["unfixed"]))
+             for name, _ in unfixed]
     results = run_many(jobs)
+    for name, at in unfixed:  # the fix text it used to give: the rewritten program fails the same way
+        _, _, err, doc = results[at]
+        assert doc is not None, (name, err[-2000:])
+        kinds = [f["kind"] for f in [doc["diagnosis"]] + doc["hazards"] if f]
+        assert CASES[name]["kind"] in kinds, (name, kinds)
     for name, at in dropped:  # the test can tell a fix that drops the write
         rc, out, _ = results[at]
         ref = next(results[a + 1][1] for n, a, _ in plan if n == name)
