@@ -1098,6 +1098,56 @@ CASES = {
                 outs = [lin(torch.randn(64, 512)) for _ in range(12)]
             print(round(float(outs[-1].sum()), 3))
         """),
+    # the same backward, differentiated from a gradient that did not require grad: torch raises the
+    # no-grad-fn error, not its once_differentiable one (NOTE [A gradient without a graph])
+    "once_differentiable_no_graph": dict(
+        kind="no-grad-fn",
+        bug="""
+            from torch.autograd.function import once_differentiable
+
+
+            class Cube(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x ** 3
+
+                @staticmethod
+                @once_differentiable
+                def backward(ctx, g):
+                    x, = ctx.saved_tensors
+                    return 3 * x * x * g
+
+
+            x = torch.randn(3, requires_grad=True)
+            g, = torch.autograd.grad(Cube.apply(x).sum(), x, create_graph=True)
+            g.sum().backward()
+            print([round(v, 4) for v in x.grad.tolist()])
+        """,
+        fragment="Remove `@once_differentiable` at line 15",
+        # what it said before: x already requires grad
+        absent=("Create the tensors you want gradients for",),
+        fixed=["""
+            class Cube(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x ** 3
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, = ctx.saved_tensors
+                    return 3 * x * x * g
+
+
+            x = torch.randn(3, requires_grad=True)
+            g, = torch.autograd.grad(Cube.apply(x).sum(), x, create_graph=True)
+            g.sum().backward()
+            print([round(v, 4) for v in x.grad.tolist()])
+        """],
+        reference="""
+            print([round(v, 4) for v in (6 * torch.randn(3)).tolist()])
+        """),
 }
 
 
