@@ -1138,6 +1138,95 @@ CASES = {
         reference="""
             print([round(v, 4) for v in (6 * torch.randn(3)).tolist()])
         """),
+    # a metric computed by a second forward pass in training mode: BatchNorm counts each batch twice
+    "metric_in_train_mode": dict(
+        kind="running-stats-updated-twice",
+        bug="""
+            model = torch.nn.Sequential(torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 3))
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(3):
+                x = torch.randn(8, 4)
+                loss = model(x).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    score = model(x).abs().mean()
+            print([round(v, 4) for v in model[0].running_mean.tolist()], model[0].num_batches_tracked.item())
+        """,
+        fragment="(`model.eval()` and `torch.no_grad()`, then `model.train()`)",
+        absent=(),
+        fixed=["""
+            model = torch.nn.Sequential(torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 3))
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(3):
+                x = torch.randn(8, 4)
+                loss = model(x).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                model.eval()
+                with torch.no_grad():
+                    score = model(x).abs().mean()
+                model.train()
+            print([round(v, 4) for v in model[0].running_mean.tolist()], model[0].num_batches_tracked.item())
+        """],
+        # one update per batch: momentum 0.1 from zero
+        reference="""
+            torch.nn.Linear(4, 3)
+            mean = torch.zeros(4)
+            for step in range(3):
+                mean = 0.9 * mean + 0.1 * torch.randn(8, 4).mean(0)
+            print([round(v, 4) for v in mean.tolist()], 3)
+        """),
+    # a teacher given the student's own tensors, then moved toward the student each step (an EMA)
+    "teacher_assigned_student_tensors": dict(
+        kind="shared-state",
+        bug="""
+            student = torch.nn.Linear(3, 2)
+            teacher = torch.nn.Linear(3, 2)
+            teacher.load_state_dict(student.state_dict(), assign=True)
+            opt = torch.optim.SGD(student.parameters(), lr=0.1)
+            for step in range(3):
+                loss = student(torch.randn(5, 3)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    for pt, ps in zip(teacher.parameters(), student.parameters()):
+                        pt.mul_(0.9).add_(0.1 * ps)
+            print(round(teacher.weight.sum().item(), 4), round(student.weight.sum().item(), 4))
+        """,
+        fragment="`load_state_dict(state_dict)` without `assign=True`",
+        absent=(),
+        fixed=["""
+            student = torch.nn.Linear(3, 2)
+            teacher = torch.nn.Linear(3, 2)
+            teacher.load_state_dict(student.state_dict())
+            opt = torch.optim.SGD(student.parameters(), lr=0.1)
+            for step in range(3):
+                loss = student(torch.randn(5, 3)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    for pt, ps in zip(teacher.parameters(), student.parameters()):
+                        pt.mul_(0.9).add_(0.1 * ps)
+            print(round(teacher.weight.sum().item(), 4), round(student.weight.sum().item(), 4))
+        """],
+        reference="""
+            lin = torch.nn.Linear(3, 2)
+            torch.nn.Linear(3, 2)
+            w, b = lin.weight.detach().clone(), lin.bias.detach().clone()
+            tw = w.clone()
+            for step in range(3):
+                x = torch.randn(5, 3)
+                w.requires_grad_(), b.requires_grad_()
+                gw, gb = torch.autograd.grad((x @ w.T + b).pow(2).mean(), [w, b])
+                w, b = (w - 0.1 * gw).detach(), (b - 0.1 * gb).detach()
+                tw = 0.9 * tw + 0.1 * w
+            print(round(tw.sum().item(), 4), round(w.sum().item(), 4))
+        """),
 }
 
 
