@@ -1,4 +1,4 @@
-"""The clone, out-of-place and no_grad fixes of the kinds, run (NOTE [A write meant to reach its base]).
+"""Each kind's fix text, run (NOTE [A write meant to reach its base] for the clone and out-of-place fixes).
 
 For each case: a program that fails; the fragment tensorscope's fix for it must contain; the program
 rewritten by hand the way that fragment says; and a reference written with plain torch that computes
