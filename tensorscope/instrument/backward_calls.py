@@ -69,7 +69,7 @@ class BackwardCalls:
                 retain = bool(create)
             seq_now = torch._C._autograd._get_sequence_nr()
             ctx = {"op": op, "file": loc["file"], "line": loc["line"], "segment": loc["segment"],
-                   "retain_graph": bool(retain), "seq_now": seq_now, "roots": [], "event": None,
+                   "retain_graph": bool(retain), "create_graph": bool(create), "seq_now": seq_now, "roots": [], "event": None,
                    "library": loc["library"]}
             root_facts = []
             detailed = uf is not None and rec.allow("backward", uf)
@@ -129,8 +129,8 @@ class BackwardCalls:
         except Exception:
             return []
 
-    def after(self, ctx, error):
-        """The call ``ctx`` (from ``before``) returned, or raised ``error``."""
+    def after(self, ctx, error, out=None):
+        """The call ``ctx`` (from ``before``) returned ``out``, or raised ``error``."""
         if ctx is None:
             return
         try:
@@ -158,6 +158,11 @@ class BackwardCalls:
                     except Exception:
                         pass
                 event["leaves_with_grad"] = got
+                if error is None and ctx["op"] == "grad" and ctx["create_graph"]:
+                    # gradients asked for with a graph that came back without one (NOTE [A gradient
+                    # without a graph] in kinds/_provenance.py)
+                    outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, _Tensor)]
+                    event["results_require_grad"] = any(t.requires_grad for t in outs)
             ctx["leaves"] = None
             roots, uf = ctx.pop("_roots", None), ctx.pop("_frame", None)
             if error is None and threading.current_thread() is _MAIN:

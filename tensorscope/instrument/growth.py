@@ -174,6 +174,7 @@ class Growth:
                 out["nbytes"] = obj.numel() * obj.element_size()
                 out["is_view"] = obj._base is not None
                 out["shape"] = list(obj.shape)
+                out["device"] = obj.device.type
             except Exception:
                 pass
             out["alloc"] = self._alloc(obj, walk, target)
@@ -331,5 +332,6 @@ def _grown(last3: list[dict], done: set, graphs_only: bool = False) -> list[dict
             "bytes": b[2], "steps": [s["step"] for s in last3], "bytes_at": b,
             "alloc": witness.get("alloc"), "nbytes": witness.get("nbytes"),
             "storage_nbytes": witness.get("storage_nbytes"), "shape": witness.get("shape"),
+            "device": witness.get("device"),
         })
     return out

@@ -335,7 +335,7 @@ def make_backward(op, orig):
             calls.after(ctx, e)
             strip_for_reraise(e)
             raise
-        calls.after(ctx, None)
+        calls.after(ctx, None, out)
         if values is not None:
             values.after_backward(args, kwargs, sys._getframe(1))
         return out

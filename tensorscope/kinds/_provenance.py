@@ -25,6 +25,7 @@ import ast
 
 from tensorscope import source
 from tensorscope.kinds._base import Evidence
+from tensorscope.kinds.double_backward_unsupported import once_differentiable_backwards
 from tensorscope.source import code_at, display_path
 
 _INTEGER_METHODS = {"argmax", "argmin", "argsort", "long", "int", "bool", "short", "byte"}
@@ -324,7 +325,19 @@ def _cut_kind(e: dict) -> str | None:
         return "sample"
     if kind == "backward" and op == "grad" and e.get("ok") and not e.get("create_graph"):
         return "grad"
+    if kind == "backward" and op == "grad" and e.get("ok") and e.get("results_require_grad") is False:
+        return "grad-no-graph"
     return None
+
+
+# NOTE [A gradient without a graph]
+# `torch.autograd.grad(..., create_graph=True)` records the backward pass so that its gradients can be
+# differentiated again, but a gradient comes back without a graph where the backward formulas on its
+# way record nothing: a custom Function whose backward is marked `@once_differentiable` (it runs under
+# no_grad; torch raises its own error only when the incoming gradient itself required grad), or a
+# gradient that is a constant (that of a linear function). A backward from such a gradient (a
+# gradient penalty) then fails as `no-grad-fn`; the grad event records whether any result required
+# grad, and the marked backward is read from the program's source to name the line to change.
 
 
 def _leaves_torch(e: dict, window: list) -> bool:
@@ -388,9 +401,26 @@ def where_event(e: dict, alias: str | None = None) -> dict:
     return d
 
 
-def _explain_cut(e: dict, what: str, window: list, root: str) -> tuple[str, str]:
+def _explain_cut(e: dict, what: str, window: list, root: str, marked=()) -> tuple[str, str]:
     file, line = e.get("file"), e.get("line")
     code = source.code(file, line)
+    if what == "grad-no-graph":  # See NOTE [A gradient without a graph]
+        text = (f"Line {line} (`{code}`) calls torch.autograd.grad with create_graph=True, but the gradients "
+                f"it returned do not require grad, so {root} computed from them has no grad_fn.")
+        if marked:
+            node, mfile = marked[0]
+            deco = next(d.lineno for d in node.decorator_list if "once_differentiable" in source.text(d))
+            text += (f" The backward marked `@once_differentiable` at line {deco} ran without recording its "
+                     "computation.")
+            fix = (f"Remove `@once_differentiable` at line {deco} and compute that gradient with differentiable "
+                   "torch ops (they are recorded under `create_graph=True`), or do not differentiate the "
+                   "gradient: drop `create_graph=True` and the term built from it.")
+        else:
+            fix = ("The gradient does not depend on the inputs in a differentiable way (a linear function's "
+                   "gradient is a constant, or a custom backward computed it without recording): its "
+                   "derivative is zero or unknown; drop the term built from it, or compute the gradient with "
+                   "differentiable torch ops.")
+        return text, fix
     if what == "sample":
         dist = e.get("distribution") or "the distribution"
         text = (f"Line {line} (`{code}`) draws with `{dist}.sample()`, which is not differentiable: the draw has "
@@ -471,7 +501,8 @@ def recorded_cut(ev: Evidence, f: dict) -> dict | None:
         kept = weak
     if kept:
         e, what = min(kept, key=lambda c: c[0]["seq"])
-        text, fix = _explain_cut(e, what, window, root)
+        marked = once_differentiable_backwards(ev) if what == "grad-no-graph" else ()
+        text, fix = _explain_cut(e, what, window, root, marked)
         return {"event": e, "what": what, "text": text, "fix": fix,
                 "provenance": {"cut": what.split(":", 1)[0], "event": e["seq"], "region": None,
                                "window": [window[0]["seq"], window[-1]["seq"]] if window else None}}

@@ -223,8 +223,12 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
             new = f"{source.atom(seg)}.clone()"
         elif fam == "hook-holds-tensors":
             new = None
+        elif scalar:
+            new = f"{source.atom(seg)}.item()"
+        elif h.get("device") in (None, "cpu"):
+            new = None  # NOTE [A host container's fix]
         else:
-            new = f"{source.atom(seg)}.detach().cpu()" if not scalar else f"{source.atom(seg)}.item()"
+            new = f"{_detached(source.atom(seg))}.cpu()"
         rewritten = _replace(file, stmt, expr, new) if new else None
         if rewritten:
             if fam == "graph-kept-alive":
@@ -250,7 +254,21 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
                 "its bytes, not its whole storage).")
     if fam == "view-pins-storage":
         return "Store `.clone()` of the slice, not the slice: a view keeps its base's whole storage alive."
-    return "Clear the container each step or epoch, bound it, or store Python numbers (`.item()`) instead of tensors."
+    return ("Bound what is kept: clear the container each step or epoch (`.clear()`), keep only the last N "
+            "entries, or store Python numbers (`.item()`, a reduced value) instead of tensors; `del` an entry "
+            "once it is used.")
+
+
+# NOTE [A host container's fix]
+# A container that grows with tensors already in host memory is not helped by `.detach().cpu()`: the
+# rewritten program keeps the same bytes and grows the same (tests/test_fix_runs.py runs it). Only a
+# device tensor moved to the host frees device memory; for a host tensor the fix is to bound what is
+# kept, which needs the program's own choice of what to drop, so it is said in words.
+
+
+def _detached(expr: str) -> str:
+    """``expr.detach()``, once: an expression that already ends with ``.detach()`` is kept as it is."""
+    return expr if expr.endswith(".detach()") else f"{expr}.detach()"
 
 
 def _saved_view(h: dict):

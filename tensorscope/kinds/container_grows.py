@@ -17,7 +17,7 @@ KIND = Kind(
     ),
     fixes=(
         'Bound the cache (an LRU of fixed size) or clear it each epoch.',
-        'Keep Python numbers or `.cpu()` copies of only what is needed, and `del` the rest.',
+        'Keep Python numbers (for GPU tensors, `.cpu()` copies) of only what is needed, and `del` the rest.',
     ),
     hazard=True,
 )

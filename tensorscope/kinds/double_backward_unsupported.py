@@ -29,7 +29,7 @@ KIND = Kind(
 PATTERNS = (Pattern(w("trying to differentiate twice a function that was marked with @once_differentiable")),)
 
 
-def _functions(ev) -> list:
+def once_differentiable_backwards(ev) -> list:
     """Classes in the program's files whose backward is decorated with once_differentiable."""
 
     out = []
@@ -47,7 +47,7 @@ def explain(ev):
     if at is None:
         return None
     file, line, f, code = at
-    marked = _functions(ev)
+    marked = once_differentiable_backwards(ev)
     culprit = where(file, line)
     text = (f"Line {line} (`{code}`) differentiates a gradient that came out of a backward marked "
             "`@once_differentiable`; that backward did not record its own computation, so it cannot be "
