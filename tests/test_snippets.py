@@ -169,9 +169,15 @@ def shares_version_counter(p: torch.Tensor, q: torch.Tensor) -> bool:
     if p is q:
         return True
     old_p, old_q = p._version, q._version
-    torch._C._increment_version((p,))
+    try:
+        torch._C._increment_version((p,))
+    except (TypeError, RuntimeError):  # torch 2.2 takes one tensor, not a tuple
+        torch._C._increment_version(p)
     shared = q._version != old_q
-    torch._C._autograd._unsafe_set_version_counter((p,), (old_p,))
+    try:
+        torch._C._autograd._unsafe_set_version_counter((p,), (old_p,))
+    except (TypeError, RuntimeError):
+        torch._C._autograd._unsafe_set_version_counter(p, old_p)
     return shared
 
 
