@@ -149,6 +149,35 @@ def saved_unpack_hook(raw):
     return getattr(raw, "unpack_hook", None)
 
 
+# NOTE [Setting a version counter before torch 2.8]
+# `torch._C._autograd._unsafe_set_version_counter` takes tuples, `((t,), (v,))`, from torch 2.8 on
+# (measured on 2.8.0, 2.9.1, 2.10.0, 2.13.0); before that (2.2.2 to 2.6.0) it takes one tensor and one
+# int, `(t, v)`, and the tuple form raises TypeError. The snapshot's probe of which tensors share a
+# version counter sets a counter and puts it back; with the wrong form every probe raised, and a view
+# and its base were reported with two counters. Which form this torch takes is tried once at import,
+# on a tensor of our own.
+
+
+def _set_version_tuple(t, v) -> None:
+    torch._C._autograd._unsafe_set_version_counter((t,), (v,))
+
+
+def _set_version_single(t, v) -> None:
+    torch._C._autograd._unsafe_set_version_counter(t, v)
+
+
+def _set_version_form():
+    probe = torch.zeros(1)
+    try:
+        _set_version_tuple(probe, 1)
+        return _set_version_tuple
+    except TypeError:
+        return _set_version_single
+
+
+set_version_counter = _set_version_form()
+
+
 # NOTE [The unused input's index before torch 2.9]
 # torch 2.9 and later (measured on 2.9.1, 2.13.0) name the input ``autograd.grad`` found unused: "The
 # differentiated Tensor at index 1 appears to not have been used in the graph". torch 2.2 to 2.8 (measured

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from tensorscope import compat
+
 
 _Tensor = torch.Tensor
 _MAX_SCAN = 2000
@@ -118,11 +120,11 @@ def _shares_counter(a, b) -> bool:
     """Probe: does bumping a's version counter move b's? Restores a's counter exactly."""
     old = a._version
     before_b = b._version
-    torch._C._autograd._unsafe_set_version_counter((a,), (old + 1,))
+    compat.set_version_counter(a, old + 1)
     try:
         return b._version != before_b
     finally:
-        torch._C._autograd._unsafe_set_version_counter((a,), (old,))
+        compat.set_version_counter(a, old)
 
 
 def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
