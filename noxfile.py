@@ -55,7 +55,7 @@ SUBSET = [
 QUICK = [
     "tests/test_compat.py", "tests/test_api.py",
     "tests/test_retention.py::test_retention_path_and_growth_in_json", "tests/test_retention.py::test_api_holders",
-    "tests/test_aliasing.py::test_sarif_and_the_terminal_carry_the_new_hazards",
+    "tests/test_aliasing.py::test_the_cli_finds_each_silent_alias_with_no_false_alarm_on_every_surface",
     "tests/test_functorch.py::test_vmap_inplace_names_where_the_unbatched_tensor_was_made",
 ]
 

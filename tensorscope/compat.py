@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import types
 
 import torch
 
@@ -176,6 +177,25 @@ def _set_version_form():
 
 
 set_version_counter = _set_version_form()
+
+
+# NOTE [Function.apply written in C from torch 2.15]
+# Up to 2.14 `torch.autograd.Function.apply` is a Python classmethod (`vars(Function)["apply"]` is a
+# `classmethod`, its `__func__` the function to wrap). On 2.15.0 it is a C classmethod descriptor
+# (`classmethod_descriptor`), callable as `descriptor(cls, *args)`. The wrapper that finds tensors a
+# custom Function's ctx holds as attributes (ctx-attribute-changed) checked only for `classmethod`, so
+# on 2.15 it was never installed and the hazard went unreported. Both forms give a callable taking the
+# class first; anything else is left unwrapped.
+
+
+def function_apply():
+    """The callable behind ``torch.autograd.Function.apply``, taking the class first, or None."""
+    apply = vars(torch.autograd.Function).get("apply")
+    if isinstance(apply, classmethod):
+        return apply.__func__
+    if isinstance(apply, types.ClassMethodDescriptorType):
+        return apply
+    return None
 
 
 # NOTE [The unused input's index before torch 2.9]

@@ -561,9 +561,9 @@ class Patcher:
             self._hooks.append(register_optimizer_step_post_hook(optimizer_step_finished))
         self._set(torch.nn.Module, "__setstate__", make_module_setstate(torch.nn.Module.__setstate__))
         self._set(torch.optim.Optimizer, "load_state_dict", make_optimizer_load(torch.optim.Optimizer.load_state_dict))
-        apply = vars(torch.autograd.Function).get("apply")
-        if isinstance(apply, classmethod):
-            self._set(torch.autograd.Function, "apply", make_function_apply(apply.__func__))
+        apply = compat.function_apply()
+        if apply is not None:
+            self._set(torch.autograd.Function, "apply", make_function_apply(apply))
         self._set(warnings, "_showwarnmsg", named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
         for owner, name, value in compat.saved_hooks_patches():  # see NOTE [Which saved-tensor hooks are on top]
