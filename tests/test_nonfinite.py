@@ -9,6 +9,8 @@ on purpose (NOTE [Non-finite values handled on purpose]). The CLI tests run ``py
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -26,6 +28,7 @@ import score  # noqa: E402
 # imported before any in-process pytester run (see tests/test_pytest_plugin.py)
 import tensorscope.instrument.session  # noqa: E402,F401
 import torch  # noqa: E402,F401
+from tensorscope import compat  # noqa: E402
 
 pytest_plugins = ["pytester"]
 
@@ -274,3 +277,121 @@ def test_a_listed_node_that_multiplies_a_dropped_inf_is_still_the_origin(tmp_pat
     (h,) = [h for h in json.loads(out.stdout)["hazards"] if h["kind"] == "silent-non-finite-value"]
     nf = h["nonfinite"]
     assert (h["culprit"]["line"], nf["node"], nf["phase"], nf["value"]) == (6, "MulBackward0", "backward", "nan")
+
+
+# Rewritten from pytorch/pytorch#52248 (a custom Function suggested there to keep sqrt's infinite slope at 0 out
+# of the gradient): the hand-written backward still takes rsqrt of the zeros, and the mask multiplies inf by 0.
+SQRT_WHERE = """\
+import torch
+
+torch.manual_seed(0)
+
+
+class SqrtWhere(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.where(x > 0, x.clamp_min(0).sqrt(), torch.zeros_like(x))
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        half_rsqrt = 0.5 * x.clamp_min(0).rsqrt()
+        keep = (x > 0).to(grad.dtype)
+        return grad * half_rsqrt * keep
+
+
+embed = torch.nn.Linear(4, 3)
+opt = torch.optim.SGD(embed.parameters(), lr=0.1)
+points = torch.randn(6, 4)
+for step in range(2):
+    opt.zero_grad()
+    z = embed(points)
+    d2 = ((z[:, None, :] - z[None, :, :]) ** 2).sum(-1)  # 0 on the diagonal
+    loss = -SqrtWhere.apply(d2).mean()
+    loss.backward()
+    print(step, round(loss.item(), 4), bool(torch.isfinite(embed.weight.grad).all()))
+    opt.step()
+"""
+
+
+def _first_nonfinite_in_backward(src: str, filename: str):
+    """Truth measured with torch alone, on the program's first step: the first node whose gradients go non-finite
+    from finite ones (post hooks on every node), and the first op, with the program's line that ran it, whose
+    output is non-finite while its inputs are finite (a plain TorchDispatchMode over that backward)."""
+    import traceback
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ns: dict = {"__name__": "prog"}
+    head = src.split("for step in range(2):")[0]
+    exec(compile(head, filename, "exec"), ns)
+    z = ns["embed"](ns["points"])
+    loss = -ns["SqrtWhere"].apply(((z[:, None, :] - z[None, :, :]) ** 2).sum(-1)).mean()
+    nodes, todo = [], [loss.grad_fn]
+    while todo:
+        n = todo.pop()
+        if n is not None and n not in nodes:
+            nodes.append(n)
+            todo.extend(f for f, _ in n.next_functions)
+    made = []
+
+    def post(node):
+        def hook(grad_inputs, grad_outputs):
+            bad = any(g is not None and not torch.isfinite(g).all() for g in grad_inputs)
+            if bad and all(g is None or torch.isfinite(g).all() for g in grad_outputs):
+                made.append(node.name())
+        return hook
+
+    for n in nodes:
+        n.register_hook(post(n))
+    ops = []
+
+    class FirstOp(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]
+            ins = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+            if not ops and any(o.is_floating_point() and not torch.isfinite(o).all() for o in outs) \
+                    and all(torch.isfinite(a).all() for a in ins):
+                line = [f.lineno for f in traceback.extract_stack() if f.filename == filename][-1]
+                ops.append((str(func.overloadpacket), line))
+            return out
+
+    with FirstOp():
+        loss.backward()
+    return (made or [None])[0], (ops or [(None, None)])[0], ns["embed"].weight.grad
+
+
+@pytest.mark.skipif(not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE, reason="a dispatch mode over backward crashes torch "
+                    "before 2.11 (docs/compatibility.md); there the node is named without its op")
+def test_a_custom_functions_backward_is_named_by_its_op_and_line(tmp_path, schema):
+    """NOTE [A custom Function's backward, watched while it runs]: a NaN made inside the program's own backward
+    is named by the Function's node, the aten op inside it and the backward's line, the forward line beside it.
+    Truth from torch (hooks on every node, a dispatch mode over the backward), and an ablation: clamping at that
+    line above 0 makes the gradients finite. The Function's backward runs once per backward, as under python."""
+    prog = tmp_path / "sqrt_where.py"
+    prog.write_text(SQRT_WHERE)
+    node, (op, line), grad = _first_nonfinite_in_backward(SQRT_WHERE, str(prog))
+    assert (node, op, line) == ("SqrtWhereBackward", "aten.rsqrt", 15) and not torch.isfinite(grad).all()
+    fixed = SQRT_WHERE.replace("x.clamp_min(0).rsqrt()", "x.clamp_min(1e-12).rsqrt()")
+    assert torch.isfinite(_first_nonfinite_in_backward(fixed, str(prog))[2]).all()  # the ablation
+    ref = io.StringIO()
+    with contextlib.redirect_stdout(ref):
+        exec(compile(SQRT_WHERE.replace("        (x,) = ctx.saved_tensors",
+                                        "        print('backward ran')\n        (x,) = ctx.saved_tensors"),
+                     str(prog), "exec"), {"__name__": "__main__"})
+    prog.write_text(SQRT_WHERE.replace("        (x,) = ctx.saved_tensors",
+                                       "        print('backward ran')\n        (x,) = ctx.saved_tensors"))
+    line += 1  # the print above it
+    out = cli("explain", "--json", str(prog), cwd=tmp_path)
+    assert out.stderr.replace("\r", "").startswith(ref.getvalue()) and ref.getvalue().count("backward ran") == 2
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    nf = h["nonfinite"]
+    assert (h["culprit"]["line"], nf["node"], nf["aten"].split(".")[0:2], nf["phase"], nf["step"]) == \
+        (line, node, op.split("."), "backward", 0)
+    assert h["culprit"]["code"] == "half_rsqrt = 0.5 * x.clamp_min(0).rsqrt()"
+    assert "the Function called at line 28" in h["explanation"] and "clamp_min(1e-12).rsqrt()" in h["fix"]
+    assert any(i["zeros"] == 6 and i["min"] == 0.0 for i in nf["inputs"])  # the diagonal of d2

@@ -33,8 +33,23 @@ backward origin, at the forward line that built it. Its saved tensors are still
 alive in its post hook (the engine releases them after), so the node is run once more under a
 dispatch mode that names the aten op that made the value and that op's inputs' statistics. A
 custom Function's Python backward is not run again (its side effects would repeat): it is named by
-its node. The dispatch mode of that one rerun is not pushed before torch 2.11 (NOTE [The origin mode
+its node, and its op is named while it runs instead (NOTE [A custom Function's backward, watched while it
+runs]). The dispatch mode of that one rerun is not pushed before torch 2.11 (NOTE [The origin mode
 crashes torch before 2.11] in compat.py): there the node and line are named without the aten op.
+
+NOTE [A custom Function's backward, watched while it runs]
+A custom Function's backward is the program's own Python code: running it again could repeat its side
+effects (a counter, a print, a write to a buffer), so the rerun above is not done for it. Instead the
+engine's call of it is watched as it happens: the engine looks up ``apply`` on the node's Python object
+(``BackwardCFunction.apply``, which calls the Function's ``backward``) at every call, and the wrapper of
+it (patches.py) pushes ``_FirstMade`` for the length of that call while this backward's nodes are hooked
+and no origin is known yet, on the CPU, from torch 2.11 (as the rerun). The mode records the first op
+whose floating output is non-finite while its floating inputs are finite, with the line of the
+program's own code that called it (a line of the Function's ``backward``) and its inputs' statistics.
+The node's post hook then decides as for any node: only when the Function's gradients came out
+non-finite from finite ones is it the origin, named by its node, its op and the backward's line (the
+forward line that called ``Fn.apply`` is kept beside it). The cost is one ``sum`` and one read per
+floating output of the ops inside the program's backwards, paid only until the first origin.
 
 NOTE [Which nodes' gradients are checked]
 Most nodes of a training graph cannot make a non-finite gradient from finite gradients and finite saved
@@ -64,7 +79,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
 from tensorscope import compat, source
-from tensorscope.instrument.frames import peek_locals
+from tensorscope.instrument.frames import line_of, peek_locals, user_frame
 from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.saved import Packed
 
@@ -73,6 +88,8 @@ _TensorBase = torch._C.TensorBase
 _MAX_NODES = 20_000
 _MAX_SAVED = 50_000
 _MAX_INPUTS = 8
+_MAX_CUSTOM = 64
+_DISPATCH_SHIMS = ("eval_frame.py", "_compile.py")
 _BACKWARD = re.compile(r"Backward\d*$")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _ATEN = {"Softmax": "_softmax", "LogSoftmax": "_log_softmax", "ToCopy": "_to_copy", "Linalg_vector_norm": "linalg_vector_norm"}
@@ -490,6 +507,8 @@ class GradCheck:
         self.watch = watch
         self.handles: list = []
         self.birth: dict | None = None
+        self.custom: dict = {}  # a custom node's sequence number -> what _FirstMade saw in its backward
+        self._in_custom = False
 
     def arm(self, roots) -> None:
         self.disarm()
@@ -507,7 +526,30 @@ class GradCheck:
             except Exception:
                 pass
 
+    def watching_custom(self) -> bool:
+        """Whether a custom Function's backward, called now, is watched (NOTE [A custom Function's backward,
+        watched while it runs])."""
+        return (bool(self.handles) and self.birth is None and not self.watch.busy and not self._in_custom
+                and compat.DISPATCH_MODE_OVER_BACKWARD_SAFE)
+
+    def custom_backward(self, node, orig, args):
+        """The engine's call of a custom Function's backward (``BackwardCFunction.apply``), under ``_FirstMade``."""
+        if not any(_cpu_floating(a) for a in args):
+            return orig(node, *args)
+        mode = _FirstMade(self.watch.tracker.user)
+        self._in_custom = True
+        _push_mode(mode)  # pushed directly, as the other modes of tensorscope are
+        try:
+            return orig(node, *args)
+        finally:
+            _pop_mode()
+            self._in_custom = False
+            if mode.found:
+                if len(self.custom) < _MAX_CUSTOM:
+                    self.custom[_seq(node)] = mode.found
+
     def disarm(self) -> None:
+        self.custom.clear()
         handles, self.handles = self.handles, []
         for h in handles:
             try:
@@ -543,6 +585,12 @@ class GradCheck:
              "backward_line": cur.get("line"), "found_by": "node hook"}
         if custom:
             b["custom_function"] = True
+            found = self.custom.pop(_seq(node), None)  # NOTE [A custom Function's backward, watched while it runs]
+            if found:
+                b["op"], b["aten"] = f"aten.{found[0]}", found[1]
+                b["inputs"] = [dict(stats(t), tensor=tr.tid(t)) for t in found[2][:_MAX_INPUTS]]
+                if found[3] is not None:
+                    b["file"], b["line"] = found[3]
         elif compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:
             op = _rerun(w, node, grad_outputs)
             if op is not None:
@@ -575,6 +623,13 @@ def _may_make(node) -> bool:
     return v
 
 
+def _seq(node):
+    try:
+        return node._sequence_nr()
+    except Exception:
+        return id(node)
+
+
 def _cpu_floating(g) -> bool:
     return _floating(g) and g.device.type == "cpu" and g.numel() > 0
 
@@ -596,22 +651,42 @@ def _finite(t) -> bool:
 
 
 class _FirstMade(TorchDispatchMode):
-    """Names the first op whose floating output is non-finite while its floating inputs are finite."""
+    """Names the first op whose floating output is non-finite while its floating inputs are finite; with
+    ``user`` (the program's code), also the program's line that called it (NOTE [A custom Function's
+    backward, watched while it runs])."""
 
-    def __init__(self):
+    def __init__(self, user=None):
         super().__init__()
         self.found = None
+        self.user = user
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if self.found is None:
-            outs = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if _floating(o)]
-            if any(_bad(o) for o in outs):
-                ins = [a for a in list(args) + list(kwargs.values()) if _floating(a)]
-                if not any(_bad(a) for a in ins):
-                    self.found = (func.overloadpacket.__name__, str(func), [a.detach().clone() for a in ins])
+            try:
+                self._look(func, args, kwargs, out)
+            except Exception:
+                self.found = False  # never raise into the program's backward; stop looking
         return out
+
+    def _look(self, func, args, kwargs, out):
+        outs = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if _floating(o)]
+        if not outs:
+            return
+        ins = [a for a in list(args) + list(kwargs.values()) if _floating(a)]
+        with quiet_from_modes(outs + ins):  # the program's own mode, below this one, must not see the checks
+            if all(_finite(o) for o in outs) or any(_bad(a) for a in ins):
+                return
+            where = None
+            if self.user is not None:
+                f = sys._getframe(2)
+                while f is not None and f.f_code.co_filename.endswith(_DISPATCH_SHIMS):
+                    f = f.f_back  # torch's wrappers of __torch_dispatch__, which user_frame takes for a compiler
+                uf = user_frame(f, self.user)
+                if uf is not None:
+                    where = (uf.f_code.co_filename, line_of(uf))
+            self.found = (func.overloadpacket.__name__, str(func), [a.detach().clone() for a in ins], where)
 
 
 def _rerun(watch, node, grad_outputs):
@@ -632,4 +707,4 @@ def _rerun(watch, node, grad_outputs):
     finally:
         watch.busy = False
         tr.active = active
-    return mode.found
+    return mode.found or None

@@ -41,6 +41,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import types
 import warnings
 from contextlib import contextmanager
 
@@ -298,6 +299,24 @@ def make_function_apply(orig):
         return out
 
     return classmethod(named(apply, orig))
+
+
+def make_custom_backward(orig):
+    """The engine's call of a custom Function's backward (``BackwardCFunction.apply``): watched by the gradient
+    check while it looks for a backward origin (NOTE [A custom Function's backward, watched while it runs])."""
+    def apply(self, *args):
+        rec = state.recorder
+        values = rec.values if rec is not None and rec.active else None
+        grads = values.grads if values is not None else None
+        try:
+            if grads is not None and grads.watching_custom():
+                return grads.custom_backward(self, orig, args)
+            return orig(self, *args)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
+
+    return named(apply, orig)
 
 
 def make_requires_grad(orig):
@@ -564,6 +583,9 @@ class Patcher:
         apply = compat.function_apply()
         if apply is not None:
             self._set(torch.autograd.Function, "apply", make_function_apply(apply))
+        backward_apply = vars(torch.autograd.function.BackwardCFunction).get("apply")
+        if isinstance(backward_apply, types.FunctionType):
+            self._set(torch.autograd.function.BackwardCFunction, "apply", make_custom_backward(backward_apply))
         self._set(warnings, "_showwarnmsg", named(make_showwarnmsg(warnings._showwarnmsg), warnings._showwarnmsg))
         self._install_dispatch_mode_guard()
         for owner, name, value in compat.saved_hooks_patches():  # see NOTE [Which saved-tensor hooks are on top]

@@ -89,6 +89,8 @@ _LOW = ("float16", "bfloat16")
 def base_op(origin: dict) -> str:
     """The op's short name in lower case: ``aten.log`` -> ``log``; a backward node -> its forward op."""
     node = origin.get("node")
+    if node and origin.get("custom_function") and origin.get("op"):
+        return origin["op"].split(".")[-1]  # the program's class names no op: the op inside its backward does
     if node:
         m = _NODE_OP.match(node)
         if m:
@@ -141,6 +143,10 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
         if op in ("vector_norm", "norm", "linalg_vector_norm", "frobenius_norm", "cdist", "dist"):
             return (f"The norm's gradient is 0/0 where the vector is 0{at}: add an eps inside, e.g. "
                     "`torch.sqrt((x ** 2).sum(dim) + 1e-12)`, or use `F.normalize(x, eps=1e-12)` for `x / x.norm()`.")
+        if origin.get("custom_function"):  # run inside the program's backward: its value, not its gradient
+            return (f"`{op}` made a non-finite value from a 0 or a negative input{at}, in the custom Function's "
+                    f"backward: clamp its input, e.g. `x.clamp_min(1e-12).{op}()`, and compare the backward with "
+                    "`torch.autograd.gradcheck` on small inputs.")
         return (f"`{op}` of 0 has an infinite gradient (and of a negative value is NaN){at}: clamp its input, e.g. "
                 "`torch.sqrt(x.clamp_min(1e-12))`, or add an eps inside (`torch.sqrt(x + 1e-12)`).")
     if op in _SOFTMAX:
@@ -279,10 +285,17 @@ def finding(ev, hazard: bool) -> dict | None:
             phase = origin.get("phase")
             how = f"{what} ({phase}{st})"
             if phase == "backward" and origin.get("node"):
-                how = f"{origin['node']} ({origin.get('op')}, in backward{st})"
+                op = f"{origin['op']}, " if origin.get("op") else ""
+                how = f"{origin['node']} ({op}in backward{st})"
+            inside = ""
+            fline = origin.get("forward_line")
+            if origin.get("custom_function") and fline and fline != origin.get("line"):
+                fcode = source.code(origin.get("forward_file"), fline)
+                inside = f", in the backward of the Function called at line {fline}" + (f" (`{fcode}`)" if fcode else "")
             parts.append(f"The first non-finite value" + (f" ({origin['value']})" if origin.get("value") else "")
                          + f" was made by {how} at line "
-                         f"{origin.get('line')} (`{code}`), computing {name}" + (f"; its inputs: {ins}." if ins else "."))
+                         f"{origin.get('line')} (`{code}`){inside}, computing {name}"
+                         + (f"; its inputs: {ins}." if ins else "."))
             culprit = where(origin.get("file"), origin.get("line"))
         if origin.get("backward_line"):
             backward = where(origin.get("backward_file"), origin.get("backward_line"))
