@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import jsonschema
@@ -395,3 +396,129 @@ def test_a_custom_functions_backward_is_named_by_its_op_and_line(tmp_path, schem
     assert h["culprit"]["code"] == "half_rsqrt = 0.5 * x.clamp_min(0).rsqrt()"
     assert "the Function called at line 28" in h["explanation"] and "clamp_min(1e-12).rsqrt()" in h["fix"]
     assert any(i["zeros"] == 6 and i["min"] == 0.0 for i in nf["inputs"])  # the diagonal of d2
+
+
+# Rewritten from AI-Hypercomputer/maxtext#614 (a deep model whose gradients grow about 100x per layer and hit
+# float32's largest value around the 18th layer, at the first step): here the pads are zero rows, LayerNorm's
+# 1/sqrt(eps) multiplies their gradient at each layer, and the pads are not left out of the loss.
+PADDED_DEEP = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        return x + self.fc(self.ln(x))
+
+
+vocab, d, depth = 10, 16, 20
+model = nn.Sequential(nn.Embedding(vocab, d, padding_idx=0), *[Block(d) for _ in range(depth)],
+                      nn.Linear(d, vocab, bias=False))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+tokens = torch.tensor([[3, 5, 7, 0, 0, 0], [2, 4, 6, 8, 0, 0]])  # padded with 0
+for step in range(2):
+    logits = model(tokens)
+    loss = nn.functional.cross_entropy(logits.flatten(0, 1), tokens.flatten())  # the pads are not ignored
+    opt.zero_grad()
+    loss.backward()
+    print(step, round(loss.item(), 4), all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()))
+    opt.step()
+"""
+
+# Rewritten from Smerity/sha-rnn#7 (a loss scaler in a training loop): this hand-made one doubles the scale after
+# every step and never checks for an overflow; the inputs are not normalised, so the scaled gradient of the
+# output layer (g.T @ h) overflows in backward while the scaled loss is still finite.
+LOSS_SCALER = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+x = torch.randn(64, 8) * 100  # inputs not normalised
+y = x @ torch.randn(8, 1) * 0.01
+scale = 2.0 ** 100  # doubled after every step, with no check for an overflow
+for step in range(20):
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    (loss * scale).backward()
+    for p in model.parameters():
+        p.grad /= scale
+    opt.step()
+    scale *= 2.0
+    print(step, f"{loss.item():.3g}", all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()))
+"""
+
+
+def _hook_every_node(root, step, made):
+    """Truth with torch alone: post hooks on every node of this backward's graph record the first node whose
+    gradients are non-finite while the gradients it received are finite, with the forward line anomaly mode
+    recorded for it (``metadata["traceback_"]``)."""
+    nodes, todo = [], [root.grad_fn]
+    while todo:
+        n = todo.pop()
+        if n is not None and n not in nodes:
+            nodes.append(n)
+            todo.extend(f for f, _ in n.next_functions)
+
+    def post(node):
+        def hook(grad_inputs, grad_outputs):
+            if made or not any(g is not None and not torch.isfinite(g).all() for g in grad_inputs):
+                return
+            if all(g is None or torch.isfinite(g).all() for g in grad_outputs):
+                tb = node.metadata.get("traceback_", "")
+                tb = "".join(map(str, tb)) if isinstance(tb, list) else tb  # a list of formatted frames on 2.13
+                made.append((step, node.name(), int(tb.rsplit('prog.py", line ', 1)[1].split(",")[0])))
+        return hook
+
+    for n in nodes:
+        n.register_hook(post(n))
+
+
+def _truth(src, backward_line, root_expr):
+    made: list = []
+    # one line, so that the program's line numbers stay as they are
+    src = src.replace(backward_line, f"    _root = {root_expr}; _hook(_root, step, made); _root.backward()")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # anomaly mode's own warning
+        with torch.autograd.detect_anomaly(check_nan=False), contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(src, "prog.py", "exec"), {"__name__": "__main__", "_hook": _hook_every_node, "made": made})
+    return made[0] if made else None
+
+
+def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, schema):
+    """NOTE [Gradients that may overflow]: NativeLayerNormBackward0 and AddmmBackward0 are on the no-hook list, and
+    their float32 products overflow from finite gradients: in the run's first backward (the padded deep model) and
+    in a backward after gradients past finfo.max ** 0.25 (the loss scaler, step 18). Truth from torch (hooks on
+    every node, anomaly mode's forward traceback), and ablations: the pads ignored, the scaler's growth stopped."""
+    cases = [(PADDED_DEEP, "    loss.backward()", "loss", "NativeLayerNormBackward0", "native_layer_norm",
+              ("tokens.flatten())  # the pads are not ignored", "tokens.flatten(), ignore_index=0)")),
+             (LOSS_SCALER, "    (loss * scale).backward()", "loss * scale", "AddmmBackward0", "mm",
+              ("    scale *= 2.0\n", ""))]
+    for src, backward_line, root_expr, want_node, want_op, (bug, fixed) in cases:
+        truth = _truth(src, backward_line, root_expr)
+        assert truth is not None and truth[1] == want_node, truth
+        assert _truth(src.replace(bug, fixed), backward_line, root_expr) is None  # the ablation: no overflow
+        prog = tmp_path / "prog.py"
+        prog.write_text(src)
+        ref = io.StringIO()
+        with contextlib.redirect_stdout(ref):
+            exec(compile(src, str(prog), "exec"), {"__name__": "__main__"})
+        out = cli("explain", "--json", str(prog), cwd=tmp_path)
+        assert out.stderr.replace("\r", "").startswith(ref.getvalue())
+        doc = json.loads(out.stdout)
+        jsonschema.validate(doc, schema)
+        (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+        nf = h["nonfinite"]
+        assert (nf["step"], nf["node"], h["culprit"]["line"], nf["phase"]) == (truth[0], truth[1], truth[2], "backward")
+        assert nf["aten"].split(".")[1] in (want_op, f"{want_op}_backward") and nf["value"] in ("inf", "-inf")
+        assert "overflowed float32" in h["fix"]
+        if want_node.startswith("NativeLayerNorm"):
+            assert "ignore_index" in h["fix"] and any(abs(i["max"] - 316.2) < 0.1 for i in nf["inputs"])  # 1/sqrt(eps)

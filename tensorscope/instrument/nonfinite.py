@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import math
 import os
 import re
 import sys
@@ -73,7 +74,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mod
 from tensorscope import compat, source
 from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
-from tensorscope.instrument.origin_walk import GradCheck, assignment, forward_origin, stats, value_of
+from tensorscope.instrument.origin_walk import GradCheck, assignment, forward_origin, root_line, stats, value_of
 from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import inspectable
 
@@ -279,8 +280,11 @@ class ValueWatch:
         self.busy = True
         try:
             guard = quiet_from_modes(tensors)  # the program's mode (around its backward) must not see our check
+            peak = [] if what == "grad" and self.grads is not None else None
             with guard:
-                flag = _all_finite(tensors)
+                flag = _all_finite(tensors, peak)
+            if peak:  # NOTE [Gradients that may overflow]
+                self.grads.note_peak(max(peak))
             uf = user_frame(frame, tr.user)
             step = {"loss": self.backward_calls, "grad": self.backward_calls - 1}.get(what, self.optimizer_steps - 1)
             facts = {"what": what, "file": uf.f_code.co_filename if uf else None, "line": line_of(uf) if uf else None,
@@ -341,7 +345,7 @@ class ValueWatch:
             elif facts["what"] == "loss":
                 b = self._transform_birth()
                 if b is None:
-                    b = self._walk_birth([t], facts["step"])
+                    b = self._walk_birth([t], facts["step"], sink=facts)
             elif facts["what"] == "grad":
                 b = self._last_backward
             else:
@@ -399,8 +403,9 @@ class ValueWatch:
             return None
         return self._transform[1]
 
-    def _walk_birth(self, roots, step, scopes=None) -> int | None:
-        """The forward origin read from the graph of ``roots`` (NOTE [Origins from the graph])."""
+    def _walk_birth(self, roots, step, scopes=None, sink=None) -> int | None:
+        """The forward origin read from the graph of ``roots`` (NOTE [Origins from the graph]); for the loss given
+        to backward (``sink``), a root node that saved nothing is named at the statement that made the loss."""
         if len(self.births) >= _MAX_BIRTHS:
             return None
         tr = self.tracker
@@ -416,6 +421,15 @@ class ValueWatch:
             tr.active = active
         if b is None:
             return None
+        if b.get("line") is None and sink is not None and not b.get("data"):
+            try:
+                root = roots[0].grad_fn._sequence_nr()
+            except Exception:
+                root = None
+            if root is not None and b.get("seq") == root:
+                where = root_line(sink.get("file"), sink.get("line"), (b.get("op") or "").split(".")[-1])
+                if where is not None:
+                    b["file"], b["line"] = where
         self.births.append(b)
         return len(self.births) - 1
 
@@ -724,14 +738,16 @@ def _written(func, args, kwargs):
     return [t for t in out if isinstance(t, _Tensor)]
 
 
-def _all_finite(tensors):
-    """One fused reduction per device: True when every value of every tensor is finite (a 0-dim bool tensor)."""
+def _all_finite(tensors, peak=None):
+    """One fused reduction per device: True when every value of every tensor is finite (a 0-dim bool tensor).
+    With ``peak`` (a list), how close the largest 2-norm of the CPU tensors is to their dtype's largest value
+    (``_relative_peak``) is appended to it (NOTE [Gradients that may overflow]), from the norms the check takes anyway."""
     by_device: dict = {}
     for t in tensors:
         by_device.setdefault(t.device, []).append(t.detach())
     flags = []
     for group in by_device.values():
-        if len(group) == 1:
+        if len(group) == 1 and (peak is None or group[0].device.type != "cpu"):
             flags.append(torch.isfinite(group[0]).all())
         else:
             if group[0].device.type == "cpu":
@@ -739,7 +755,10 @@ def _all_finite(tensors):
                 # gradients, at each sink); a NaN or Inf makes its norm non-finite, and so does a finite value
                 # whose square overflows, which the exact check below then settles
                 try:
-                    flag = torch.isfinite(torch.stack(torch._foreach_norm(group, 2))).all()
+                    norms = torch.stack(torch._foreach_norm(group, 2))
+                    if peak is not None:
+                        peak.append(_relative_peak(norms, group))
+                    flag = torch.isfinite(norms).all()
                     if bool(flag):
                         flags.append(flag)
                         continue
@@ -754,6 +773,19 @@ def _all_finite(tensors):
     if len(flags) == 1:
         return flags[0]
     return torch.stack([f.cpu() for f in flags]).all()
+
+
+def _relative_peak(norms, group) -> float:
+    """How far the largest of ``norms`` (of the tensors of ``group``, on the CPU) is towards the largest finite
+    value of the narrowest floating dtype among them, in orders of magnitude: log(norm) / log(finfo.max), 1.0 for
+    a norm that is not finite, 0.0 for one of at most 1."""
+    top = norms.max().item()
+    if top - top != 0:
+        return 1.0
+    fmax = min((torch.finfo(t.dtype).max for t in group if t.is_floating_point()), default=None)
+    if fmax is None or top <= 1.0:
+        return 0.0
+    return math.log(top) / math.log(fmax)
 
 
 def _leaves_of(roots) -> list:

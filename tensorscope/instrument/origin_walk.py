@@ -65,8 +65,23 @@ make one in two ways, and each puts the hook back on every node for the rest of 
   that is not finite (SavedChecks.nonfinite_saved);
 - by overflow, a product past the largest float: that matters in float16 and bfloat16, so a saved tensor
   of either type does the same (SavedChecks.low_precision).
-A float32 gradient that overflows in a listed node is not pinned to its node (the gradient sink after
-backward still reports it). On a GPU no hook goes on (the gradients are checked on the CPU only).
+A float32 gradient that overflows in a listed node is pinned only in the backwards of NOTE [Gradients that may
+overflow]. On a GPU no hook goes on (the gradients are checked on the CPU only).
+
+NOTE [Gradients that may overflow]
+A listed node (``AddmmBackward0``'s ``g.T @ x``, a ``MulBackward0``) makes an Inf from finite gradients and finite
+saved values when the product passes the dtype's largest value. No bound read before backward tells when: a bound
+from the saved values' norms multiplies one factor per layer along the graph, and passes float32's 3.4e38 on a
+healthy GPT-sized model (12 layers of 768-wide matrices, 2-norms near 15 each: 15^36 = 2e42), so it would hook
+every node of every run. What is known cheaply is the gradients' real size: the gradient sink after each backward
+takes their 2-norms anyway (NOTE [Checking values at the sinks]). So every node is hooked:
+- in the run's first backward on the CPU, where a bad initialisation or unnormalised data overflows (the
+  gradient doubles per layer from the first step, maxtext#614's "hit float32_max at around the 18th layer");
+- in every backward after one whose largest gradient 2-norm passed ``finfo.max ** 0.25`` (4.3e9 in float32,
+  1e77 in float64; healthy gradients are many orders below), where gradients grow towards the overflow.
+A gradient that jumps from below that size to past the dtype's largest value within one later backward is still
+reported at the gradient sink without its node. The first backward's full hooks cost once per run (figures in
+benchmarks/RESULTS.md, "Non-finite: remaining misses").
 """
 
 from __future__ import annotations
@@ -89,6 +104,7 @@ _MAX_NODES = 20_000
 _MAX_SAVED = 50_000
 _MAX_INPUTS = 8
 _MAX_CUSTOM = 64
+_LARGE = 0.25  # a gradient 2-norm past finfo.max ** 0.25: 4.3e9 in float32 (NOTE [Gradients that may overflow])
 _DISPATCH_SHIMS = ("eval_frame.py", "_compile.py")
 _BACKWARD = re.compile(r"Backward\d*$")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
@@ -373,7 +389,7 @@ def _birth(tracker, graph, saved, seq, out, step, data=None, scopes=None) -> dic
          "value": value_of(value_from) if value_from is not None and _bad(value_from) else None,
          "dtype": str(value_from.dtype).replace("torch.", "") if value_from is not None else None,
          "shape": list(value_from.shape) if value_from is not None else None, "inputs": inputs, "data": False,
-         "intended": False, "found_by": "graph"}
+         "intended": False, "found_by": "graph", "seq": seq}
     if data is not None:
         tid = tracker.tid(data)
         b.update(data=True, data_tensor=tid, value=value_of(data), dtype=str(data.dtype).replace("torch.", ""),
@@ -498,6 +514,33 @@ def assignment(file, name, before) -> dict | None:
     return {"file": file, "line": last.lineno, "how": "computed without autograd", "op": op}
 
 
+def root_line(file, line, op) -> tuple | None:
+    """The statement that made the tensor given to ``backward()`` at ``file:line``, for a root node that saved
+    nothing (``(loss * scale).backward()``: ``MulBackward0`` of a Python number keeps no tensor, so no pack hook
+    heard its line): that line itself where its syntax holds the op, else the last assignment before it of the
+    name ``backward()`` was called on (``loss = ...`` for ``loss.backward()``)."""
+    tree = source.tree(file) if file and line else None
+    if tree is None:
+        return None
+    receiver = None
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) != line:
+            continue
+        if isinstance(node, ast.BinOp) and _PY_OPS.get(type(node.op)) == op:
+            return file, line
+        if isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Attribute) and fn.attr == op:
+                return file, line
+            if isinstance(fn, ast.Attribute) and fn.attr == "backward" and isinstance(fn.value, ast.Name):
+                receiver = fn.value.id
+    if receiver is not None:
+        made = assignment(file, receiver, line)
+        if made is not None:
+            return file, made["line"]
+    return None
+
+
 # --- the backward check -------------------------------------------------------------------------------------
 
 class GradCheck:
@@ -508,6 +551,8 @@ class GradCheck:
         self.handles: list = []
         self.birth: dict | None = None
         self.custom: dict = {}  # a custom node's sequence number -> what _FirstMade saw in its backward
+        self.first = True  # the run's first backward: every node is hooked (NOTE [Gradients that may overflow])
+        self.large = False  # a gradient's 2-norm passed finfo.max ** _LARGE
         self._in_custom = False
 
     def arm(self, roots) -> None:
@@ -517,7 +562,9 @@ class GradCheck:
         if not any(r.device.type == "cpu" for r in roots):
             return  # the gradients are checked on the CPU only: no hook to run
         checks = self.watch.tracker.saved_checks
-        every = checks.low_precision or checks.nonfinite_saved  # NOTE [Which nodes' gradients are checked]
+        # NOTE [Which nodes' gradients are checked], NOTE [Gradients that may overflow]
+        every = checks.low_precision or checks.nonfinite_saved or self.first or self.large
+        self.first = False
         for node, _ in _graph(roots).values():
             if not every and not _may_make(node):
                 continue
@@ -525,6 +572,12 @@ class GradCheck:
                 self.handles.append(node.register_hook(hook))
             except Exception:
                 pass
+
+    def note_peak(self, relative: float) -> None:
+        """How close the largest gradient 2-norm at the sink after a backward came to its dtype's largest value, in
+        orders of magnitude (log(norm) / log(finfo.max))."""
+        if relative >= _LARGE:
+            self.large = True
 
     def watching_custom(self) -> bool:
         """Whether a custom Function's backward, called now, is watched (NOTE [A custom Function's backward,

@@ -83,6 +83,9 @@ _TRIG = {"acos", "asin", "atanh", "acosh", "arccos", "arcsin"}
 _DIV = {"div", "true_divide", "reciprocal", "remainder", "fmod", "floor_divide"}
 _SOFTMAX = {"_softmax", "softmax", "_log_softmax", "log_softmax", "logsumexp"}
 _VAR = {"std", "var", "std_mean", "var_mean"}
+_NORMS = {"native_layer_norm", "layer_norm", "native_group_norm", "group_norm", "native_batch_norm", "batch_norm",
+          "rms_norm", "_fused_rms_norm"}
+_FMAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "bfloat16": 3.3895313892515355e38}
 _LOW = ("float16", "bfloat16")
 
 
@@ -164,9 +167,25 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
     if op in _DIV or aten in _DIV:
         return (f"A division by 0{at}: add an eps to the denominator (`a / (b + 1e-8)`, or `b.clamp_min(1e-8)`); "
                 "for `x / x.norm(...)` use `F.normalize(x, eps=1e-12)`.")
-    if op in ("exp", "expm1", "sinh", "cosh", "pow", "mul", "matmul", "mm", "bmm", "addmm", "sum", "cumprod", "prod"):
+    big = max((max(abs(i.get("min") or 0), abs(i.get("max") or 0)) for i in inputs), default=0.0)
+    fmax = _FMAX.get(dtype)
+    if origin.get("phase") == "backward" and not origin.get("custom_function") and fmax and big >= fmax ** 0.5 \
+            and origin.get("value") in ("inf", "-inf", "nan"):
+        norm = (" A normalisation over a row of equal values (a padded position, a constant input) multiplies the "
+                "gradient by up to 1/sqrt(eps) at each layer (316 for eps=1e-5): leave such positions out of the "
+                "loss (`ignore_index=PAD`, or a mask) or out of the normalisation.") if op in _NORMS else ""
+        return (f"The gradient overflowed {dtype} in `{op}`'s backward{at}: it received a gradient of {big:.3g} "
+                f"already (the largest finite value is {fmax:.3g}), grown layer after layer on the way back from the "
+                f"loss.{norm} To see where it grows, print `g.abs().max()` from a `register_hook` on each layer's "
+                "output; the usual causes are an initialisation that is too large, inputs that are not normalised, "
+                "and a loss scale that is too high.")
+    if op in ("exp", "expm1", "sinh", "cosh", "pow"):
         return (f"`{op}`{at} overflowed {dtype or 'its dtype'}: subtract the maximum before `exp` "
                 "(`torch.logsumexp`, `F.softplus`, `F.log_softmax` do it for you), or scale the inputs down.")
+    if op in ("mul", "matmul", "mm", "bmm", "addmm", "sum", "cumprod", "prod"):
+        return (f"`{op}`{at} overflowed {dtype or 'its dtype'}: scale its inputs down (normalise the data, a smaller "
+                "initialisation); a hand-made loss scale must come down when the loss or the gradients overflow "
+                "(`torch.amp.GradScaler` checks for that and skips the step).")
     if origin.get("custom_function"):
         return (f"The custom Function's backward made it{at}: guard its divisions and logs (eps, clamp) as for the "
                 "forward ops, and compare it with `torch.autograd.gradcheck` on small inputs.")
@@ -309,8 +328,16 @@ def finding(ev, hazard: bool) -> dict | None:
         if nf.get("checked") == "sinks":
             parts.append("Run `tensorscope explain` (or `tensorscope run --check-values`) to name the op and line that "
                          "made it: plain `run` checks only the loss, the gradients and the parameters.")
-        fix = ("Find the first non-finite value with `tensorscope explain PROG.py`; then keep that op's input inside "
-               "its domain (eps in a division or norm, clamp before log/sqrt/acos).")
+        if nf.get("checked") == "sinks":
+            fix = ("Find the first non-finite value with `tensorscope explain PROG.py`; then keep that op's input "
+                   "inside its domain (eps in a division or norm, clamp before log/sqrt/acos).")
+        else:  # the origins were looked for and none was pinned (docs/kinds.md, "Non-finite values")
+            parts.append("No op was pinned as its origin (the known cases: a float32 gradient that overflowed "
+                         "within one backward in a node that is not hooked, and a backward on a GPU).")
+            fix = ("Walk back from the value named above: a `register_hook` printing `g.abs().max()` on each layer's "
+                   "output shows where gradients grow, and `torch.autograd.detect_anomaly(check_nan=True)` names "
+                   "the backward node of a NaN. Then keep that op's input inside its domain (eps in a division or "
+                   "norm, clamp before log/sqrt/acos) or its size down (normalised inputs, a smaller loss scale).")
         if sink:
             nonfinite.update(value=sink.get("value"), step=sink.get("step") if loop else None,
                              tensor={"id": sink.get("tensor"), "names": ev.tensor_names(sink.get("tensor"))})
