@@ -74,13 +74,15 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mod
 from tensorscope import compat, source
 from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
-from tensorscope.instrument.origin_walk import GradCheck, assignment, forward_origin, root_line, stats, value_of
+from tensorscope.instrument.origin_walk import (GradCheck, assigned, assignment, forward_origin, root_line, stats,
+                                                value_of)
 from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
 _DUE = 32  # CUDA: flags read in one transfer per this many checks
 _MAX_BIRTHS = 16
+_MAX_OUTSIDE = 4
 _MAX_CARRIED = 4096
 _MAX_LEAF_WALK = 20_000
 _DISPATCH_SHIMS = ("eval_frame.py", "_compile.py")
@@ -150,6 +152,7 @@ class ValueWatch:
         self._mode = None
         self._last_backward = None
         self._transform = None  # (mode, len(births) at entry): see enter_transform
+        self.outside: list = []  # (weak ref, where it was made): NOTE [A value computed outside autograd, in a frame gone]
 
     # --- switching on and off ---------------------------------------------------
 
@@ -213,6 +216,18 @@ class ValueWatch:
             if earlier["step"] == b["step"] and earlier["phase"] == b["phase"] and not earlier.get("intended"):
                 return earlier
         return b
+
+    def note_saved_outside(self, t, frame) -> None:
+        """A non-finite tensor with no ``grad_fn`` was saved at ``frame``: read the running frames for the statement
+        that computed it (NOTE [A value computed outside autograd, in a frame gone] in origin_walk.py)."""
+        if len(self.outside) >= _MAX_OUTSIDE:
+            return
+        try:
+            made = assigned(self.tracker, t, frame=frame)
+            if made is not None:
+                self.outside.append((weakref.ref(t), made))
+        except Exception:
+            pass
 
     # --- the sinks ----------------------------------------------------------------
 

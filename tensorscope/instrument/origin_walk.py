@@ -394,7 +394,8 @@ def _birth(tracker, graph, saved, seq, out, step, data=None, scopes=None) -> dic
         tid = tracker.tid(data)
         b.update(data=True, data_tensor=tid, value=value_of(data), dtype=str(data.dtype).replace("torch.", ""),
                  shape=list(data.shape))
-        made = tracker.tensor_created.get(tid) or _assigned(tracker, data, scopes) or _inline(file, line, aten_name(name))
+        made = tracker.tensor_created.get(tid) or outside_made(tracker, data) or assigned(tracker, data, scopes) \
+            or _inline(file, line, aten_name(name))
         if made:
             b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
             if made.get("op"):  # computed outside autograd by the program: that op is the origin, at its line
@@ -411,10 +412,12 @@ _PY_OPS = {ast.Div: "div", ast.Mult: "mul", ast.Add: "add", ast.Sub: "sub", ast.
            ast.Mod: "remainder", ast.FloorDiv: "floor_divide"}
 
 
-def _assigned(tracker, t, scopes=None) -> dict | None:
+def assigned(tracker, t, scopes=None, frame=None) -> dict | None:
     """A tensor with no ``grad_fn`` that tensorscope did not see made from data: the program computed it outside
     autograd. The last statement of the program's own code that assigned the name holding it, before the line
-    running now, and that statement's outermost op (``a / b``: ``div``; ``torch.log(x)``: ``log``)."""
+    running now, and that statement's outermost op (``a / b``: ``div``; ``torch.log(x)``: ``log``). The running
+    frames are read from ``frame`` outwards (by default this function's caller); in each, only the statements of
+    its own function count, so a parameter (``def encode(self, x)``) leads to the caller that assigned it."""
     for file, line, scope in scopes or ():
         for name in [n for n, v in scope.items() if v is t]:
             made = assignment(file, name, line)
@@ -422,14 +425,37 @@ def _assigned(tracker, t, scopes=None) -> dict | None:
                 return made
     if scopes is not None:
         return None
-    f = sys._getframe(1)
+    f = frame if frame is not None else sys._getframe(1)
     while f is not None:
         if f.f_code.co_filename in tracker.user:
-            names = [n for n, v in peek_locals(f).items() if v is t]
-            if names:
-                return assignment(f.f_code.co_filename, names[0], f.f_lineno)
+            for name in [n for n, v in peek_locals(f).items() if v is t]:
+                made = assignment(f.f_code.co_filename, name, f.f_lineno, after=f.f_code.co_firstlineno)
+                if made is not None:
+                    return made
         f = f.f_back
     return None
+
+
+def outside_made(tracker, t) -> dict | None:
+    """Where ``t``, a non-finite tensor autograd saved with no ``grad_fn``, was computed, as read when it was saved
+    (NOTE [A value computed outside autograd, in a frame gone])."""
+    values = tracker.values
+    for ref, made in getattr(values, "outside", ()):
+        if ref() is t:
+            return made
+    return None
+
+
+# NOTE [A value computed outside autograd, in a frame gone]
+# A tensor that needs no gradient and holds a NaN (``x = x / x.norm(...)`` of a blank image, inside a model's
+# ``forward``) reaches the graph only as a saved input with no ``grad_fn``. When the program later raises or a
+# sink fails, the function that computed it may have returned, and its locals with it: the traceback's frames
+# do not hold it. So when explain's pack hook finds a saved tensor that is not finite (it sums each one until
+# the first: NOTE [Which nodes' gradients are checked]) and it has no ``grad_fn``, the running frames are read
+# at once, from the saving line outwards, for the statement that assigned the name holding it (``assigned``),
+# and the answer is kept beside a weak reference to the tensor (a few at most, ValueWatch.outside). The data
+# origin then names that statement and its op; a tensor no statement assigned stays a data origin at its
+# reading line.
 
 
 #: ops that can make a NaN or an Inf from finite inputs (NOTE [An origin inside the reading line])
@@ -494,13 +520,13 @@ def _inline_below(tracker, graph, top) -> dict | None:
     return found[0] if len(found) == 1 else None
 
 
-def assignment(file, name, before) -> dict | None:
+def assignment(file, name, before, after=0) -> dict | None:
     tree = source.tree(file)  # parsed once per file
     if tree is None:
         return None
     last = None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and node.lineno < before and \
+        if isinstance(node, ast.Assign) and after <= node.lineno < before and \
                 any(isinstance(x, ast.Name) and x.id == name for x in node.targets):
             if last is None or node.lineno > last.lineno:
                 last = node

@@ -68,6 +68,8 @@ class SavedChecks:
                 and t.device.type == "cpu" and t.is_floating_point():
             if not saved_sum_finite(t):
                 self.nonfinite_saved = True
+                if uf is not None and t.grad_fn is None:  # NOTE [A value computed outside autograd, in a frame gone]
+                    rec.values.note_saved_outside(t, uf)
         p.orig = weakref.ref(t)
         if p.seq_nr is not None and p.line is not None:
             rec.node_lines[p.seq_nr] = (p.file, p.line)
