@@ -149,3 +149,32 @@ def test_syncbatchnorm_sync_path_on_two_ranks_writes_saved_statistics(tmp_path):
             assert "BatchNorm's kernel" in h["explanation"]
         # run without --check-values registers no hooks and reports no silent write (README)
         assert json.loads((tmp_path / f"R.rank{rank}.json").read_text())["hazards"] == []
+
+
+def test_nonfinite_origins_on_the_gpu(tmp_path):
+    """Issue 21 on CUDA (kinds.md, "Non-finite values"): the loss's check is read at once, so a forward origin
+    (log of a 0 at step 35, past one batch of 32 flags) is named at its op, line and step; gradient hooks do
+    not go on for a backward on the GPU, so sqrt's infinite gradient at 0 is reported at the gradient sink with
+    no node, where the same program on the CPU names SqrtBackward0. Output and exit status as under python."""
+    prog = PROGRAMS / "nonfinite_cuda.py"
+    for case, device in [("forward", "cuda"), ("backward", "cuda"), ("backward", "cpu")]:
+        rc_py, out_py, err_py = run_python(prog, case, device)
+        report = tmp_path / f"{case}_{device}.json"
+        rc, out, err, _ = run_cli("explain", "-o", str(report), str(prog), case, device)
+        assert (out, err) == (out_py, err_py) and rc_py == 0 and rc == 1  # explain exits 1 on a hazard
+        lines = dict(line.split(" ", 1) for line in out_py.splitlines())
+        doc = load_report(report.read_text())
+        (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+        nf = h["nonfinite"]
+        if case == "forward":
+            assert lines["30"].split()[0] != "inf" and lines["35"].split()[0] == "inf"  # torch: -log(0) at step 35
+            assert (h["culprit"]["line"], nf["op"], nf["phase"], nf["step"]) == \
+                (line_of(prog, "loss = -torch.log("), "aten.log", "forward", 35)
+        else:
+            assert lines["0"].split()[1] == "False"  # torch: the gradient is not finite from the first step
+            assert nf["sink"]["what"] in ("grad", "parameter") and nf["sink"]["step"] == 0  # after backward or step()
+            if device == "cpu":
+                assert (nf["node"], nf["phase"], h["culprit"]["line"]) == \
+                    ("SqrtBackward0", "backward", line_of(prog, "dist = torch.sqrt("))
+            else:  # the documented limit: no node hooks on a GPU backward
+                assert nf["node"] is None and "No op was pinned" in h["explanation"]

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -253,6 +254,7 @@ def test_the_origin_is_read_from_the_graph_without_a_mode_on_the_stack(tmp_path)
 DROPPED_INF = """\
 import torch
 
+torch.ones(2, requires_grad=True).sum().backward()  # a first backward, finite: every node is hooked only there
 x = torch.tensor([1.0, 100.0], requires_grad=True)
 w = torch.tensor([2.0, 3.0], requires_grad=True)
 e = torch.exp(x * 10)  # inf at 1, which the where below drops
@@ -277,7 +279,7 @@ def test_a_listed_node_that_multiplies_a_dropped_inf_is_still_the_origin(tmp_pat
     assert out.stderr.replace("\r", "").startswith(ref.stdout)
     (h,) = [h for h in json.loads(out.stdout)["hazards"] if h["kind"] == "silent-non-finite-value"]
     nf = h["nonfinite"]
-    assert (h["culprit"]["line"], nf["node"], nf["phase"], nf["value"]) == (6, "MulBackward0", "backward", "nan")
+    assert (h["culprit"]["line"], nf["node"], nf["phase"], nf["value"]) == (7, "MulBackward0", "backward", "nan")
 
 
 # Rewritten from pytorch/pytorch#52248 (a custom Function suggested there to keep sqrt's infinite slope at 0 out
@@ -320,8 +322,6 @@ def _first_nonfinite_in_backward(src: str, filename: str):
     """Truth measured with torch alone, on the program's first step: the first node whose gradients go non-finite
     from finite ones (post hooks on every node), and the first op, with the program's line that ran it, whose
     output is non-finite while its inputs are finite (a plain TorchDispatchMode over that backward)."""
-    import traceback
-
     from torch.utils._python_dispatch import TorchDispatchMode
 
     ns: dict = {"__name__": "prog"}

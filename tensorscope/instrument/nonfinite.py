@@ -74,8 +74,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mod
 from tensorscope import compat, source
 from tensorscope.instrument.failure_graph import accumulated_leaves
 from tensorscope.instrument.frames import line_of, user_frame
-from tensorscope.instrument.origin_walk import (GradCheck, assigned, assignment, forward_origin, root_line, stats,
-                                                value_of)
+from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin, root_line,
+                                                stats, value_of)
 from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import inspectable
 
@@ -89,9 +89,6 @@ _DISPATCH_SHIMS = ("eval_frame.py", "_compile.py")
 # ops a program calls to test values: a non-finite input here is what the program looked at
 _TESTS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf", "_local_scalar_dense",
                     "_amp_foreach_non_finite_check_and_unscale_", "nan_to_num"})
-# ops that write a value given as an argument: a -inf or NaN they make is a mask or a fill, made on purpose
-_MASK_OPS = frozenset({"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full", "where",
-                       "index_put", "index_put_", "index_fill", "index_fill_", "scatter", "scatter_"})
 # ops whose output holds no value computed from another: uninitialised memory (which may hold any bit
 # pattern, NaN included, and is written before it is read) or a constant or random fill
 _UNCHECKED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
@@ -625,7 +622,7 @@ class ValueWatch:
              "file": uf.f_code.co_filename if uf else None, "line": line_of(uf) if uf else None,
              "step": self.optimizer_steps if self.in_step else self.backward_calls, "tensor": tr.tid(o), "value": value_of(o), "dtype": str(o.dtype).replace("torch.", ""),
              "shape": list(o.shape), "inputs": [], "data": False,
-             "intended": name in _MASK_OPS and outside is None}
+             "intended": name in MASK_OPS and outside is None}
         if node is not None:
             b["phase"] = "backward"
             b["node"] = node.name()

@@ -72,11 +72,13 @@ NOTE [Gradients that may overflow]
 A listed node (``AddmmBackward0``'s ``g.T @ x``, a ``MulBackward0``) makes an Inf from finite gradients and finite
 saved values when the product passes the dtype's largest value. No bound read before backward tells when: a bound
 from the saved values' norms multiplies one factor per layer along the graph, and passes float32's 3.4e38 on a
-healthy GPT-sized model (12 layers of 768-wide matrices, 2-norms near 15 each: 15^36 = 2e42), so it would hook
+healthy GPT-sized model (36 products by 768-wide matrices of std 0.02, Frobenius norm 15 each: 15^36 = 2e42;
+arithmetic, not measured on the benchmark's smaller GPT), so it would hook
 every node of every run. What is known cheaply is the gradients' real size: the gradient sink after each backward
 takes their 2-norms anyway (NOTE [Checking values at the sinks]). So every node is hooked:
-- in the run's first backward on the CPU, where a bad initialisation or unnormalised data overflows (the
-  gradient doubles per layer from the first step, maxtext#614's "hit float32_max at around the 18th layer");
+- in the run's first backward on the CPU, where a bad initialisation, unnormalised data or padded rows
+  overflow from the first step (a gradient grown by a factor at each layer: maxtext#614's "around 100x",
+  "hit float32_max at around the 18th layer");
 - in every backward after one whose largest gradient 2-norm passed ``finfo.max ** 0.25`` (4.3e9 in float32,
   1e77 in float64; healthy gradients are many orders below), where gradients grow towards the overflow.
 A gradient that jumps from below that size to past the dtype's largest value within one later backward is still
@@ -106,6 +108,9 @@ _MAX_INPUTS = 8
 _MAX_CUSTOM = 64
 _LARGE = 0.25  # a gradient 2-norm past finfo.max ** 0.25: 4.3e9 in float32 (NOTE [Gradients that may overflow])
 _DISPATCH_SHIMS = ("eval_frame.py", "_compile.py")
+# ops that write a value given as an argument: a -inf or NaN they make is a mask or a fill, made on purpose
+MASK_OPS = frozenset({"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full", "where",
+                      "index_put", "index_put_", "index_fill", "index_fill_", "scatter", "scatter_"})
 _BACKWARD = re.compile(r"Backward\d*$")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _ATEN = {"Softmax": "_softmax", "LogSoftmax": "_log_softmax", "ToCopy": "_to_copy", "Linalg_vector_norm": "linalg_vector_norm"}
@@ -751,7 +756,7 @@ class _FirstMade(TorchDispatchMode):
 
     def _look(self, func, args, kwargs, out):
         outs = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if _floating(o)]
-        if not outs:
+        if not outs or func.overloadpacket.__name__ in MASK_OPS:  # a mask's -inf is written on purpose
             return
         ins = [a for a in list(args) + list(kwargs.values()) if _floating(a)]
         with quiet_from_modes(outs + ins):  # the program's own mode, below this one, must not see the checks
