@@ -284,7 +284,8 @@ def finding(ev, hazard: bool) -> dict | None:
                          "the error is a consequence of a non-finite value.")
     culprit = None
     backward = None
-    nonfinite = {"op": None, "phase": None, "step": None, "tensor": None, "inputs": [], "value": None,
+    nonfinite = {"op": None, "aten": None, "node": None, "phase": None, "step": None, "tensor": None, "inputs": [],
+                 "value": None, "data": False,
                  "checked": nf.get("checked"), "sink": _sink_view(sink)}
     if origin:
         code = source.code(origin.get("file"), origin.get("line")) if origin.get("line") else ""
