@@ -149,7 +149,8 @@ class ValueWatch:
         self._mode = None
         self._last_backward = None
         self._transform = None  # (mode, len(births) at entry): see enter_transform
-        self.outside: list = []  # (weak ref, where it was made): NOTE [A value computed outside autograd, in a frame gone]
+        # (weak ref, where it was made): NOTE [A value computed outside autograd, in a frame gone]
+        self.outside: list = []
 
     # --- switching on and off ---------------------------------------------------
 
@@ -753,7 +754,8 @@ def _written(func, args, kwargs):
 def _all_finite(tensors, peak=None):
     """One fused reduction per device: True when every value of every tensor is finite (a 0-dim bool tensor).
     With ``peak`` (a list), how close the largest 2-norm of the CPU tensors is to their dtype's largest value
-    (``_relative_peak``) is appended to it (NOTE [Gradients that may overflow]), from the norms the check takes anyway."""
+    (``_relative_peak``) is appended to it (NOTE [Gradients that may overflow]), from the norms the check takes
+    anyway."""
     by_device: dict = {}
     for t in tensors:
         by_device.setdefault(t.device, []).append(t.detach())

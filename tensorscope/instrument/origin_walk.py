@@ -38,18 +38,19 @@ runs]). The dispatch mode of that one rerun is not pushed before torch 2.11 (NOT
 crashes torch before 2.11] in compat.py): there the node and line are named without the aten op.
 
 NOTE [A custom Function's backward, watched while it runs]
-A custom Function's backward is the program's own Python code: running it again could repeat its side
-effects (a counter, a print, a write to a buffer), so the rerun above is not done for it. Instead the
-engine's call of it is watched as it happens: the engine looks up ``apply`` on the node's Python object
-(``BackwardCFunction.apply``, which calls the Function's ``backward``) at every call, and the wrapper of
-it (patches.py) pushes ``_FirstMade`` for the length of that call while this backward's nodes are hooked
-and no origin is known yet, on the CPU, from torch 2.11 (as the rerun). The mode records the first op
-whose floating output is non-finite while its floating inputs are finite, with the line of the
-program's own code that called it (a line of the Function's ``backward``) and its inputs' statistics.
-The node's post hook then decides as for any node: only when the Function's gradients came out
-non-finite from finite ones is it the origin, named by its node, its op and the backward's line (the
-forward line that called ``Fn.apply`` is kept beside it). The cost is one ``sum`` and one read per
-floating output of the ops inside the program's backwards, paid only until the first origin.
+A custom Function's backward is the program's own Python code: running it again could repeat its side effects
+(a counter, a print, a write to a buffer), so the rerun above is not done for it. Instead the engine's call of
+it is watched as it happens: the engine looks up ``apply`` on the node's Python object
+(``BackwardCFunction.apply``, which calls the Function's ``backward``) at every call, and the wrapper of it
+(patches.py) pushes ``_FirstMade`` for the length of that call while this backward's nodes are hooked and no
+origin is known yet, on the CPU, from torch 2.11 (as the rerun), for a Function whose ``backward`` is the
+program's own code (not torch's: a compiled graph's ``CompiledFunction``, reentrant checkpoint's). The mode
+records the first op whose floating output is non-finite while its floating inputs are finite, with the line
+of the program's own code that called it (a line of the Function's ``backward``) and its inputs' statistics.
+The node's post hook then decides as for any node: only when the Function's gradients came out non-finite from
+finite ones is it the origin, named by its node, its op and the backward's line (the forward line that called
+``Fn.apply`` is kept beside it). The cost is one ``sum`` and one read per floating output of the ops inside
+the program's backwards, paid only until the first origin.
 
 NOTE [Which nodes' gradients are checked]
 Most nodes of a training graph cannot make a non-finite gradient from finite gradients and finite saved
@@ -618,7 +619,7 @@ class GradCheck:
 
     def custom_backward(self, node, orig, args):
         """The engine's call of a custom Function's backward (``BackwardCFunction.apply``), under ``_FirstMade``."""
-        if not any(_cpu_floating(a) for a in args):
+        if not any(_cpu_floating(a) for a in args) or not self._programs(node):
             return orig(node, *args)
         mode = _FirstMade(self.watch.tracker.user)
         self._in_custom = True
@@ -631,6 +632,21 @@ class GradCheck:
             if mode.found:
                 if len(self.custom) < _MAX_CUSTOM:
                     self.custom[_seq(node)] = mode.found
+
+    def _programs(self, node) -> bool:
+        """Whether the Function's ``backward`` is the program's own code, not torch's (a compiled graph's
+        ``CompiledFunction``, checkpoint's): only the program's is watched. Decided once per class."""
+        kind = type(node)
+        v = _PROGRAMS.get(kind)
+        if v is None:
+            try:
+                fn = getattr(node._forward_cls, "backward", None)
+                code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+                v = code is not None and code.co_filename in self.watch.tracker.user
+            except Exception:
+                v = False
+            _PROGRAMS[kind] = v
+        return v
 
     def disarm(self) -> None:
         self.custom.clear()
@@ -696,6 +712,7 @@ _FINITE_GRAD = frozenset({
     "LogSoftmax", "NativeLayerNorm", "MaskedFill", "Where", "Clamp", "ClampMin", "ClampMax", "Abs",
 })
 _MAKES: dict = {}  # node type -> whether its post hook goes on
+_PROGRAMS: dict = {}  # custom node type -> whether its backward is the program's code (GradCheck._programs)
 
 
 def _may_make(node) -> bool:

@@ -311,7 +311,8 @@ def finding(ev, hazard: bool) -> dict | None:
             fline = origin.get("forward_line")
             if origin.get("custom_function") and fline and fline != origin.get("line"):
                 fcode = source.code(origin.get("forward_file"), fline)
-                inside = f", in the backward of the Function called at line {fline}" + (f" (`{fcode}`)" if fcode else "")
+                inside = f", in the backward of the Function called at line {fline}" \
+                    + (f" (`{fcode}`)" if fcode else "")
             parts.append(f"The first non-finite value" + (f" ({origin['value']})" if origin.get("value") else "")
                          + f" was made by {how} at line "
                          f"{origin.get('line')} (`{code}`){inside}, computing {name}"
