@@ -193,9 +193,9 @@ class Growth:
                 return {"file": c["file"], "line": c["line"], "how": c.get("how")}
         except Exception:
             pass
-        parent = walk._parent.get(target)
-        if parent is not None and parent[1].get("via") == "saved":
-            found = self._node_alloc(walk.obj(parent[0]))
+        parent, step = walk.step(target)
+        if parent is not None and step.get("via") == "saved":
+            found = self._node_alloc(walk.obj(parent))
             if found:
                 return found
         try:
@@ -225,7 +225,7 @@ class Growth:
 def _identity(walk, key, tid, born) -> tuple:
     """A storage as the samples compare it: its address, the object and step it was first reached
     through, and its birth. See NOTE [Storage identity across samples]."""
-    parent, step = walk._parent.get(tid, (None, {}))
+    parent, step = walk.step(tid)
     return (key, parent, step.get("label"), born)
 
 
