@@ -234,3 +234,28 @@ if __name__ == "__main__":
         rec[p.name] = truth_line(out)
     TRUTH.write_text(json.dumps(rec, indent=1) + "\n")
     print(json.dumps(score({p: _one(p) for p in ALL}), indent=1))
+
+
+def test_young_kept_views_filed_only_if_alive_at_a_write():
+    """NOTE [Young kept values]: views taken and dropped before any write are never filed; a view still
+    alive at the next write is, and a later write into its bytes is found (in process, the real wrappers)."""
+    import torch
+
+    from tensorscope.instrument import session
+
+    tracker = session.new_tracker(__file__)
+    with session.active(tracker):
+        for i in range(200):  # short_lived's loop: each view dies before the next write
+            b = torch.full((8,), float(i)).clone()
+            b.mul_(2)
+            float(b[1:].sum())
+        filed_while_dying = tracker.kept.n  # kept values filed so far (200 when each view is filed as taken)
+        w = torch.ones(4)
+        head = w[:2]  # kept, alive at the writes below
+        w.add_(1)  # the next write: files `head`, and changes its bytes
+        w[2:].mul_(3)  # bytes `head` does not read
+    assert filed_while_dying == 0
+    entries = [e for v in tracker.kept.keys.values() for e in v if e.ref() is head]
+    # its first changing write named; later writes into its storage only counted
+    assert len(entries) == 1 and entries[0].write["op"] == "add_" and entries[0].writes == 2, entries
+    assert head.tolist() == [2.0, 2.0]  # torch: the kept view changed with its base

@@ -23,6 +23,7 @@ from tensorscope.instrument import session
 from tensorscope.instrument.recorder import storage_key
 
 HERE = REPO / "tests" / "programs" / "optimizer_steps"
+_STEP_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.endswith("# <- the step"))
 
 OPTIMIZERS = {
     "adam": lambda p: torch.optim.Adam(p, lr=1e-2, foreach=False),
@@ -34,8 +35,11 @@ OPTIMIZERS = {
 }
 
 
-def _train(make, whole: bool, steps: int = 25):
-    """(write log by (parameter, role), counts per line, events aggregated, steps recorded whole)."""
+def _train(make, whole: bool, steps: int = 25, keep: bool = False):
+    """(write log by (parameter, role), counts per line, events aggregated, steps recorded whole).
+
+    ``keep``: the program keeps an alias of the first layer's weight (``w0 = ....detach()``), so the
+    writes into that storage need the kept value's check (write by write) and the others do not."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     opt = make(model.parameters())
@@ -44,10 +48,11 @@ def _train(make, whole: bool, steps: int = 25):
     if not whole:
         tracker.steps.started = lambda *args: None  # every write through its wrapper: the reference
     with session.active(tracker):
+        w0 = model[0].weight.detach() if keep else None
         for _ in range(steps):
             opt.zero_grad(set_to_none=False)
             F.cross_entropy(model(x), y).backward()
-            opt.step()
+            opt.step()  # <- the step
     roles = {}
     for i, p in enumerate(model.parameters()):
         roles[storage_key(p)] = (i, "param")
@@ -57,7 +62,10 @@ def _train(make, whole: bool, steps: int = 25):
                 roles[storage_key(v)] = (i, name)
     # each entry without its sequence number (autograd's counter runs on across the two runs)
     log = {roles[k]: [e[1:] for e in v] for k, v in tracker.write_log.items() if k in roles}
-    return log, dict(tracker.site_counts), tracker.aggregated, tracker.steps.whole
+    # the kept value's check: the writes into its memory it saw, and where the first was
+    kept = [(e.writes, e.write and (e.write["op"], e.write["line"], e.write["library"]))
+            for entries in tracker.kept.keys.values() for e in entries if e.ref() is w0]
+    return log, dict(tracker.site_counts), tracker.aggregated, tracker.steps.whole, kept
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
@@ -67,11 +75,24 @@ def test_steps_recorded_whole_log_what_each_write_logs(name):
             torch.optim.Adam([nn.Parameter(torch.zeros(1))], fused=True)
         except (RuntimeError, ValueError):
             pytest.skip("no fused Adam on this device or release")
-    log, counts, aggregated, whole = _train(OPTIMIZERS[name], whole=True)
-    ref_log, ref_counts, ref_aggregated, ref_whole = _train(OPTIMIZERS[name], whole=False)
-    assert ref_whole == 0 and whole >= 20, (whole, ref_whole)  # the mechanism ran, the reference did not
-    assert counts == ref_counts and aggregated == ref_aggregated
-    assert log == ref_log
+    make = OPTIMIZERS[name]
+    # 25 steps; 2 steps (the first step's writes, into the state tensors it makes, are still in the log:
+    # 16 a storage); 6 steps with a kept alias of one weight (its writes go write by write, mid-step)
+    for steps, keep in ((25, False), (2, False), (6, True)):
+        log, counts, aggregated, whole, kept = _train(make, whole=True, steps=steps, keep=keep)
+        ref_log, ref_counts, ref_aggregated, ref_whole, ref_kept = _train(make, whole=False, steps=steps, keep=keep)
+        assert ref_whole == 0 and whole == steps, (steps, whole, ref_whole)  # the mechanism ran, the reference did not
+        assert counts == ref_counts and aggregated == ref_aggregated, (steps, keep)
+        assert log == ref_log, (steps, keep)
+        assert kept == ref_kept and bool(kept) == keep, (kept, ref_kept)
+        if keep and name != "adam_fused":  # (`_fused_adam_` is no wrapped write: its writes are seen by versions only)
+            assert kept[0][0] >= steps and kept[0][1][1] == _STEP_LINE, kept
+        if steps == 2:  # the state tensors the first step made are logged from their first write
+            assert any(role[1] not in ("param", "grad") and entries[0][0] == 0 for role, entries in log.items())
+    if name in ("adam", "adamw_foreach"):  # under a TorchFunctionMode every op enters the wrappers twice
+        with torch.device("cpu"):
+            whole, ref = _train(make, whole=True, steps=3), _train(make, whole=False, steps=3)
+        assert whole[:3] == ref[:3] and whole[3] == 3 and ref[3] == 0
     if name == "sgd_nesterov_foreach":  # torch writes the gradients in place there: seen from their versions
         assert any(role == "grad" for _, role in log)
 

@@ -47,6 +47,7 @@ from tensorscope.instrument.recorder import storage_key
 _Tensor = torch.Tensor
 _MAX_KEPT = 4096  # live kept values tracked at once (a bound: the report says when it was reached)
 _MAX_EXPORTS = 256  # `.numpy()` results remembered, to link a later `from_numpy` of them
+_MAX_YOUNG = 64  # young kept values waiting for a write before they are settled all the same
 #: ops that make a tensor over memory torch did not allocate (NumPy's, a buffer's, DLPack's)
 EXTERNAL = frozenset({"from_numpy", "as_tensor", "frombuffer", "from_dlpack", "asarray"})
 #: alias ops that keep a value whatever the base (a view of a non-leaf is an intermediate of a forward)
@@ -106,6 +107,7 @@ class KeptValues:
 
     def __init__(self):
         self.keys: dict[int, list] = {}
+        self.young: list = []  # kept values not filed yet (see NOTE [Young kept values])
         self.n = 0
         self.full = False
         self.exports: list = []  # (weakref of the tensor, its storage key, memory) of `.numpy()` calls
@@ -144,30 +146,66 @@ class KeptValues:
 
     def keep(self, rec, op, t, base, frame):
         try:
-            if self.n >= _MAX_KEPT:
-                self._prune()
-                if self.n >= _MAX_KEPT:
-                    if not self.full:
-                        self.full = True
-                        rec.note(f"more than {_MAX_KEPT:,} kept aliases alive at once: later ones were not "
-                                 "checked for writes (kept-value-changed)")
-                    return
-            key = storage_key(t)
-            external = op in EXTERNAL
-            # the bytes of a view of torch's own memory are read at the first write into its storage, if
-            # one comes (most kept views die young: `x = data[i]` in a loop); outside memory is linked now
-            mem = memory(t) if external else None
-            if external and mem is None:
-                return
             src = weakref.ref(base) if base is not None else None  # its id is taken at the end, if at all
+            if op not in EXTERNAL:  # filed at the next write, if it is still alive then (see NOTE [Young kept values])
+                young = self.young
+                young.append((weakref.ref(t), op, frame.f_code.co_filename, line_of(frame), src, t._version,
+                              op != "data"))
+                if len(young) >= _MAX_YOUNG:
+                    self.settle(rec)
+                return
+            if not self._room(rec):
+                return
+            # outside memory is linked now: its bytes are read at once
+            mem = memory(t)
+            if mem is None:
+                return
             entry = _Kept(weakref.ref(t), None, op, frame.f_code.co_filename, line_of(frame), src, t._version,
-                          mem, key, external, op != "data" and not external)
-            self._file(key, entry)
+                          mem, storage_key(t), True, False)
+            self._file(entry.key, entry)
             self.n += 1
-            if external:
-                self._link(entry)
+            self._link(entry)
         except Exception:
             pass
+
+    # NOTE [Young kept values]
+    # Most kept views die young: ``x = data[i]`` in a training loop, ``b[1:].sum()`` in an expression.
+    # Filing each under its storage key when it is taken (a ``_Kept``, its storage key, the write path's
+    # look-up hitting it until a write prunes it, and malloc handing the dead view's storage address to
+    # the next tensor) cost about 18 us a view (benchmarks/RESULTS.md). A view of torch's own memory is
+    # therefore put on ``young`` with a weak reference, its line and its version, and filed by
+    # ``settle`` at the next write (before the write path's look-up: the write path calls it first) or
+    # at the end of the run, and only if it is still alive then: a view that died before any write
+    # into any storage could not have seen one. What it files is what ``keep`` filed before; the
+    # storage key is read at filing (no write ran in between to move a storage).
+
+    def settle(self, rec) -> None:
+        """File the young kept values still alive (see NOTE [Young kept values])."""
+        young, self.young = self.young, []
+        for ref, op, file, line, src, version, shares_counter in young:
+            t = ref()
+            if t is None:
+                continue
+            try:
+                if not self._room(rec):
+                    return
+                key = storage_key(t)
+                self._file(key, _Kept(ref, None, op, file, line, src, version, None, key, False, shares_counter))
+                self.n += 1
+            except Exception:
+                continue
+
+    def _room(self, rec) -> bool:
+        """Whether one more kept value may be tracked (see ``_MAX_KEPT``)."""
+        if self.n >= _MAX_KEPT:
+            self._prune()
+            if self.n >= _MAX_KEPT:
+                if not self.full:
+                    self.full = True
+                    rec.note(f"more than {_MAX_KEPT:,} kept aliases alive at once: later ones were not "
+                             "checked for writes (kept-value-changed)")
+                return False
+        return True
 
     def _file(self, key, entry):
         entries = self.keys.get(key)
@@ -266,6 +304,7 @@ class KeptValues:
         per keeping line and writing line (a `state_dict()` of ten tensors changed by one `step()` is one).
         A kept value that died after the write is handed on too, under the id noted at that write
         (see NOTE [A kept value that dies with its function])."""
+        self.settle(rec)
         seen = set()
         found: dict = {}
         alive = [e for entries in list(self.keys.values()) for e in entries]

@@ -1,30 +1,35 @@
-"""An optimizer's step recorded as one write record, from the version counters before and after it.
+"""An optimizer's step recorded as one write record: its writes kept as plain tuples, logged when it ends.
 
 NOTE [An optimizer step as one write record]
 A training loop's in-place writes are mostly its optimizer's: Adam's single-tensor step makes six per
-parameter (``exp_avg.lerp_``, ``exp_avg_sq.mul_().addcmul_``, ``param.addcdiv_``, ``step += 1``), all
-from torch's own code and all named at the program's ``opt.step()`` line. Past the first ``per_site``
-writes at that line each is only counted and put in the write log (NOTE [The write fast path] in
-tracker.py), yet the wrapper and the recorder still cost about 10 us a write. So a step of one of
-torch's own optimizers is recorded as a whole once its line has used its detailed events:
+parameter (``exp_avg.lerp_``, ``exp_avg_sq.mul_().addcmul_``, ``denom.add_``, ``param.addcdiv_``,
+``step += 1``), all from torch's own code and all named at the program's ``opt.step()`` line. Past the
+first ``per_site`` writes at that line each is only counted and put in the write log (NOTE [The write
+fast path] in tracker.py), yet the recorder's walk to the program's line, its per-line count and its
+log entry cost about 10 us a write. So a step of one of torch's own optimizers is recorded whole:
 
-- the global optimizer step pre-hook (``register_optimizer_step_pre_hook``, torch 2.0 and later) reads
-  the version of every tensor the step may write (each parameter, its ``.grad`` and its state tensors)
-  and puts the thread in ``IN_STEP``, so the write wrappers call the originals at once;
-- the post-hook reads the versions again and logs, for each tensor whose version moved, the writes the
-  last step recorded write by write made into it (their ops and library functions, one log entry per
-  version bump, as the wrappers would have logged them), and counts them at the line: the write log,
-  ``events_summary`` and every check that reads them see what they would have seen.
+- the global optimizer step pre-hook (``register_optimizer_step_pre_hook``, torch 2.0 and later) finds
+  the program's line once and indexes the tensors the step may write by ``id`` (each parameter, its
+  ``.grad`` and its state tensors, held until the step ends), and puts the thread in ``IN_STEP``;
+- inside the step each write wrapper appends one tuple (the tensor, or a weak reference to a tensor not
+  in the index, its storage key, the op, torch's function, the versions before and after) and returns:
+  no walk, no count, no log entry;
+- the post-hook logs those writes in order, as the wrappers would have (``Tracker.log_write``, inlined),
+  and counts them all at the line. A write into a tensor not in the index is logged when that tensor is
+  a state tensor the step made (the first step of a parameter) and only counted otherwise (the step's
+  temporaries, ``denom.add_``, dead by then), as the write-by-write path leaves no other trace of them.
 
-A step is recorded whole only where nothing could tell the difference: a class of ``torch.optim``'s
-own (the program's subclass could run its own code in ``step``), no closure and no other step hook
-(either runs the program's code inside the step), not ``differentiable`` (its writes build a graph),
-every tensor with a storage of its own and a version counter of its own (not a view), none of them on
-a storage that a kept value, shared state or one of explain's saved tensors watches (those writes need
-their detail: the step is then recorded write by write). A step that raises never reaches its
-post-hook: the next wrapped write on the thread finds that it is not inside the step's frame any more,
-and the step's writes so far are logged then (as they are at a backward call and at the end of the
-run).
+Nothing the program or a check reads differs from the writes recorded one by one: the write log (each
+entry's versions are read around its own call), ``events_summary``'s counts and every check that reads
+them. A write that needs more than a count and a log entry goes the write-by-write way, after the step's
+writes so far are logged (so the log keeps its order): the line's first ``per_site`` writes (its detailed
+events: the first step of a run is recorded whole past them), and a write into a storage that a kept
+value, shared state or one of explain's saved tensors watches. A step is recorded whole only where the
+program's own code cannot run inside it: a class of ``torch.optim``'s own (a subclass could run its code in
+``step``), no closure and no other step hook, not ``differentiable`` (its writes build a graph). A step
+that raises never reaches its post-hook: the next wrapped write on the thread finds that it is not inside
+the step's frame any more, and the step's writes so far are logged then (as they are at a backward call
+and at the end of the run).
 """
 
 from __future__ import annotations
@@ -40,24 +45,113 @@ from tensorscope.instrument.frames import _LINES, line_of, user_frame
 from tensorscope.instrument.recorder import storage_key as _storage_key
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
 from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
+from tensorscope.instrument.state import IN_WRITE as _IN_WRITE
 
 # thread ident -> the step recorded whole that runs on it; read by the write wrappers (patches.py)
 IN_STEP: dict = {}
+#: what ``_Step.write`` returns for a write that goes the write-by-write way
+NOT_WHOLE = object()
 _get_ident = threading.get_ident
-_FALLBACK_OP = "step"  # a write no recorded step showed (a state tensor the step made)
-_TEMPORARIES = ("temporaries",)  # a template's key: writes per parameter into tensors made in the step
 _Tensor = torch.Tensor
-_Parameter = torch.nn.Parameter
+_ref = weakref.ref
+_RefType = weakref.ReferenceType
 _sequence_nr = torch._C._autograd._get_sequence_nr
+_is_grad_enabled = torch.is_grad_enabled
 _is_compiling = getattr(torch.compiler, "is_compiling", None)
 
 
 class _Step:
-    __slots__ = ("rec", "opt", "frame", "uf", "line", "site", "aseq", "entries", "fresh", "before")
+    """One step recorded whole: where it runs, the tensors it may write, the writes made so far."""
 
-    def __init__(self, rec, opt, frame, uf, line, site, aseq, entries, fresh, before):
+    __slots__ = ("rec", "opt", "frame", "inner", "uf", "line", "site", "aseq", "index", "writes", "detail",
+                 "budget", "watched", "grad_enabled")
+
+    def __init__(self, rec, opt, frame, uf, line, site, index):
         self.rec, self.opt, self.frame, self.uf, self.line, self.site = rec, opt, frame, uf, line, site
-        self.aseq, self.entries, self.fresh, self.before = aseq, entries, fresh, before
+        self.inner = None  # the last frame of torch's that was found to run inside the step
+        self.aseq = _sequence_nr()  # no autograd node is made inside a (non-differentiable) step
+        self.index = index  # id -> tensor: the parameters, gradients and state tensors at the start
+        self.writes = []  # (tensor or weak reference, op, torch's code, version before, version after)
+        self.budget = True  # the line may still have detailed events left (checked until it has none)
+        # ids of the step's tensors on a storage that a kept value, shared state or a saved tensor of
+        # explain's watches (none of these can start inside torch's step: it runs no code of the program's)
+        self.watched = _watched(rec, index)
+        self.detail = True  # some write may need the write-by-write way: ``needs_detail`` says which
+        self.grad_enabled = None
+
+    def inside(self, frame) -> bool:
+        """Whether ``frame`` (a write's caller) runs inside this step. A step that raised ran no post-hook:
+        the first write after it finds the step's frame gone from its stack, and the step is closed."""
+        f = frame
+        target = self.frame
+        while f is not None:  # torch's steps write about six frames below their wrapper
+            if f is target:
+                self.inner = frame
+                return True
+            f = f.f_back
+        rec = self.rec
+        if rec is not None:
+            rec.steps.close(_get_ident())
+        return False
+
+    def needs_detail(self, targets) -> bool:
+        """Whether a write into ``targets`` goes the write-by-write way (see the NOTE); if so, the step's
+        writes so far are logged first, so the write log keeps its order."""
+        rec = self.rec
+        if self.budget:
+            if rec.site_counts.get(self.site, 0) < rec.per_site and len(rec.events) < rec.max_events:
+                self.flush()
+                return True
+            self.budget = False
+        watched = self.watched
+        if not watched:
+            self.detail = False
+            return False
+        for t in targets:
+            if id(t) in watched:
+                self.flush()
+                return True
+        return False
+
+    def write(self, orig, op, target, args, kwargs, frame, ident):
+        """One single-tensor write inside the step (from ``patches.make_write``): the call and its tuple,
+        or ``NOT_WHOLE`` when the write goes the write-by-write way (nothing called then)."""
+        if frame is not self.inner and not self.inside(frame):
+            return NOT_WHOLE
+        if self.detail and self.needs_detail((target,)):
+            return NOT_WHOLE
+        if self.grad_enabled is None:
+            self.grad_enabled = _is_grad_enabled()  # torch's step runs all its writes in one mode
+        v0 = target._version
+        _IN_WRITE.add(ident)  # a wrapper re-entered under a TorchFunctionMode records nothing twice
+        try:
+            out = orig(*args, **kwargs)
+        finally:
+            _IN_WRITE.discard(ident)
+        t = self.index.get(id(target))
+        self.writes.append((t if t is not None else _ref(target), op, frame.f_code, v0, target._version))
+        return out
+
+    def write_many(self, orig, op, targets, args, kwargs, frame):
+        """A ``_foreach_`` write inside the step: as ``write``, one tuple per tensor written."""
+        if frame is not self.inner and not self.inside(frame):
+            return NOT_WHOLE
+        if self.detail and self.needs_detail(targets):
+            return NOT_WHOLE
+        if self.grad_enabled is None:
+            self.grad_enabled = _is_grad_enabled()  # torch's step runs all its writes in one mode
+        before = [t._version for t in targets]
+        out = orig(*args, **kwargs)
+        index, append, code = self.index, self.writes.append, frame.f_code
+        for t, v0 in zip(targets, before):
+            known = index.get(id(t))
+            append((known if known is not None else _ref(t), op, code, v0, t._version))
+        return out
+
+    def flush(self) -> None:
+        """Log the step's writes so far (see ``OptimizerSteps.log``)."""
+        if self.writes:
+            self.rec.steps.log(self)
 
 
 class OptimizerSteps:
@@ -65,16 +159,13 @@ class OptimizerSteps:
 
     def __init__(self, rec):
         self.rec = rec
-        self._learning: dict = {}  # thread ident -> a step recorded write by write, whose writes are learnt
-        # optimizer -> {(parameter index, role): [(op, library code), ...]} of its last step recorded write by write
-        self.templates = weakref.WeakKeyDictionary()
         self._hooks_ours: dict = {}  # (number of global pre-hooks, of post-hooks) -> all tensorscope's
-        self.whole = 0  # steps recorded whole (for the benchmarks)
+        self.whole = 0  # steps recorded whole (for the benchmarks and tests)
 
     # --- the hooks ------------------------------------------------------------------------------------
 
     def started(self, opt, args, kwargs) -> None:
-        """The global step pre-hook: snapshot the versions; record the step whole where nothing needs detail."""
+        """The global step pre-hook: record the step whole where the program's code cannot run in it."""
         if _compiling():  # first: nothing here is traceable
             return
         rec = self.rec
@@ -89,17 +180,7 @@ class OptimizerSteps:
             code = uf.f_code
             entry = _LINES.get((id(code), uf.f_lasti))
             line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
-            site = ("write", code.co_filename, line)
-            before = rec.site_counts.get(site, 0)
-            whole = before >= rec.per_site or len(rec.events) >= rec.max_events
-            snap = self._tensors(opt)
-            if snap is None:
-                return
-            step = _Step(rec, opt, frame, uf, line, site, _sequence_nr(), snap[0], snap[1], before)
-            if whole:
-                IN_STEP[ident] = step
-            else:  # recorded write by write: learn its writes for the steps recorded whole
-                self._learning[ident] = step
+            IN_STEP[ident] = _Step(rec, opt, frame, uf, line, ("write", code.co_filename, line), _index(opt))
         except Exception:
             IN_STEP.pop(_get_ident(), None)
 
@@ -111,11 +192,7 @@ class OptimizerSteps:
             ident = _get_ident()
             step = IN_STEP.get(ident)
             if step is not None and step.opt is opt:
-                self.close(ident, finished=True)
-                return
-            step = self._learning.pop(ident, None)
-            if step is not None and step.opt is opt:
-                self._learn(step)
+                self.close(ident)
         except Exception:
             IN_STEP.pop(_get_ident(), None)
 
@@ -132,19 +209,18 @@ class OptimizerSteps:
         """The end of the run: log every step still open (one that raised, on any thread)."""
         for ident in list(IN_STEP):
             self.close(ident)
-        self._learning.clear()
 
-    def close(self, ident, finished=False) -> None:
-        """Log the writes of the step recorded whole on thread ``ident`` and leave it. The write wrappers call
-        this for a step that raised (see ``in_step`` in patches.py)."""
+    def close(self, ident) -> None:
+        """Log the writes of the step recorded whole on thread ``ident`` and leave it."""
         step = IN_STEP.pop(ident, None)
         if step is None:
             return
         try:
-            self._log(step, finished)
+            self.log(step)
         except Exception:
             pass
-        step.opt = step.rec = step.frame = step.uf = step.entries = None
+        step.opt = step.rec = step.frame = step.inner = step.uf = step.index = step.writes = None
+        self.whole += 1
 
     # --- inside ---------------------------------------------------------------------------------------
 
@@ -168,149 +244,95 @@ class OptimizerSteps:
                 return False
         return True
 
-    def _tensors(self, opt):
-        """([(role, tensor, storage key, version)] of every tensor the step may write, [indices of the
-        parameters with no state yet]), or None when one of them needs its writes recorded one by one."""
-        rec = self.rec
-        kept, shared, pending = rec.kept.keys, rec.shared.keys, rec.pending
-        state = opt.state
-        out = []
-        fresh = []
-        append = out.append
-        i = 0
-        for group in opt.param_groups:
-            for p in group["params"]:
-                i += 1
-                roles = [("param", p)]
-                g = p.grad
-                if g is not None:
-                    roles.append(("grad", g))
-                s = state.get(p)
-                if s:
-                    for name, v in s.items():
-                        if isinstance(v, _Tensor):
-                            roles.append((name, v))
-                else:
-                    fresh.append(i)
-                for name, t in roles:
-                    if (type(t) is not _Parameter and type(t) is not _Tensor) or t._is_view():
-                        return None
-                    key = _storage_key(t)
-                    if key in kept or key in shared or pending and key in pending:
-                        return None
-                    append(((i, name), t, key, t._version))
-        return out, fresh
-
-    def _new_state(self, step):
-        """State tensors the step made (the first step of a parameter): version 0 before it."""
-        out = []
-        if not step.fresh:
-            return out
-        fresh = set(step.fresh)
-        state = step.opt.state
-        i = 0
-        for group in step.opt.param_groups:
-            for p in group["params"]:
-                i += 1
-                if i not in fresh:
-                    continue
-                for name, v in (state.get(p) or {}).items():
-                    if isinstance(v, _Tensor):
-                        try:
-                            if not v._is_view():
-                                out.append(((i, name), v, _storage_key(v), 0))
-                        except Exception:
-                            continue
-        return out
-
-    def _learn(self, step) -> None:
-        """After a step recorded write by write: the ops and library functions of each tensor's writes."""
-        rec = self.rec
-        code = step.uf.f_code
-        learnt = {}
-        own = 0
-        params = set()
-        for role, t, key, v0 in step.entries + self._new_state(step):
-            v1 = t._version
-            if v1 == v0 or key is None:
-                continue
-            own += v1 - v0
-            params.add(role[0])
-            ops = [(w[3], w[8]) for w in rec.write_log.get(key, ()) if w[1] >= v0 and w[5] is code and w[7] == step.line]
-            if len(ops) == v1 - v0:
-                learnt[role] = ops
-        # writes into the step's own temporaries (Adam's `denom.add_(eps)`), per parameter updated
-        extra = rec.site_counts.get(step.site, 0) - step.before - own
-        learnt[_TEMPORARIES] = (extra / len(params)) if params and extra > 0 else 0
-        self.templates[step.opt] = learnt
-
-    def _log(self, step, finished) -> None:
-        """The write log's entries of a step recorded whole, as the wrappers would have made them (see
-        ``Tracker.log_write``, inlined), and its count at the line."""
+    def log(self, step) -> None:
+        """Log the step's writes so far, in order, as the wrappers would have (``Tracker.log_write`` and
+        ``Tracker.write_site``'s count, inlined), and count them all at the step's line."""
+        writes = step.writes
+        if not writes:
+            return
+        step.writes = []
         rec = self.rec
         uf, line = step.uf, step.line
         code, lasti = uf.f_code, uf.f_lasti
-        aseq = step.aseq
-        template = self.templates.get(step.opt) or {}
+        aseq, grad_enabled = step.aseq, step.grad_enabled
         log = rec.write_log
-        n = 0
-        params = set()
-        entries = step.entries + self._new_state(step) if step.fresh else step.entries
-        for role, t, key, v0 in entries:
-            v1 = t._version
-            if v1 == v0:
-                continue
-            n += v1 - v0
-            params.add(role[0])
+        made = None  # ids of the state tensors the step made (only looked for when one was written)
+        keys = {}  # id -> storage key, read once a tensor
+        for t, op, lib, v0, v1 in writes:
+            if type(t) is _RefType:  # a tensor not in the index: a state tensor the step made, or a temporary
+                t = t()
+                if t is None:
+                    continue
+                if made is None:
+                    made = _state_ids(step.opt)
+                if id(t) not in made:
+                    continue
+            key = keys.get(id(t))
+            if key is None:
+                try:
+                    key = keys[id(t)] = _storage_key(t)
+                except Exception:  # no storage: the wrappers log none either
+                    continue
             recs = log.get(key)
-            if recs is None:  # least recently written storage out first (Tracker.log_write)
+            if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
                 if len(log) >= _MAX_LOGGED_STORAGES:
                     log.popitem(last=False)
                 recs = log[key] = []
             else:
                 log.move_to_end(key)
-            # grad mode off: torch.optim's steps run under no_grad unless differentiable (never whole)
-            ops = template.get(role)
-            if ops is not None and len(ops) == v1 - v0:
-                for op, lib in ops:
-                    if len(recs) >= _MAX_WRITES_PER_STORAGE:
-                        del recs[0]
-                    recs.append((aseq, v0, v0 + 1, op, False, code, lasti, line, lib, None))
-                    v0 += 1
-            else:  # one entry for them all
-                op, lib = ops[-1] if ops else (_FALLBACK_OP, _library_code(step.opt))
                 if len(recs) >= _MAX_WRITES_PER_STORAGE:
                     del recs[0]
-                recs.append((aseq, v0, v1, op, False, code, lasti, line, lib, None))
-        if finished:  # a step that raised: where in it is not known, its temporaries not counted
-            n += round(template.get(_TEMPORARIES, 0) * len(params))
-        if n:
-            counts = rec.site_counts
-            before = counts.get(step.site, 0)
-            counts[step.site] = before + n
-            rec.aggregated += n
-            if before < rec.per_site:  # only the event cap made it whole (see Tracker.write_site)
-                rec.log_full = True
-        self.whole += 1
+            recs.append((aseq, v0, v1, op, grad_enabled, code, lasti, line, lib, None))
+        n = len(writes)
+        counts = rec.site_counts
+        before = counts.get(step.site, 0)
+        counts[step.site] = before + n
+        rec.aggregated += n
+        if before < rec.per_site:  # only the event cap made these writes plain (see Tracker.write_site)
+            rec.log_full = True
 
 
-def in_step(ident, frame) -> bool:
-    """Whether a write called from ``frame`` on thread ``ident`` runs inside the optimizer step recorded
-    whole there (its wrapper then calls the original at once). A step that raised ran no post-hook: the
-    first write after it finds the step's frame gone from its stack, and the step's writes are logged."""
-    step = IN_STEP.get(ident)
-    if step is None:
-        return False
-    target = step.frame
-    f = frame
-    while f is not None:  # torch's steps write about six frames below their wrapper
-        if f is target:
-            return True
-        f = f.f_back
-    rec = step.rec
-    if rec is not None:
-        rec.steps.close(ident)
-    return False
+def _index(opt) -> dict:
+    """id -> tensor of every tensor the step may write: each parameter, its ``.grad``, its state tensors."""
+    index = {}
+    state = opt.state
+    for group in opt.param_groups:
+        for p in group["params"]:
+            index[id(p)] = p
+            g = p.grad
+            if g is not None:
+                index[id(g)] = g
+            s = state.get(p)
+            if s:
+                for v in s.values():
+                    if isinstance(v, _Tensor):
+                        index[id(v)] = v
+    return index
+
+
+def _watched(rec, index) -> set:
+    """ids of the tensors in ``index`` whose storage a kept value, shared state or a saved tensor of
+    explain's watches (their writes need more than a count and a log entry)."""
+    if rec.kept.young:  # see NOTE [Young kept values] in kept.py
+        rec.kept.settle(rec)
+    kept, shared, pending = rec.kept.keys, rec.shared.keys, rec.pending
+    if not (kept or shared or pending):
+        return set()
+    out = set()
+    for i, t in index.items():
+        try:
+            key = _storage_key(t)
+        except Exception:
+            out.add(i)
+            continue
+        if key in kept or key in shared or key in pending:
+            out.add(i)
+    return out
+
+
+def _state_ids(opt) -> set:
+    """ids of the optimizer's state tensors now."""
+    return {id(v) for s in opt.state.values() for v in s.values() if isinstance(v, _Tensor)}
 
 
 def _compiling() -> bool:
@@ -330,14 +352,3 @@ def _running(frame) -> bool:
             return True
         f = f.f_back
     return False
-
-
-def _library_code(opt):
-    """The code of the optimizer class's own ``step`` (torch wraps it: the innermost function)."""
-    fn = getattr(type(opt), "step", None)
-    for _ in range(4):
-        inner = getattr(fn, "__wrapped__", None)
-        if inner is None:
-            break
-        fn = inner
-    return getattr(fn, "__code__", None)

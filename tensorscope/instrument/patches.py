@@ -54,7 +54,7 @@ from tensorscope.instrument import gradhooks, indexwrite, provenance
 from tensorscope.instrument.calls import after_call, target as _target
 from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
-from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, in_step as _in_step
+from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, NOT_WHOLE as _NOT_WHOLE
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.tracker import IN_WRITE as _IN_WRITE
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
@@ -136,13 +136,21 @@ def make_write(op, orig):
             # inside another write wrapper: a TorchFunctionMode (e.g. set_default_device) sent the
             # op through the wrappers a second time; the outer call records it once
             return orig(*args, **kwargs)
-        if _IN_STEP and _in_step(ident, sys._getframe(1)):
-            return orig(*args, **kwargs)  # see NOTE [An optimizer step as one write record]
         target = args[0] if args else kwargs.get("input", kwargs.get("self"))  # _target, inlined
         verdict = _INSPECTABLE.get(type(target))  # inspectable()'s cache, read without a call
         if not (verdict or verdict is None and inspectable(target)):
             return orig(*args, **kwargs)
         frame = sys._getframe(1)
+        if _IN_STEP:  # see NOTE [An optimizer step as one write record]
+            step = _IN_STEP.get(ident)
+            if step is not None:
+                try:
+                    out = step.write(orig, op, target, args, kwargs, frame, ident)
+                except BaseException as e:
+                    strip_for_reraise(e)
+                    raise
+                if out is not _NOT_WHOLE:
+                    return out
         try:  # the recorder's frame, the call and the record in one (see NOTE [The write fast path])
             out = rec.write_call(orig, op, args, kwargs, target, frame, ident)
         except BaseException as e:  # the program's exception: this frame out of its traceback too
@@ -160,10 +168,18 @@ def make_foreach_write(op, orig):
         rec = state.recorder
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
-        if _IN_STEP and _in_step(_get_ident(), sys._getframe(1)):
-            return orig(*args, **kwargs)  # see NOTE [An optimizer step as one write record]
         targets = _target(args, kwargs)
         frame = sys._getframe(1)
+        if _IN_STEP and isinstance(targets, (list, tuple)):  # see NOTE [An optimizer step as one write record]
+            step = _IN_STEP.get(_get_ident())
+            if step is not None:
+                try:
+                    out = step.write_many(orig, op, targets, args, kwargs, frame)
+                except BaseException as e:
+                    strip_for_reraise(e)
+                    raise
+                if out is not _NOT_WHOLE:
+                    return out
         pres = [rec.pre_write(t, frame) for t in targets] if isinstance(targets, (list, tuple)) else []
         try:
             out = orig(*args, **kwargs)

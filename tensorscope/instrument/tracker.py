@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 import torch
 
-from tensorscope.instrument import saved as saved_mod
+from tensorscope.instrument import saved as saved_mod, state
 from tensorscope.instrument.growth import Growth
 from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
@@ -43,9 +43,7 @@ _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _is_grad_enabled = torch.is_grad_enabled
 _current_thread = threading.current_thread
 _MAIN = threading.main_thread()
-# idents of the threads inside a write wrapper's call: a set, not a ``threading.local`` flag, which cost
-# three times as much to read and set (about 0.5 us of every in-place write); read by patches.make_write
-IN_WRITE: set = set()
+IN_WRITE = state.IN_WRITE  # see state.py
 
 
 class Tracker(Recorder):
@@ -128,7 +126,10 @@ class Tracker(Recorder):
             self.post_write(pre, target, op, frame, args[1] if op == "copy_" and len(args) > 1 else None)
             return out
         try:
-            if (detailed or key in self.kept.keys or key in self.shared.keys
+            kept = self.kept
+            if kept.young:  # see NOTE [Young kept values] in kept.py
+                kept.settle(self)
+            if (detailed or key in kept.keys or key in self.shared.keys
                     or id(frame.f_code) in _RUNNING_STATS_CODES or key is None):
                 self.post_write((v0, None, mates, uf, detailed, key, aseq, line), target, op, frame,
                                 args[1] if op == "copy_" and len(args) > 1 else None)
@@ -230,6 +231,8 @@ class Tracker(Recorder):
         try:
             v0, snap, mates, uf, detailed, key, aseq, line = pre  # PreWrite's fields, in order
             v1 = target._version
+            if self.kept.young:  # see NOTE [Young kept values] in kept.py
+                self.kept.settle(self)
             if key in self.kept.keys:  # a storage with a kept alias: one dict lookup per write
                 self.kept.on_write(self, target, op, frame, uf, key)
             if key in self.shared.keys:  # a storage two objects share, or a ctx attribute's: one lookup

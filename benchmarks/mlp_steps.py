@@ -1,0 +1,99 @@
+"""What one step of the ``small_mlp`` workload costs under `tensorscope run`'s recording, part by part, in-process.
+
+Usage::
+
+    python benchmarks/mlp_steps.py STEPS ROUNDS MODE...
+
+The step is ``small_mlp``'s (a 32-64-10 MLP, batch 32, Adam: ``zero_grad``, two views of the data, a
+forward, cross-entropy, ``backward``, ``opt.step()``), run ``STEPS`` times per mode per round, the modes
+interleaved. MODE is ``plain`` (no wrappers), ``off`` (the wrappers installed, the recorder inactive),
+``full`` (what ``run`` records), ``barewrite`` (in-place writes not recorded: the wrapper's bare call),
+``nowhole`` (optimizer steps recorded write by write, not whole), ``noalias`` (aliases and copies not
+recorded), ``nobackward`` (backward calls not recorded) or ``nostephooks`` (the optimizer-step hooks
+return at once). Prints the minimum CPU time per step of each mode, what it adds over ``plain`` and
+that per event (``EVENTS`` a step: Adam's 24 writes, 2 views, 1 backward). Growth samples are off (they
+are measured by growth's own ``seconds``). Run from the repository root with one torch thread.
+"""
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tensorscope.instrument import session
+from tensorscope.instrument import tracker as trk
+
+EVENTS = 27
+torch.set_num_threads(1)
+gen = torch.Generator().manual_seed(0)
+torch.manual_seed(0)
+data = torch.randn(16, 32, 32, generator=gen)
+labels = torch.randint(0, 10, (16, 32), generator=gen)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+pt = time.process_time
+
+
+def steps(n):
+    start = pt()
+    for step in range(n):
+        i = step % 16
+        opt.zero_grad()
+        loss = F.cross_entropy(model(data[i]), labels[i])
+        loss.backward()
+        opt.step()
+    return (pt() - start) / n
+
+
+def _bare(orig, op, args, kwargs, *rest):
+    return orig(*args, **kwargs)
+
+
+def _none(*args, **kwargs):
+    return None
+
+
+def main(n, rounds, modes):
+    T = trk.Tracker
+    tr = session.new_tracker(__file__)
+    tr.growth.enabled = False
+    full_write = tr.write_call
+    started, finished = tr.steps.started, tr.steps.finished
+    orig = {"on_alias": T.on_alias, "on_copy": T.on_copy}
+    res = {m: [] for m in modes}
+    steps(20)
+    with session.active(tr):
+        steps(60)  # the detailed events of every line used up, as in a long run
+    for _ in range(rounds):
+        for m in modes:
+            if m == "plain":
+                res[m].append(steps(n))
+                continue
+            with session.active(tr):
+                tr.active = m != "off"
+                tr.write_call = _bare if m == "barewrite" else full_write
+                tr.steps.started = _none if m in ("nowhole", "nostephooks") else started
+                tr.steps.finished = _none if m == "nostephooks" else finished
+                if m == "noalias":
+                    T.on_alias = T.on_copy = _none
+                bc = tr.backward_calls.before
+                if m == "nobackward":
+                    tr.backward_calls.before = _none
+                try:
+                    res[m].append(steps(n))
+                finally:
+                    T.on_alias, T.on_copy = orig["on_alias"], orig["on_copy"]
+                    tr.backward_calls.before = bc
+                    tr.write_call = full_write
+                    tr.steps.started, tr.steps.finished = started, finished
+    base = min(res["plain"]) if "plain" in res else None
+    print(f"{'mode':12s} {'us/step':>9s} {'over plain':>11s} {'us/event':>9s}")
+    for m, v in res.items():
+        best = min(v) * 1e6
+        over = best - base * 1e6 if base is not None else float("nan")
+        print(f"{m:12s} {best:9.1f} {over:11.1f} {over / EVENTS:9.2f}")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:] or ["plain", "off", "full"])
