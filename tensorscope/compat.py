@@ -136,6 +136,19 @@ except AttributeError:
 # version check off, so such a variable is never the stale one). A saved tensor detached in place
 # (``detach_()``) does not make ``node._saved_x`` raise (measured on 2.2.2 and 2.13.0: only backward's own
 # unpack does), so there the getter's value is the saved tensor matched against the logged ``detach_()``.
+#
+# NOTE [A view's node remade after a write]
+# A view saved for backward (``y = b.view(-1, 1)``; ``torch.matmul(x, y)`` saves ``y``) whose version
+# then moves through an alias autograd does not track (``y.detach().mul_(2)``) gets a new node the next
+# time its ``grad_fn`` is read: ``AsStridedBackward0``, with a new sequence number, whose next function is
+# the base's node (measured on 2.2.2, 2.6.0, 2.10.0, 2.13.0: the same on every release). The version
+# error, raised when backward unpacks the saved view, names that new node ("output 0 of
+# AsStridedBackward0"; "of AsStrided" from 2.13). The saving node's input edge still points at the old
+# ``ViewBackward0``, so the new node is not reached from the saving node. Where ``SavedTensor.data``
+# exists (2.10 on) the saved tensor is read directly and this does not matter; before 2.10 the tensor
+# the error describes is also accepted when it is a view whose named node leads to the same base node
+# (the same Python object: torch keeps one per node while it is held) as one of the saving node's
+# inputs does (``stale._regenerated_view``). Two such views on different bytes still give no culprit.
 _SavedTensor = getattr(_autograd, "SavedTensor", None)
 CAN_READ_SAVED_DATA = _SavedTensor is not None and hasattr(_SavedTensor, "data")
 
