@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import types
+import warnings
 
 import torch
 
@@ -266,6 +267,29 @@ DISPATCH_MODE_OVER_BACKWARD_SAFE = _release(torch.__version__) >= (2, 11)
 #   program's exception through stayed in its traceback. ``frames.strip_for_reraise`` unlinks it in
 #   the first program frame the exception reaches (NOTE [A bare raise on Python 3.10] in
 #   instrument/frames.py); ``frames.RERAISE_KEEPS_CAUGHT_TRACEBACK`` is measured at import.
+
+
+# NOTE [A warning above the outermost frame]
+# A warning whose ``stacklevel`` goes past the outermost frame (``warnings.warn(..., stacklevel=2)`` at a
+# script's top level) is shown as ``sys:1: UserWarning: ...`` on Python 3.10.13, 3.11.7 and 3.12.1 and as
+# ``<sys>:0: ...`` on 3.13.0 (measured). Under tensorscope the script's frame has runner frames
+# above it, and such a warning is shown where python would: the place is learnt once, from a warning
+# sent past any stack (the registry python makes in ``sys`` for it is removed again).
+def _above_the_stack() -> tuple:
+    had = "__warningregistry__" in vars(sys)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warnings.warn("tensorscope probe", UserWarning, stacklevel=1 << 20)
+        return (caught[0].filename, caught[0].lineno) if caught else ("sys", 1)
+    except Exception:
+        return "sys", 1
+    finally:
+        if not had:
+            vars(sys).pop("__warningregistry__", None)
+
+
+WARNING_ABOVE_THE_STACK = _above_the_stack()
 
 
 # NOTE [sys.monitoring on Python 3.12 and later]
