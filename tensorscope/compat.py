@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import types
+import warnings
 
 import torch
 
@@ -136,6 +137,19 @@ except AttributeError:
 # version check off, so such a variable is never the stale one). A saved tensor detached in place
 # (``detach_()``) does not make ``node._saved_x`` raise (measured on 2.2.2 and 2.13.0: only backward's own
 # unpack does), so there the getter's value is the saved tensor matched against the logged ``detach_()``.
+#
+# NOTE [A view's node remade after a write]
+# A view saved for backward (``y = b.view(-1, 1)``; ``torch.matmul(x, y)`` saves ``y``) whose version
+# then moves through an alias autograd does not track (``y.detach().mul_(2)``) gets a new node the next
+# time its ``grad_fn`` is read: ``AsStridedBackward0``, with a new sequence number, whose next function is
+# the base's node (measured on 2.2.2, 2.6.0, 2.10.0, 2.13.0: the same on every release). The version
+# error, raised when backward unpacks the saved view, names that new node ("output 0 of
+# AsStridedBackward0"; "of AsStrided" from 2.13). The saving node's input edge still points at the old
+# ``ViewBackward0``, so the new node is not reached from the saving node. Where ``SavedTensor.data``
+# exists (2.10 on) the saved tensor is read directly and this does not matter; before 2.10 the tensor
+# the error describes is also accepted when it is a view whose named node leads to the same base node
+# (the same Python object: torch keeps one per node while it is held) as one of the saving node's
+# inputs does (``stale._regenerated_view``). Two such views on different bytes still give no culprit.
 _SavedTensor = getattr(_autograd, "SavedTensor", None)
 CAN_READ_SAVED_DATA = _SavedTensor is not None and hasattr(_SavedTensor, "data")
 
@@ -253,6 +267,29 @@ DISPATCH_MODE_OVER_BACKWARD_SAFE = _release(torch.__version__) >= (2, 11)
 #   program's exception through stayed in its traceback. ``frames.strip_for_reraise`` unlinks it in
 #   the first program frame the exception reaches (NOTE [A bare raise on Python 3.10] in
 #   instrument/frames.py); ``frames.RERAISE_KEEPS_CAUGHT_TRACEBACK`` is measured at import.
+
+
+# NOTE [A warning above the outermost frame]
+# A warning whose ``stacklevel`` goes past the outermost frame (``warnings.warn(..., stacklevel=2)`` at a
+# script's top level) is shown as ``sys:1: UserWarning: ...`` on Python 3.10.13, 3.11.7 and 3.12.1 and as
+# ``<sys>:0: ...`` on 3.13.0 (measured). Under tensorscope the script's frame has runner frames
+# above it, and such a warning is shown where python would: the place is learnt once, from a warning
+# sent past any stack (the registry python makes in ``sys`` for it is removed again).
+def _above_the_stack() -> tuple:
+    had = "__warningregistry__" in vars(sys)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warnings.warn("tensorscope probe", UserWarning, stacklevel=1 << 20)
+        return (caught[0].filename, caught[0].lineno) if caught else ("sys", 1)
+    except Exception:
+        return "sys", 1
+    finally:
+        if not had:
+            vars(sys).pop("__warningregistry__", None)
+
+
+WARNING_ABOVE_THE_STACK = _above_the_stack()
 
 
 # NOTE [sys.monitoring on Python 3.12 and later]

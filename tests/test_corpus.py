@@ -134,7 +134,12 @@ def test_corpus_is_big_and_well_formed():
 
 @pytest.mark.parametrize("prog", EXPLAINED, ids=IDS)
 def test_explain_finds_what_the_program_declares(prog, results):
-    res = _get(results, prog)["explain"]
+    r = _get(results, prog)
+    if prog.kind != "none" and r["plain"]["returncode"] == 0:
+        # torch itself decides: 2.15.0 fills `x[:, 0] = 0.0` on an expand()ed tensor where 2.14.1 raised
+        # the internal-overlap error, so overlap_expand_setitem runs clean there (and clean under explain)
+        pytest.skip(f"this torch runs {prog.name} without the {prog.kind} failure it declares")
+    res = r["explain"]
     assert res.doc is not None, f"{prog.name}: {res.error}"
     verdicts = score.check(prog, res)
     wrong = [k for k, ok in verdicts.items() if ok is False]

@@ -405,8 +405,8 @@ def make_showwarnmsg(orig):
         reissue = None
         try:
             if is_tensorscope_file(msg.filename or ""):
-                if msg.filename == runner_file:
-                    msg.filename, msg.lineno, msg.line = "sys", 1, None
+                if msg.filename == runner_file:  # NOTE [A warning above the outermost frame] in compat.py
+                    (msg.filename, msg.lineno), msg.line = compat.WARNING_ABOVE_THE_STACK, None
                 else:
                     f = sys._getframe(1)
                     ours = None
@@ -430,10 +430,13 @@ def make_showwarnmsg(orig):
         registry = g.get("__warningregistry__")
         if not isinstance(registry, dict):  # python's warn() creates it in the warning frame's globals
             registry = g["__warningregistry__"] = {}
-        # may raise (an "error" filter for the program's module): python would raise there too
+        # may raise (an "error" filter for the program's module): python would raise there too. No
+        # module_globals, as python's own warn() passes none: on Python 3.13 they make warnings check
+        # `__spec__.loader`, and a script's `__main__` (whose `__spec__` is None) gets a
+        # DeprecationWarning "Module globals is missing a __spec__.loader" python never shows
         warnings.warn_explicit(msg.message, msg.category, f.f_code.co_filename, f.f_lineno,
                                module=module if isinstance(module, str) else "<string>",
-                               registry=registry, module_globals=g, source=msg.source)
+                               registry=registry, source=msg.source)
 
     return _showwarnmsg
 

@@ -172,12 +172,14 @@ def named_by_error(message: str, live: dict, node=None):
         return None
     shape = [int(d) for d in m.group(1).split(",") if d.strip()]
     output, maker = (int(m.group(2)), m.group(3)) if m.group(2) else (None, None)
-    makers = None
+    makers, bases = None, []
     if node is not None and maker is not None:
         try:
-            makers = {node._sequence_nr()} | {n._sequence_nr() for n, _ in node.next_functions if n is not None}
+            inputs = [n for n, _ in node.next_functions if n is not None]
+            makers = {node._sequence_nr()} | {n._sequence_nr() for n in inputs}
+            bases = [b for n in inputs for b, _ in n.next_functions if b is not None]
         except Exception:
-            makers = None
+            makers, bases = None, []
     fits = []
     for tid, t in live.items():
         try:
@@ -188,7 +190,8 @@ def named_by_error(message: str, live: dict, node=None):
                 if maker is None:
                     if gf is not None:
                         continue
-                elif gf is None or not _made_by(gf, t.output_nr, output, maker, makers, now - expected):
+                elif gf is None or not (_made_by(gf, t.output_nr, output, maker, makers, now - expected)
+                                        or _regenerated_view(t, gf, output, maker, bases)):
                     continue
                 facts = tensor_facts(t)
         except Exception:
@@ -231,6 +234,17 @@ def _made_by(gf, output_nr, output, maker, makers, writes) -> bool:
                 nxt.extend(n for n, _ in node.next_functions if n is not None and not hasattr(n, "variable"))
         level = nxt[:64]
     return False
+
+
+def _regenerated_view(t, gf, output, maker, bases) -> bool:
+    """Whether ``t`` is a view whose node autograd made anew after its version moved, from the view the
+    saving node took as input (see NOTE [A view's node remade after a write] in compat.py): the node the
+    error names is ``gf`` (output 0), and it leads to the same base node as one of the saving node's
+    inputs did. ``bases``: the next functions of the saving node's next functions (held, so the identity
+    of their Python objects is stable)."""
+    if not bases or output != 0 or node_name(gf) not in (maker, maker + "Backward0") or not t._is_view():
+        return False
+    return any(b is base for b, _ in gf.next_functions if b is not None for base in bases)
 
 
 def nearest(nodes: dict, start: int, limit: int = MAX_GRAPH) -> list[int]:

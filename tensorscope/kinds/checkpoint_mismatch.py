@@ -28,6 +28,9 @@ KIND = Kind(
     ),
 )
 
+# "saved metadata: {'shape': torch.Size([3]), ...}" then "recomputed metadata: {...}", one line each
+_METADATA = r"saved\s+metadata:\s+\{[^\n]{0,4000}\}\s+recomputed\s+metadata:\s+\{[^\n]{0,4000}\}"
+
 PATTERNS = (
     Pattern(w("torch.utils.checkpoint: A different number of tensors was saved during the original forward and "
               "recomputation.")
@@ -39,6 +42,8 @@ PATTERNS = (
     Pattern(w("torch.utils.checkpoint: Recomputed values for the following tensors have different metadata "
               "than during the forward pass.")
             + r"(?:\s+tensor\s+at\s+position\s+(?P<pos>\d{1,9}):)?"
+            # each tensor's two metadata lines: the end of the message where no tip follows (2.2.2 to 2.6.0; 2.11 adds one)
+            + r"(?:\s+" + _METADATA + r"(?:\s+tensor\s+at\s+position\s+\d{1,9}:\s+" + _METADATA + r"){0,64})?"
             + r"(?:[\s\S]{0,20000}?" + w("workaround examples.") + r")?",
             lambda m: {"reason": "metadata", "position": int(m["pos"]) if m["pos"] else None}),
 )

@@ -1,4 +1,14 @@
-"""The `device-mismatch` kind: tensors on different devices met in one op, or CUDA was asked for on a build without it."""
+"""The `device-mismatch` kind: tensors on different devices met in one op, or CUDA was asked for where there is none.
+
+NOTE [CUDA asked for where there is none]
+Three texts say that the program asked for CUDA on a machine that cannot give it (measured on torch
+2.2.2, 2.6.0, 2.13.0 and 2.15.0): a CPU-only build raises ``AssertionError: Torch not compiled with CUDA
+enabled`` (reason ``no-cuda``); PyPI's CUDA builds on a machine without an NVIDIA driver raise
+``RuntimeError: Found no NVIDIA driver on your system. Please check ...``, and with a driver but no visible
+GPU ``RuntimeError: No CUDA GPUs are available`` (reason ``no-gpu``). The fix is the same (choose the
+device at run time, or ``tensorscope run --device cpu``); only the evidence differs: for ``no-gpu``
+installing another PyTorch build is not the answer.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +33,7 @@ KIND = Kind(
             '(`torch.zeros(...)`, `torch.tensor(...)`) stayed on the CPU.'
         ),
         'A tensor created inside `forward` without `device=`.',
-        "`device='cuda'` or `.cuda()` on a PyTorch build without CUDA.",
+        "`device='cuda'` or `.cuda()` on a PyTorch build without CUDA, or on a machine without an NVIDIA GPU.",
     ),
     fixes=(
         "Move every input to the model's device: `x = x.to(next(model.parameters()).device)`.",
@@ -81,12 +91,23 @@ PATTERNS = (
             + r"\s+(?P<d1>" + DEV + r")!", _two_devices),
     Pattern(w("Torch not compiled with") + r"\s+(?P<backend>CUDA|XPU|MTIA|MPS|HIP)\s+enabled",
             lambda m: {"reason": "no-" + m["backend"].lower(), "backend": m["backend"]}),
+    # a CUDA build on a machine with no NVIDIA driver, or none of its GPUs visible (NOTE [CUDA asked for where
+    # there is none])
+    Pattern(w("Found no NVIDIA driver on your system.")
+            + r"(?:\s+" + w("Please check that you have an NVIDIA GPU and installed a driver from")
+            + r"\s+[\w:/.?=&%-]{1,400})?", lambda m: {"reason": "no-gpu", "backend": "CUDA"}),
+    Pattern(w("No CUDA GPUs are available"), lambda m: {"reason": "no-gpu", "backend": "CUDA"}),
 )
 
 
 def advise(f: dict):
     """Concrete wording from the decoded message: (title or None, evidence, fixes)."""
     reason = f.get("reason")
+    if reason == "no-gpu":
+        return "CUDA was asked for on a machine with no GPU that this PyTorch can use.", [
+            "This PyTorch build has CUDA, but this machine has no NVIDIA driver or no GPU it can see."], [
+            "Use `device='cpu'`, or choose it at run time: "
+            "`device = 'cuda' if torch.cuda.is_available() else 'cpu'`; or run it on a machine with a GPU."]
     if reason and reason.startswith("no-") and reason != "no-cuda":
         backend = f.get("backend", "")
         return None, [f"This PyTorch build has no {backend} support."], [
@@ -152,8 +173,10 @@ def explain(ev: Evidence) -> dict | None:
     if str(fields.get("reason", "")).startswith("no-"):
         backend = fields.get("backend") or "CUDA"
         var, define = _device_variable(file, line)
-        text = (f"Line {line} (`{code}`) asks for a {backend} device, but this PyTorch build has no {backend} "
-                "support (no GPU here), so the move itself fails. On a GPU machine the next op would still need "
+        lacks = ("this machine has no NVIDIA driver or no GPU this CUDA build of PyTorch can see"
+                 if fields.get("reason") == "no-gpu" else f"this PyTorch build has no {backend} support (no GPU here)")
+        text = (f"Line {line} (`{code}`) asks for a {backend} device, but {lacks}, "
+                "so the move itself fails. On a GPU machine the next op would still need "
                 "every tensor it combines (inputs and the model's parameters) on that same device.")
         pick = "torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")"
         fix = (f"Run it on the CPU as it is with `tensorscope run --device cpu {ev.doc.get('program', {}).get('path') or 'PROG.py'}`"
@@ -161,7 +184,8 @@ def explain(ev: Evidence) -> dict | None:
                   f", or choose the device in the program: `device = {pick}`")
                + ", and move the model and its inputs together (`model.to(device)`, `x.to(device)`).")
         return diagnosis(KIND, explanation=text, fix=fix, culprit=where(file, line, alias=f.get("alias")),
-                         evidence=[f"{backend} requested on a build without it"])
+                         evidence=[f"{backend} requested on a machine without a GPU" if fields.get("reason") == "no-gpu"
+                                   else f"{backend} requested on a build without it"])
     devices = fields.get("devices") or []
     groups = _tensors_by_device(ev, file, line)
     parts = []

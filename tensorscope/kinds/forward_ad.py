@@ -34,7 +34,10 @@ PATTERNS = (
             lambda m: {"reason": "tangent-size", "primal_shape": _ints(m["p"]), "tangent_shape": _ints(m["t"])}),
     Pattern(w("Trying to use forward AD with") + r"\s+(?P<op>[\w.]{1,200})\s+"
             + w("that does not support it") + r"[^\n]{0,300}"
-            + r"(?:\s+" + w("Please file an issue to PyTorch") + r"[^\n]{0,400})?", lambda m: {"reason": "no-formula", "op": m["op"]}),
+            + r"(?:\s+" + w("Please file an issue to PyTorch") + r"[^\n]{0,400}"
+            # torch 2.2's third line (measured on 2.2.2; gone by 2.6.0)
+            + r"(?:\s+" + w("Note that forward AD support for some operators require") + r"[^\n]{0,600})?)?",
+            lambda m: {"reason": "no-formula", "op": m["op"]}),
     Pattern(w("You must implement the jvp function for custom autograd.Function to use it with forward mode AD."),
             lambda m: {"reason": "no-jvp"}),
     Pattern(w("Trying to create a dual Tensor for forward AD but no level exists, make sure to enter_dual_level() "
