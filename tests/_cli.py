@@ -67,26 +67,35 @@ def load_report(text: str) -> Any:
         doc = expand(doc)
     return doc
 
-def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT) -> list[tuple]:
+def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool = True) -> list[tuple]:
     """Many runs in one process tree (tests/_forked.py): each job's result, in order.
 
     A job is ``("python", PATH, *ARGS)`` (answered like run_python) or ``("tensorscope", *ARGS)``
-    (answered like run_cli), with an optional ``cwd=`` as a dict last. torch and tensorscope are
-    imported once and each run is a fork of that process, so the runs share nothing else; the
-    saving is one torch import per run (~2 s of CPU). For programs that need no stdin. Runs on
-    platforms without ``os.fork`` go one process each.
+    (answered like run_cli), with an optional dict last: ``cwd=``, ``stdin=`` (bytes or str; else
+    /dev/null) and ``env=`` (variables set, or removed where None, in that run only: for variables read
+    at run time, not at torch's import). torch and tensorscope are imported once and each run is a fork
+    of that process, so the runs share nothing else; the saving is one torch import per run (~2 s of
+    CPU). ``text=False`` gives stdout and stderr as bytes. Runs on platforms without ``os.fork`` go one
+    process each.
     """
     specs = []
     for job in jobs:
         opts = job[-1] if isinstance(job[-1], dict) else {}
         kind, *args = job[:-1] if opts else job
-        specs.append((kind, [str(a) for a in args], str(opts.get("cwd", REPO))))
+        specs.append((kind, [str(a) for a in args], opts))
     if not hasattr(os, "fork"):
-        return [run_python(args[0], *args[1:], cwd=cwd) if kind == "python" else run_cli(*args, cwd=cwd)
-                for kind, args, cwd in specs]
+        return [_one_process(kind, args, opts, text) for kind, args, opts in specs]
     with tempfile.TemporaryDirectory(prefix="ts-many-") as tmp:
-        listed = [{"kind": kind, "args": args, "cwd": cwd, "out": os.path.join(tmp, f"{i}.out"),
-                   "err": os.path.join(tmp, f"{i}.err")} for i, (kind, args, cwd) in enumerate(specs)]
+        listed = []
+        for i, (kind, args, opts) in enumerate(specs):
+            job = {"kind": kind, "args": args, "cwd": str(opts.get("cwd", REPO)),
+                   "out": os.path.join(tmp, f"{i}.out"), "err": os.path.join(tmp, f"{i}.err"),
+                   "env": opts.get("env", {})}
+            if opts.get("stdin") is not None:
+                job["stdin"] = os.path.join(tmp, f"{i}.in")
+                data = opts["stdin"]
+                Path(job["stdin"]).write_bytes(data.encode() if isinstance(data, str) else data)
+            listed.append(job)
         plan = os.path.join(tmp, "jobs.json")
         with open(plan, "w") as f:
             json.dump(listed, f)
@@ -98,19 +107,39 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT) -> list[tup
         statuses = json.loads(proc.stdout.strip().splitlines()[-1])
         results = []
         for job, status in zip(listed, statuses):
-            out = Path(job["out"]).read_text(errors="replace")
-            err = Path(job["err"]).read_text(errors="replace")
-            if job["kind"] == "python":
-                results.append((status, out, err))
-                continue
-            doc = None
-            if "--json" in job["args"]:
-                try:
-                    doc = load_report(out)
-                except ValueError:
-                    doc = None
-            results.append((status, out, err, doc))
+            out, err = Path(job["out"]).read_bytes(), Path(job["err"]).read_bytes()
+            results.append(_result(job["kind"], job["args"], status, out, err, text))
     return results
+
+
+def _result(kind: str, args: list[str], status: int, out: bytes, err: bytes, text: bool) -> tuple:
+    if text:  # as `subprocess.run(text=True)` and `read_text` give them: universal newlines
+        out, err = (b.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n") for b in (out, err))
+    if kind == "python":
+        return status, out, err
+    doc = None
+    if "--json" in args:
+        try:
+            doc = load_report(out)
+        except ValueError:
+            doc = None
+    return status, out, err, doc
+
+
+def _one_process(kind: str, args: list[str], opts: dict, text: bool) -> tuple:
+    """One job in a process of its own (where there is no fork)."""
+    env = _env()
+    for name, value in opts.get("env", {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    stdin = opts.get("stdin")
+    cmd = [sys.executable, *(args if kind == "python" else ["-m", "tensorscope", *args])]
+    proc = subprocess.run(cmd, cwd=str(opts.get("cwd", REPO)), env=env, capture_output=True,
+                          input=stdin.encode() if isinstance(stdin, str) else stdin,
+                          stdin=subprocess.DEVNULL if stdin is None else None, timeout=DEFAULT_TIMEOUT)
+    return _result(kind, args, proc.returncode, proc.stdout, proc.stderr, text)
 
 
 def find_tensors(doc: dict, name: str) -> list[dict]:

@@ -3,9 +3,9 @@
 Used by tests/_cli.py:run_many (see there). ``python tests/_forked.py JOBS.json`` imports torch and
 tensorscope's CLI once, then forks one child per job. Each child is a fresh copy of a process that has
 only imported (no op has run, no recording began), so the runs share nothing but those imports: each
-gets its own stdout and stderr files, working directory, ``sys.argv``, ``sys.path[0]`` and
-``__main__`` as python gives them, and leaves like python does (atexit handlers, flushed streams, the
-exit status of ``sys.exit`` or 1 after an uncaught exception with its traceback). What a fork saves is
+gets its own stdin, stdout and stderr files, environment variables (those read at run time), working
+directory, ``sys.argv``, ``sys.path[0]`` and ``__main__`` as python gives them, and leaves like python
+does (atexit handlers, flushed streams, the exit status of ``sys.exit`` or 1 after an uncaught exception with its traceback). What a fork saves is
 the import of torch, about half of a small program's run under ``explain``.
 
 Prints one JSON list of exit statuses (negative: killed by that signal) on stdout.
@@ -26,6 +26,17 @@ import typer  # noqa: F401  (jobs that take typer's path: --help, usage errors)
 
 import tensorscope.cli  # noqa: F401
 import tensorscope.session  # noqa: F401
+
+# What every `run` and `explain` imports after the command line is read: the instrumentation, the kinds
+# registry, diagnosis and the report's forms (about 0.3 s of CPU per child when each imported them). None
+# of it runs anything: it is tensorscope's own code, loaded as a fresh `python -m tensorscope` loads it.
+import rich.console  # noqa: F401,E402  (the text report)
+import tensorscope.compact  # noqa: F401,E402
+import tensorscope.diagnose  # noqa: F401,E402
+import tensorscope.instrument.session  # noqa: F401,E402
+import tensorscope.kinds  # noqa: F401,E402
+import tensorscope.render.json  # noqa: F401,E402
+import tensorscope.render.text  # noqa: F401,E402
 
 _OURS = (os.path.abspath(__file__), runpy.__file__, "<frozen runpy>")
 
@@ -53,6 +64,13 @@ def _child(job: dict) -> int:
     err = os.open(job["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(out, 1)
     os.dup2(err, 2)
+    if job.get("stdin"):
+        os.dup2(os.open(job["stdin"], os.O_RDONLY), 0)
+    for name, value in job.get("env", {}).items():  # read at run time: nothing torch reads at its import
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     os.chdir(job["cwd"])
     try:
         if job["kind"] == "python":
