@@ -112,6 +112,22 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool 
     return results
 
 
+def runs_of_selected_tests(request, here, jobs: dict) -> dict:
+    """The runs of the tests of file HERE that this session selected, all in one run_many.
+
+    JOBS is {test function name: {label: job}} (jobs as run_many takes them); the answer is
+    {test function name: {label: result}} for the selected tests only (every test in a full run; with
+    -k only those, so a partial run starts only their runs)."""
+    selected = {getattr(item, "originalname", None) for item in request.session.items
+                if Path(str(item.fspath)).resolve() == Path(here).resolve()}
+    wanted = [(test, label, job) for test, labelled in jobs.items() if test in selected
+              for label, job in labelled.items()]
+    found: dict = {}
+    for (test, label, _), result in zip(wanted, run_many([job for _, _, job in wanted]) if wanted else []):
+        found.setdefault(test, {})[label] = result
+    return found
+
+
 def _result(kind: str, args: list[str], status: int, out: bytes, err: bytes, text: bool) -> tuple:
     if text:  # as `subprocess.run(text=True)` and `read_text` give them: universal newlines
         out, err = (b.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n") for b in (out, err))

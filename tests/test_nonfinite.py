@@ -21,7 +21,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from _cli import run_many
+from _cli import runs_of_selected_tests
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus_nonfinite"
@@ -97,17 +97,12 @@ def _jobs(folder: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    """{test name: {run name: (returncode, stdout, stderr[, doc])}} of the selected tests of this file, all
-    forks of one process (tests/_forked.py); the folder of the tests' own programs is under "folder"."""
+    """{test name: {run name: Run}} of the selected tests of this file, all forks of one process
+    (tests/_forked.py); the folder of the tests' own programs is under "folder"."""
     folder = tmp_path_factory.mktemp("nonfinite")
-    selected = {item.originalname for item in request.session.items if item.path.name == Path(__file__).name}
-    wanted = [(test, name, job) for test, named in _jobs(folder).items() if test in selected
-              for name, job in named.items()]
-    results = run_many([job for _, _, job in wanted])
-    found = {"folder": folder}
-    for (test, name, _), result in zip(wanted, results):
-        found.setdefault(test, {})[name] = Run(*result[:3])
-    return found
+    found = runs_of_selected_tests(request, __file__, _jobs(folder))
+    return {"folder": folder, **{test: {label: Run(*result[:3]) for label, result in labelled.items()}
+                                 for test, labelled in found.items()}}
 
 
 def test_corpus_shape():
