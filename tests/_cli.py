@@ -67,7 +67,8 @@ def load_report(text: str) -> Any:
         doc = expand(doc)
     return doc
 
-def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool = True) -> list[tuple]:
+def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool = True,
+             env: dict | None = None) -> list[tuple]:
     """Many runs in one process tree (tests/_forked.py): each job's result, in order.
 
     A job is ``("python", PATH, *ARGS)`` (answered like run_python) or ``("tensorscope", *ARGS)``
@@ -75,16 +76,23 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool 
     /dev/null) and ``env=`` (variables set, or removed where None, in that run only: for variables read
     at run time, not at torch's import). torch and tensorscope are imported once and each run is a fork
     of that process, so the runs share nothing else; the saving is one torch import per run (~2 s of
-    CPU). ``text=False`` gives stdout and stderr as bytes. Runs on platforms without ``os.fork`` go one
-    process each.
+    CPU). ``text=False`` gives stdout and stderr as bytes. ``env=`` sets (None: removes) variables in the
+    environment of the process the runs fork from, which torch's import reads too (OMP_NUM_THREADS).
+    Runs on platforms without ``os.fork`` go one process each.
     """
+    base = _env()
+    for name, value in (env or {}).items():
+        if value is None:
+            base.pop(name, None)
+        else:
+            base[name] = value
     specs = []
     for job in jobs:
         opts = job[-1] if isinstance(job[-1], dict) else {}
         kind, *args = job[:-1] if opts else job
         specs.append((kind, [str(a) for a in args], opts))
     if not hasattr(os, "fork"):
-        return [_one_process(kind, args, opts, text) for kind, args, opts in specs]
+        return [_one_process(kind, args, opts, text, base) for kind, args, opts in specs]
     with tempfile.TemporaryDirectory(prefix="ts-many-") as tmp:
         listed = []
         for i, (kind, args, opts) in enumerate(specs):
@@ -99,7 +107,7 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool 
         plan = os.path.join(tmp, "jobs.json")
         with open(plan, "w") as f:
             json.dump(listed, f)
-        proc = subprocess.run([sys.executable, str(REPO / "tests" / "_forked.py"), plan], cwd=REPO, env=_env(),
+        proc = subprocess.run([sys.executable, str(REPO / "tests" / "_forked.py"), plan], cwd=REPO, env=base,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=timeout * max(1, len(jobs)))
         if proc.returncode != 0:
@@ -112,18 +120,18 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool 
     return results
 
 
-def runs_of_selected_tests(request, here, jobs: dict) -> dict:
+def runs_of_selected_tests(request, here, jobs: dict, env: dict | None = None) -> dict:
     """The runs of the tests of file HERE that this session selected, all in one run_many.
 
     JOBS is {test function name: {label: job}} (jobs as run_many takes them); the answer is
     {test function name: {label: result}} for the selected tests only (every test in a full run; with
-    -k only those, so a partial run starts only their runs)."""
+    -k only those, so a partial run starts only their runs). ENV: as run_many's."""
     selected = {getattr(item, "originalname", None) for item in request.session.items
                 if Path(str(item.fspath)).resolve() == Path(here).resolve()}
     wanted = [(test, label, job) for test, labelled in jobs.items() if test in selected
               for label, job in labelled.items()]
     found: dict = {}
-    for (test, label, _), result in zip(wanted, run_many([job for _, _, job in wanted]) if wanted else []):
+    for (test, label, _), result in zip(wanted, run_many([job for _, _, job in wanted], env=env) if wanted else []):
         found.setdefault(test, {})[label] = result
     return found
 
@@ -142,9 +150,9 @@ def _result(kind: str, args: list[str], status: int, out: bytes, err: bytes, tex
     return status, out, err, doc
 
 
-def _one_process(kind: str, args: list[str], opts: dict, text: bool) -> tuple:
+def _one_process(kind: str, args: list[str], opts: dict, text: bool, base: dict) -> tuple:
     """One job in a process of its own (where there is no fork)."""
-    env = _env()
+    env = dict(base)
     for name, value in opts.get("env", {}).items():
         if value is None:
             env.pop(name, None)
