@@ -6,11 +6,17 @@ document (docs/CONTRACT.md); expected values are computed by the tests with torc
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,21 +45,99 @@ def run_python(path: str | os.PathLike, *args: str, cwd: str | os.PathLike = REP
 
 
 def run_cli(*args: str, cwd: str | os.PathLike = REPO, stdin: str | None = None,
-            timeout: float = DEFAULT_TIMEOUT) -> tuple[int, str, str, Any]:
+            timeout: float = DEFAULT_TIMEOUT, fresh: bool = False) -> tuple[int, str, str, Any]:
     """`python -m tensorscope ARGS...` -> (returncode, stdout, stderr, parsed_json).
 
     parsed_json is the JSON document on stdout when `--json` was passed (None when
     stdout is not valid JSON, so the caller's assertion shows the raw text), else None.
+
+    The run is a fork of this test process's fork server (see NOTE [One fork server per test process]);
+    ``fresh=True`` starts a `python -m tensorscope` of its own, for tests whose subject is how the process
+    starts or ends (exit paths, signals, what a fresh interpreter has imported).
     """
-    proc = subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=_env(),
-                          input=stdin, capture_output=True, text=True, timeout=timeout)
-    doc = None
-    if "--json" in args:
-        try:
-            doc = load_report(proc.stdout)
-        except ValueError:
-            doc = None
-    return proc.returncode, proc.stdout, proc.stderr, doc
+    env = _env()
+    if fresh or not _FORK_SERVER.can_run(env):
+        proc = subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=env,
+                              input=stdin, capture_output=True, text=True, timeout=timeout)
+        return _result("tensorscope", [str(a) for a in args], proc.returncode, proc.stdout.encode(),
+                       proc.stderr.encode(), True)
+    return _FORK_SERVER.run("tensorscope", [str(a) for a in args], cwd, stdin, env, timeout)
+
+
+# NOTE [One fork server per test process]
+# Most tests run `python -m tensorscope` on a small program, and most of such a run's CPU is the import
+# of torch (about 2 s). run_cli sends each run to one process per test process (tests/_forked.py
+# --serve, started at the first run and ended with the test process) that imported torch and tensorscope
+# once and forks a child per run. The child is what run_many's children are (tests/_forked.py): its own
+# stdin, stdout, stderr, working directory and whole environment, argv and __main__, leaving as python
+# leaves. What torch reads at its import cannot change in a child: a call whose environment differs from
+# the server's in such a variable (_IMPORT_TIME) runs a process of its own, as does a call with fresh=True.
+# A run that outlives its timeout is killed and raises subprocess.TimeoutExpired, as subprocess.run does.
+_IMPORT_TIME = ("PYTHON", "TORCH", "PYTORCH", "OMP_", "MKL", "KMP_", "OPENBLAS", "CUDA", "NVIDIA", "LD_",
+                "MALLOC", "GLIBC")
+
+
+def _import_time(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k.startswith(_IMPORT_TIME)}
+
+
+class _ForkServer:
+    def __init__(self):
+        self.proc = None
+        self.env = None
+        self.lock = threading.Lock()
+        self.tmp = None
+
+    def can_run(self, env: dict) -> bool:
+        return hasattr(os, "fork") and (self.env is None or _import_time(env) == _import_time(self.env))
+
+    def _start(self, env: dict) -> None:
+        self.env = env
+        self.tmp = tempfile.mkdtemp(prefix="ts-serve-")
+        self.proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "_forked.py"), "--serve"], cwd=REPO,
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _reply(self, deadline: float | None):
+        ready = select.select([self.proc.stdout], [], [], None if deadline is None else max(0.0, deadline - time.monotonic()))[0]
+        if not ready:
+            return None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"tests/_forked.py --serve ended (status {self.proc.poll()})")
+        return json.loads(line)
+
+    def run(self, kind, args, cwd, stdin, env, timeout) -> tuple:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start(env)
+            out, err, inp = (os.path.join(self.tmp, name) for name in ("out", "err", "in"))
+            job = {"kind": kind, "args": args, "cwd": str(cwd), "out": out, "err": err, "environ": env}
+            if stdin is not None:
+                Path(inp).write_bytes(stdin.encode() if isinstance(stdin, str) else stdin)
+                job["stdin"] = inp
+            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.flush()
+            pid = self._reply(None)["pid"]
+            reply = self._reply(time.monotonic() + timeout)
+            if reply is None:  # a hang: killed, as subprocess.run kills it
+                os.kill(pid, signal.SIGKILL)
+                self._reply(None)
+                raise subprocess.TimeoutExpired([kind, *args], timeout)
+            return _result(kind, args, reply["status"], Path(out).read_bytes(), Path(err).read_bytes(), True)
+
+
+_FORK_SERVER = _ForkServer()
 
 
 def load_report(text: str) -> Any:

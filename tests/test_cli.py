@@ -1,9 +1,9 @@
 """The command line contract: exit codes, output modes, stdin, python -m (real CLI, real programs).
 
 The runs whose subject is the report, the parsing of the command line or the CLI's exit codes are forks
-of one process that imported torch once (tests/_forked.py), started by the module fixture ``forked``;
-the comparisons with python's own run, and what a fresh process imports, run `python -m tensorscope`
-and `python` of their own.
+of one process that imported torch once (tests/_forked.py), started by the module fixture ``forked`` or
+run_cli's fork server; the comparisons with python's own run, and what a fresh process imports, run
+`python -m tensorscope` (``fresh=True``) and `python` of their own.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_json_mode_is_one_document_and_program_stdout_goes_to_stderr(forked):
 def test_output_file_leaves_program_output_byte_identical(tmp_path, forked):
     p = prog(tmp_path, OK)
     expected = run_python(p, "1", cwd=tmp_path)
-    rc, out, err, _ = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), "--", "1", cwd=tmp_path)
+    rc, out, err, _ = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), "--", "1", cwd=tmp_path, fresh=True)
     assert (rc, out, err) == expected
     doc = load_report((tmp_path / "r.json").read_text())
     assert doc["program"]["argv"] == [str(p), "1"]
@@ -139,7 +139,7 @@ def test_exit_status_mirrors_python(tmp_path, code, status, forked):
     p = prog(tmp_path, code)
     expected = run_python(p, cwd=tmp_path)
     assert expected[0] == status
-    assert run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path)[:3] == expected
+    assert run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path, fresh=True)[:3] == expected
     rc, _, err, doc = forked["test_exit_status_mirrors_python"][code]
     assert rc == status and doc["program"]["exit_status"] == status
 
@@ -175,7 +175,7 @@ def test_explain_exit_codes(forked):
 def test_syntax_error_shown_as_python_shows_it(tmp_path):
     p = prog(tmp_path, "def f(:\n    pass\n")
     expected = run_python(p, cwd=tmp_path)
-    got = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path)[:3]
+    got = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path, fresh=True)[:3]
     assert got == expected
     doc = load_report((tmp_path / "r.json").read_text())
     assert doc["program"]["exception"]["type"] == "SyntaxError"
@@ -235,7 +235,7 @@ def test_a_run_imports_no_typer_and_help_still_comes_from_typer(tmp_path):
         import sys
         print(sorted(m for m in ("typer", "click") if m in sys.modules))
     """)
-    rc, out, err, _ = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path)
+    rc, out, err, _ = run_cli("run", "-o", str(tmp_path / "r.json"), str(p), cwd=tmp_path, fresh=True)
     assert (rc, out, err) == (0, "[]\n", "")
     rc, out, err, _ = run_cli("run", "--help", cwd=tmp_path)
     assert rc == 0 and "Usage:" in out and "--check-values" in out
