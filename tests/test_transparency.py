@@ -123,8 +123,8 @@ def _run_args(prog: str, args: list, report: Path) -> list:
 @pytest.fixture(scope="module")
 def forked(request, tmp_path_factory):
     """Tensorscope's runs of the selected CASES outside FRESH, as forks of one process started in the
-    background: {(prog, args): a callable that waits for them and gives (CompletedProcess, report path)}.
-    The tests run python's references meanwhile, two processes side by side as in run_pair."""
+    background, and python's references beside them, one at a time: {(prog, args): a callable that waits
+    for them and gives (python's CompletedProcess, tensorscope's, the report's path)}."""
     selected = {tuple(item.callspec.params[k] if k != "args" else tuple(item.callspec.params[k])
                       for k in ("prog", "args"))
                 for item in request.session.items
@@ -135,15 +135,18 @@ def forked(request, tmp_path_factory):
     reports = [folder / f"{i}.json" for i in range(len(cases))]
     jobs = [("tensorscope", *_run_args(prog, args, report), {"stdin": stdin})
             for (prog, args, stdin), report in zip(cases, reports)]
-    pool = ThreadPoolExecutor(1)
+    pool, python = ThreadPoolExecutor(1), ThreadPoolExecutor(1)
     runs = pool.submit(run_many, jobs, text=False) if jobs else None
+    # python's references meanwhile, one after another: two processes at a time, as in run_pair
+    references = [python.submit(run_plain, [PY, f"tests/programs/{prog}", *args], stdin) for prog, args, stdin in cases]
 
     def result(i):
         rc, out, err, _ = runs.result()[i]
-        return subprocess.CompletedProcess(jobs[i][1:-1], rc, out, err), reports[i]
+        return references[i].result(), subprocess.CompletedProcess(jobs[i][1:-1], rc, out, err), reports[i]
 
     yield {(prog, tuple(args)): (lambda i=i: result(i)) for i, (prog, args, _) in enumerate(cases)}
     pool.shutdown(wait=True)
+    python.shutdown(wait=True)
 
 
 # Plain python's result per (argv, program bytes, stdin, cwd, environment): test_json_mode compares
@@ -234,8 +237,7 @@ def test_program_is_transparent(prog, args, stdin, tmp_path, forked):
     if prog in FRESH:
         py, ts = run_pair(py_cmd, [PY, "-m", "tensorscope", *_run_args(prog, args, report)], stdin)
     else:
-        py = run_plain(py_cmd, stdin)
-        ts, report = forked[(prog, tuple(args))]()
+        py, ts, report = forked[(prog, tuple(args))]()
     problems: list = []
     compare(py, ts, problems)
     check_report(report, py.returncode, problems)
