@@ -137,7 +137,16 @@ class _ForkServer:
             return _result(kind, args, reply["status"], Path(out).read_bytes(), Path(err).read_bytes(), True)
 
 
-_FORK_SERVER = _ForkServer()
+def _shared_server() -> _ForkServer:
+    """The test process's one server, whether this file was imported as `_cli` or as `tests._cli` first."""
+    for name in ("_cli", "tests._cli"):
+        server = getattr(sys.modules.get(name), "_FORK_SERVER", None)
+        if server is not None:
+            return server
+    return _ForkServer()
+
+
+_FORK_SERVER = _shared_server()
 
 
 def load_report(text: str) -> Any:
