@@ -18,7 +18,7 @@ import pytest
 
 from tensorscope.compact import expand
 
-from _cli import load_report, load_schema, run_cli, run_python, validate_against_schema
+from _cli import load_report, load_schema, run_many, validate_against_schema
 
 PROGRAM = """import torch
 a = torch.randn(3, requires_grad=True)
@@ -88,25 +88,30 @@ def documents(tmp_path_factory):
     prog = tmp / "sig.py"
     prog.write_text(PROGRAM)
     (tmp / "broken.py").write_text("import torch\nx = (\n")
-    rc_py, _, traceback_text = run_python(prog)
-    assert rc_py == 1 and "modified by an inplace operation" in traceback_text
-
+    # forks of one process (tests/_forked.py), in two rounds: the second reads what the first wrote
     docs = {}
-    rc, out, err, docs["run"] = run_cli("run", "--json", str(prog), cwd=tmp)
+    (rc_py, _, traceback_text), run, explain, unrecognised, broken = run_many([
+        ("python", prog), ("tensorscope", "run", "--json", prog, {"cwd": tmp}),
+        ("tensorscope", "explain", "-o", tmp / "r.json", prog, {"cwd": tmp}),
+        ("tensorscope", "explain", "--json", "--message", "hello", {"cwd": tmp}),
+        ("tensorscope", "run", "--json", tmp / "broken.py", {"cwd": tmp})])
+    assert rc_py == 1 and "modified by an inplace operation" in traceback_text
+    rc, out, err, docs["run"] = run
     assert rc == 1, err[-2000:]
-    rc, out, err, _ = run_cli("explain", "-o", str(tmp / "r.json"), str(prog), cwd=tmp)
+    rc, out, err, _ = explain
     assert rc == 1, err[-2000:]
     docs["explain program"] = load_report((tmp / "r.json").read_text())
-    rc, out, err, docs["explain report.json"] = run_cli("explain", "--json", str(tmp / "r.json"), cwd=tmp)
-    assert rc == 1, err[-2000:]
-    rc, out, err, docs["explain -"] = run_cli("explain", "--json", "-", stdin=traceback_text, cwd=tmp)
-    assert rc == 1, err[-2000:]
     last_line = traceback_text.strip().splitlines()[-1]
-    rc, out, err, docs["explain --message"] = run_cli("explain", "--json", "--message", last_line, cwd=tmp)
-    assert rc == 1, err[-2000:]
-    rc, out, err, docs["explain --message, unrecognised"] = run_cli("explain", "--json", "--message", "hello", cwd=tmp)
+    saved, pasted, message = run_many([
+        ("tensorscope", "explain", "--json", tmp / "r.json", {"cwd": tmp}),
+        ("tensorscope", "explain", "--json", "-", {"cwd": tmp, "stdin": traceback_text}),
+        ("tensorscope", "explain", "--json", "--message", last_line, {"cwd": tmp})])
+    for name, (rc, out, err, docs[name]) in (("explain report.json", saved), ("explain -", pasted),
+                                             ("explain --message", message)):
+        assert rc == 1, err[-2000:]
+    rc, out, err, docs["explain --message, unrecognised"] = unrecognised
     assert rc == 3, err[-2000:]
-    rc, out, err, docs["run, did not compile"] = run_cli("run", "--json", str(tmp / "broken.py"), cwd=tmp)
+    rc, out, err, docs["run, did not compile"] = broken
     assert rc == 1 and "SyntaxError" in err, err[-2000:]
 
     (tmp / "test_one.py").write_text(TEST_FILE)

@@ -4,7 +4,9 @@ Each corpus program states in its header what plain torch measured (tests/corpus
 ``# expect: kind=K line=N op=OP phase=P`` or ``# expect: clean``. score.py runs each through explain's
 pipeline in one process (torch imported once) and scores origin line, op and phase; every buggy
 program has a ``_fixed`` twin that must be clean, and the ``fine_`` programs handle non-finite values
-on purpose (NOTE [Non-finite values handled on purpose]). The CLI tests run ``python -m tensorscope``.
+on purpose (NOTE [Non-finite values handled on purpose]). The CLI tests run ``python -m tensorscope``:
+every run of this file (tensorscope's and python's) is a fork of one process that imported torch once
+(tests/_forked.py), all started by the module fixture ``runs`` for the tests selected.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ import subprocess
 import sys
 import traceback
 import warnings
+from collections import namedtuple
 from pathlib import Path
 
 import jsonschema
 import pytest
+
+from _cli import runs_of_selected_tests
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus_nonfinite"
@@ -47,14 +52,69 @@ def test_loss_is_finite():
 """
 
 
+Run = namedtuple("Run", "returncode stdout stderr")
+
+
 def cli(*args, cwd=CORPUS, stdin=None):
-    env = dict(os.environ, TENSORSCOPE_NO_PROGRESS="1")
-    return subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=600)
+    """A job for run_many: `python -m tensorscope ARGS` in CWD."""
+    return ("tensorscope", *args, {"cwd": cwd, "stdin": stdin, "env": {"TENSORSCOPE_NO_PROGRESS": "1"}})
 
 
-def plain(name):
-    return subprocess.run([sys.executable, name], cwd=CORPUS, capture_output=True, text=True, timeout=600)
+def plain(name, cwd=CORPUS):
+    """A job for run_many: `python NAME` in CWD."""
+    return ("python", name, {"cwd": cwd})
+
+
+def _jobs(folder: Path) -> dict:
+    """Each test's runs by name: {test name: {run name: job}}; programs of the tests' own are written to FOLDER."""
+    programs = {"func_nan.py": FUNC_NAN, "shape_error_on_nan.py": SHAPE_ERROR_ON_NAN, "no_mode.py": NO_MODE,
+                "dropped_inf.py": DROPPED_INF, "sqrt_where.py": SQRT_WHERE_PRINTS, "padded_deep.py": PADDED_DEEP,
+                "loss_scaler.py": LOSS_SCALER}
+    for name, text in programs.items():
+        (folder / name).write_text(text)
+    own = {name: str(folder / name) for name in programs}
+    pasted = ("Traceback (most recent call last):\n  File \"train.py\", line 40, in <module>\n    loss.backward()\n"
+              "RuntimeError: Function 'AcosBackward0' returned nan values in its 0th output.\n")
+    return {
+        "test_explain_names_the_origin_and_keeps_the_program_transparent": {
+            "explain": cli("explain", "--json", "sqrt_zero_distance.py"), "python": plain("sqrt_zero_distance.py")},
+        "test_run_check_values_names_the_origin_and_fail_on": {
+            "run": cli("run", "--check-values", "--json", "log_zero_prob.py"),
+            "fail_on": cli("run", "--fail-on", "hazard", "log_zero_prob.py"),
+            "fail_on_fixed": cli("run", "--fail-on", "hazard", "log_zero_prob_fixed.py")},
+        "test_torch_func_transforms_under_explain": {
+            "python": plain(own["func_nan.py"], folder), "explain": cli("explain", "--json", own["func_nan.py"], cwd=folder)},
+        "test_a_program_that_raises_on_the_nan_gets_the_diagnosis": {
+            "explain": cli("explain", "loss_check_raises.py"), "python": plain("loss_check_raises.py")},
+        "test_an_op_that_raises_on_a_nan_names_its_origin": {
+            "python": plain("normalize_blank_image_bce.py"),
+            "explain": cli("explain", "--json", "normalize_blank_image_bce.py"),
+            "shape_python": plain(own["shape_error_on_nan.py"], folder),
+            "shape_explain": cli("explain", "--json", own["shape_error_on_nan.py"], cwd=folder)},
+        "test_sarif_carries_the_origin": {
+            "explain": cli("explain", "-o", str(folder / "r.sarif"), "softmax_all_masked.py")},
+        "test_explain_a_pasted_anomaly_message": {"explain": cli("explain", "-", stdin=pasted)},
+        "test_the_origin_is_read_from_the_graph_without_a_mode_on_the_stack": {
+            "python": plain(own["no_mode.py"], folder), "explain": cli("explain", "--json", own["no_mode.py"], cwd=folder)},
+        "test_a_listed_node_that_multiplies_a_dropped_inf_is_still_the_origin": {
+            "python": plain(own["dropped_inf.py"], folder),
+            "explain": cli("explain", "--json", own["dropped_inf.py"], cwd=folder)},
+        "test_a_custom_functions_backward_is_named_by_its_op_and_line": {
+            "explain": cli("explain", "--json", own["sqrt_where.py"], cwd=folder)},
+        "test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned": {
+            "padded_deep.py": cli("explain", "--json", own["padded_deep.py"], cwd=folder),
+            "loss_scaler.py": cli("explain", "--json", own["loss_scaler.py"], cwd=folder)},
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(request, tmp_path_factory):
+    """{test name: {run name: Run}} of the selected tests of this file, all forks of one process
+    (tests/_forked.py); the folder of the tests' own programs is under "folder"."""
+    folder = tmp_path_factory.mktemp("nonfinite")
+    found = runs_of_selected_tests(request, __file__, _jobs(folder))
+    return {"folder": folder, **{test: {label: Run(*result[:3]) for label, result in labelled.items()}
+                                 for test, labelled in found.items()}}
 
 
 def test_corpus_shape():
@@ -84,10 +144,9 @@ def schema():
     return json.loads((REPO / "tensorscope" / "schema" / "report.schema.json").read_text())
 
 
-def test_explain_names_the_origin_and_keeps_the_program_transparent(schema):
+def test_explain_names_the_origin_and_keeps_the_program_transparent(schema, runs):
     """The JSON finding in the diagnosis shape with its nonfinite object; output and status as under python."""
-    out = cli("explain", "--json", "sqrt_zero_distance.py")
-    ref = plain("sqrt_zero_distance.py")
+    out, ref = runs["test_explain_names_the_origin_and_keeps_the_program_transparent"].values()
     assert out.returncode == 1  # explain: a hazard found
     assert out.stderr.replace("\r", "") .startswith(ref.stdout)  # --json: the program's stdout goes to stderr
     doc = json.loads(out.stdout)
@@ -102,10 +161,10 @@ def test_explain_names_the_origin_and_keeps_the_program_transparent(schema):
     assert h["backward"]["line"] == 11
 
 
-def test_run_check_values_names_the_origin_and_fail_on(schema):
+def test_run_check_values_names_the_origin_and_fail_on(schema, runs):
     """run --check-values pins the origin as explain does (the sink at line 13 carries it); --fail-on hazard
     exits 5."""
-    out = cli("run", "--check-values", "--json", "log_zero_prob.py")
+    out, fail_on, fail_on_fixed = runs["test_run_check_values_names_the_origin_and_fail_on"].values()
     assert out.returncode == 0
     doc = json.loads(out.stdout)
     jsonschema.validate(doc, schema)
@@ -113,8 +172,8 @@ def test_run_check_values_names_the_origin_and_fail_on(schema):
     nf = h["nonfinite"]
     assert nf["checked"] == "origins" and nf["sink"]["what"] == "loss" and nf["sink"]["line"] == 13
     assert (h["culprit"]["line"], nf["op"], nf["phase"]) == (11, "aten.log", "forward")
-    assert cli("run", "--fail-on", "hazard", "log_zero_prob.py").returncode == 5
-    assert cli("run", "--fail-on", "hazard", "log_zero_prob_fixed.py").returncode == 0
+    assert fail_on.returncode == 5
+    assert fail_on_fixed.returncode == 0
 
 
 FUNC_NAN = """\
@@ -133,14 +192,11 @@ print(g.tolist())
 """
 
 
-def test_torch_func_transforms_under_explain(tmp_path, schema):
+def test_torch_func_transforms_under_explain(schema, runs):
     """hessian and jacfwd (forward AD: ZeroTensor tangents) run as under python, and a NaN born inside
     torch.func.grad is pinned to its line (NOTE [ZeroTensors inside a dispatch mode])."""
-    prog = tmp_path / "func_nan.py"
-    prog.write_text(FUNC_NAN)
-    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=600)
+    ref, out = runs["test_torch_func_transforms_under_explain"].values()
     assert ref.returncode == 0 and "inf" in ref.stdout.splitlines()[-1]  # torch: d/dx log(x) at 0 is inf
-    out = cli("explain", "--json", str(prog), cwd=tmp_path)
     assert out.returncode == 1, out.stderr[-2000:]  # a hazard; the program itself exited 0
     assert out.stderr.replace("\r", "").startswith(ref.stdout)
     doc = json.loads(out.stdout)
@@ -150,9 +206,8 @@ def test_torch_func_transforms_under_explain(tmp_path, schema):
     assert (h["culprit"]["line"], h["nonfinite"]["op"], h["nonfinite"]["phase"]) == (6, "aten.log", "forward")
 
 
-def test_a_program_that_raises_on_the_nan_gets_the_diagnosis():
-    out = cli("explain", "loss_check_raises.py")
-    ref = plain("loss_check_raises.py")
+def test_a_program_that_raises_on_the_nan_gets_the_diagnosis(runs):
+    out, ref = runs["test_a_program_that_raises_on_the_nan_gets_the_diagnosis"].values()
     assert ref.returncode == 1 and ref.stderr.strip().splitlines()[-1] == "ValueError: loss is nan at step 0"
     assert ref.stderr.strip().splitlines()[-1] in out.stderr
     assert "non-finite-value" in out.stdout and "loss_check_raises.py:11" in out.stdout
@@ -169,14 +224,13 @@ out = y @ w
 """
 
 
-def test_an_op_that_raises_on_a_nan_names_its_origin(tmp_path, schema):
+def test_an_op_that_raises_on_a_nan_names_its_origin(schema, runs):
     """NOTE [An op that raised on a non-finite input]: a 0/0 from a blank image reaches binary_cross_entropy,
     which raises a plain RuntimeError (torch's range check); the origin is the division (measure.py: line 35,
     forward, second batch). A shape error on a line that reads a NaN is not blamed on it."""
-    ref = plain("normalize_blank_image_bce.py")
+    ref, out, shape_ref, shape_out = runs["test_an_op_that_raises_on_a_nan_names_its_origin"].values()
     assert ref.returncode == 1 and ref.stdout == "0 48.026\n"
     assert ref.stderr.strip().splitlines()[-1] == "RuntimeError: all elements of input should be between 0 and 1"
-    out = cli("explain", "--json", "normalize_blank_image_bce.py")
     assert out.stderr.replace("\r", "").startswith(ref.stdout) and ref.stderr.strip() in out.stderr
     doc = json.loads(out.stdout)
     jsonschema.validate(doc, schema)
@@ -185,27 +239,22 @@ def test_an_op_that_raises_on_a_nan_names_its_origin(tmp_path, schema):
     assert (d["kind"], d["culprit"]["line"], d["nonfinite"]["aten"], d["nonfinite"]["phase"]) == \
         ("non-finite-value", 35, "aten.div", "forward")
     assert "`recon_x`, `x`" in d["explanation"] and "F.normalize" in d["fix"]
-    prog = tmp_path / "shape_error_on_nan.py"
-    prog.write_text(SHAPE_ERROR_ON_NAN)
-    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=600)
-    assert "cannot be multiplied" in ref.stderr.strip().splitlines()[-1]
-    doc = json.loads(cli("explain", "--json", str(prog), cwd=tmp_path).stdout)
+    assert "cannot be multiplied" in shape_ref.stderr.strip().splitlines()[-1]
+    doc = json.loads(shape_out.stdout)
     assert doc["diagnosis"]["kind"] != "non-finite-value"
 
 
-def test_sarif_carries_the_origin(tmp_path):
-    sarif = tmp_path / "r.sarif"
-    cli("explain", "-o", str(sarif), "softmax_all_masked.py")
-    log = json.loads(sarif.read_text())
+def test_sarif_carries_the_origin(runs):
+    (out,) = runs["test_sarif_carries_the_origin"].values()
+    assert out.returncode == 1, out.stderr[-2000:]  # explain: a hazard found
+    log = json.loads((runs["folder"] / "r.sarif").read_text())
     (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "silent-non-finite-value"]
     assert result["level"] == "warning"
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 11
 
 
-def test_explain_a_pasted_anomaly_message():
-    text = ("Traceback (most recent call last):\n  File \"train.py\", line 40, in <module>\n    loss.backward()\n"
-            "RuntimeError: Function 'AcosBackward0' returned nan values in its 0th output.\n")
-    out = cli("explain", "-", stdin=text)
+def test_explain_a_pasted_anomaly_message(runs):
+    (out,) = runs["test_explain_a_pasted_anomaly_message"].values()
     assert out.returncode == 1
     assert "non-finite-value" in out.stdout and "acos" in out.stdout and "clamp" in out.stdout
 
@@ -234,14 +283,11 @@ loss.backward()
 """
 
 
-def test_the_origin_is_read_from_the_graph_without_a_mode_on_the_stack(tmp_path):
+def test_the_origin_is_read_from_the_graph_without_a_mode_on_the_stack(runs):
     """NOTE [Origins from the graph]: no dispatch mode is on the stack while the program runs (the program sees
     what python shows it), and the NaN's origin is still the log at line 7, with its input's zero."""
-    prog = tmp_path / "no_mode.py"
-    prog.write_text(NO_MODE)
-    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=600)
+    ref, out = runs["test_the_origin_is_read_from_the_graph_without_a_mode_on_the_stack"].values()
     assert "modes in forward 0" in ref.stdout and "modes in backward 0" in ref.stdout
-    out = cli("explain", "--json", str(prog), cwd=tmp_path)
     assert out.stderr.replace("\r", "").startswith(ref.stdout)
     doc = json.loads(out.stdout)
     (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
@@ -264,18 +310,15 @@ print(x.grad.tolist(), w.grad.tolist())
 """
 
 
-def test_a_listed_node_that_multiplies_a_dropped_inf_is_still_the_origin(tmp_path):
+def test_a_listed_node_that_multiplies_a_dropped_inf_is_still_the_origin(runs):
     """NOTE [Which nodes' gradients are checked]: a product is not hooked by default, but here the forward made
     an inf that the where dropped and the loss never saw, and MulBackward0 makes the NaN gradient (0 * inf)
     before ExpBackward0 does; a saved non-finite tensor puts the hook back on every node. Truth: anomaly mode."""
-    prog = tmp_path / "dropped_inf.py"
-    prog.write_text(DROPPED_INF)
     x = torch.tensor([1.0, 100.0], requires_grad=True)
     w = torch.tensor([2.0, 3.0], requires_grad=True)
     with torch.autograd.detect_anomaly(check_nan=True), pytest.raises(RuntimeError, match="'MulBackward0' returned nan"):
         torch.where(x < 50, torch.exp(x * 10) * w, torch.zeros(2)).sum().backward()
-    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=600)
-    out = cli("explain", "--json", str(prog), cwd=tmp_path)
+    ref, out = runs["test_a_listed_node_that_multiplies_a_dropped_inf_is_still_the_origin"].values()
     assert out.stderr.replace("\r", "").startswith(ref.stdout)
     (h,) = [h for h in json.loads(out.stdout)["hazards"] if h["kind"] == "silent-non-finite-value"]
     nf = h["nonfinite"]
@@ -316,6 +359,9 @@ for step in range(2):
     print(step, round(loss.item(), 4), bool(torch.isfinite(embed.weight.grad).all()))
     opt.step()
 """
+# the same, telling how many times the Function's backward ran
+SQRT_WHERE_PRINTS = SQRT_WHERE.replace("        (x,) = ctx.saved_tensors",
+                                       "        print('backward ran')\n        (x,) = ctx.saved_tensors")
 
 
 def _first_nonfinite_in_backward(src: str, filename: str):
@@ -366,7 +412,7 @@ def _first_nonfinite_in_backward(src: str, filename: str):
 
 @pytest.mark.skipif(not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE, reason="a dispatch mode over backward crashes torch "
                     "before 2.11 (docs/compatibility.md); there the node is named without its op")
-def test_a_custom_functions_backward_is_named_by_its_op_and_line(tmp_path, schema):
+def test_a_custom_functions_backward_is_named_by_its_op_and_line(tmp_path, schema, runs):
     """NOTE [A custom Function's backward, watched while it runs]: a NaN made inside the program's own backward
     is named by the Function's node, the aten op inside it and the backward's line, the forward line beside it.
     Truth from torch (hooks on every node, a dispatch mode over the backward), and an ablation: clamping at that
@@ -379,13 +425,9 @@ def test_a_custom_functions_backward_is_named_by_its_op_and_line(tmp_path, schem
     assert torch.isfinite(_first_nonfinite_in_backward(fixed, str(prog))[2]).all()  # the ablation
     ref = io.StringIO()
     with contextlib.redirect_stdout(ref):
-        exec(compile(SQRT_WHERE.replace("        (x,) = ctx.saved_tensors",
-                                        "        print('backward ran')\n        (x,) = ctx.saved_tensors"),
-                     str(prog), "exec"), {"__name__": "__main__"})
-    prog.write_text(SQRT_WHERE.replace("        (x,) = ctx.saved_tensors",
-                                       "        print('backward ran')\n        (x,) = ctx.saved_tensors"))
+        exec(compile(SQRT_WHERE_PRINTS, str(prog), "exec"), {"__name__": "__main__"})
     line += 1  # the print above it
-    out = cli("explain", "--json", str(prog), cwd=tmp_path)
+    (out,) = runs["test_a_custom_functions_backward_is_named_by_its_op_and_line"].values()
     assert out.stderr.replace("\r", "").startswith(ref.getvalue()) and ref.getvalue().count("backward ran") == 2
     doc = json.loads(out.stdout)
     jsonschema.validate(doc, schema)
@@ -493,25 +535,23 @@ def _truth(src, backward_line, root_expr):
     return made[0] if made else None
 
 
-def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, schema):
+def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, schema, runs):
     """NOTE [Gradients that may overflow]: NativeLayerNormBackward0 and AddmmBackward0 are on the no-hook list, and
     their float32 products overflow from finite gradients: in the run's first backward (the padded deep model) and
     in a backward after gradients past finfo.max ** 0.25 (the loss scaler, step 3). Truth from torch (hooks on
     every node, anomaly mode's forward traceback), and ablations: the pads ignored, the scaler's growth stopped."""
-    cases = [(PADDED_DEEP, "    loss.backward()", "loss", "NativeLayerNormBackward0", "native_layer_norm",
+    cases = [("padded_deep.py", PADDED_DEEP, "    loss.backward()", "loss", "NativeLayerNormBackward0", "native_layer_norm",
               ("tokens.flatten())  # the pads are not ignored", "tokens.flatten(), ignore_index=0)")),
-             (LOSS_SCALER, "    (loss * scale).backward()", "loss * scale", "AddmmBackward0", "mm",
+             ("loss_scaler.py", LOSS_SCALER, "    (loss * scale).backward()", "loss * scale", "AddmmBackward0", "mm",
               ("    scale *= 2.0\n", ""))]
-    for src, backward_line, root_expr, want_node, want_op, (bug, fixed) in cases:
+    for name, src, backward_line, root_expr, want_node, want_op, (bug, fixed) in cases:
         truth = _truth(src, backward_line, root_expr)
         assert truth is not None and truth[1] == want_node, truth
         assert _truth(src.replace(bug, fixed), backward_line, root_expr) is None  # the ablation: no overflow
-        prog = tmp_path / "prog.py"
-        prog.write_text(src)
         ref = io.StringIO()
         with contextlib.redirect_stdout(ref):
-            exec(compile(src, str(prog), "exec"), {"__name__": "__main__"})
-        out = cli("explain", "--json", str(prog), cwd=tmp_path)
+            exec(compile(src, str(tmp_path / name), "exec"), {"__name__": "__main__"})
+        out = runs["test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned"][name]
         assert out.stderr.replace("\r", "").startswith(ref.getvalue())
         doc = json.loads(out.stdout)
         jsonschema.validate(doc, schema)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from _cli import load_report, REPO, run_cli, validate_against_schema
+from _cli import load_report, REPO, run_cli, run_many, validate_against_schema
 from tensorscope import report
 from tensorscope import diagnose
 from tensorscope.cli import app
@@ -40,22 +40,28 @@ PROGRAMS = {
 def saved(tmp_path_factory):
     """Each program copied, explained into r.json, deleted, then r.json explained again."""
     root = tmp_path_factory.mktemp("reexplain")
-    out = {}
+    progs = {}
     for name, src in PROGRAMS.items():
         where = root / name
         if src.is_dir():
             shutil.copytree(src, where / src.name)
-            prog = where / src.name / "main.py"
+            progs[name] = where / src.name / "main.py"
         else:
             where.mkdir()
-            prog = where / src.name
-            shutil.copy(src, prog)
-        first = where / "r.json"
-        rc1, _, err1, _ = run_cli("explain", "-o", str(first), str(prog), cwd=where)
-        shutil.rmtree(prog.parent) if src.is_dir() else prog.unlink()  # the program is gone
-        second = where / "r2.json"
-        rc2, _, err2, _ = run_cli("explain", "-o", str(second), "r.json", cwd=where)
-        out[name] = (rc1, load_report(first.read_text()), rc2, load_report(second.read_text()), err2)
+            progs[name] = where / src.name
+            shutil.copy(src, progs[name])
+    # forks of one process (tests/_forked.py), in two rounds: every program explained, then deleted, then
+    # every saved report explained
+    first = run_many([("tensorscope", "explain", "-o", root / name / "r.json", prog, {"cwd": root / name})
+                      for name, prog in progs.items()])
+    for name, prog in progs.items():
+        shutil.rmtree(prog.parent) if PROGRAMS[name].is_dir() else prog.unlink()  # the program is gone
+    second = run_many([("tensorscope", "explain", "-o", root / name / "r2.json", "r.json", {"cwd": root / name})
+                       for name in progs])
+    out = {}
+    for name, (rc1, _, _, _), (rc2, _, err2, _) in zip(progs, first, second):
+        out[name] = (rc1, load_report((root / name / "r.json").read_text()), rc2,
+                     load_report((root / name / "r2.json").read_text()), err2)
     return out
 
 

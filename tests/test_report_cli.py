@@ -4,36 +4,61 @@ optimizer state and containers. Expected facts come from torch (the programs run
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from tests._cli import REPO, load_report, run_cli, run_python, validate_against_schema
+from tests._cli import REPO, load_report, run_python, runs_of_selected_tests, validate_against_schema
 
 GPT = REPO / "benchmarks" / "workloads" / "gpt_train.py"
 
 
+# The environment of every tensorscope run here: 80 columns, no forced colour, one torch thread.
+ENV = {"COLUMNS": "80", "TS_BENCH_SCALE": "1", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "FORCE_COLOR": None}
+
+
 def _cli(*args, cwd=REPO, env=None):
-    """The real CLI with COLUMNS=80 and the given environment; (returncode, stdout, stderr)."""
-    e = dict(os.environ, COLUMNS="80", TS_BENCH_SCALE="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
-    e.pop("FORCE_COLOR", None)
-    e.update(env or {})
-    p = subprocess.run([sys.executable, "-m", "tensorscope", *args], cwd=cwd, env=e, capture_output=True,
-                       text=True, timeout=900)
-    return p.returncode, p.stdout, p.stderr
+    """A job for run_many: the real CLI in CWD, with ENV and the given variables (read at run time)."""
+    return ("tensorscope", *args, {"cwd": cwd, "env": env or {}})
 
 
 @pytest.fixture(scope="module")
-def gpt(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gpt") / "r.json"
-    rc, text, err = _cli("run", "-o", str(out), str(GPT))
+def runs(request, tmp_path_factory):
+    """{test name: {label: (returncode, stdout, stderr)}} of the selected tests: forks of one process
+    (tests/_forked.py) that started with ENV; the programs are in "folder"."""
+    d = tmp_path_factory.mktemp("report_cli")
+    for name, text in (("wide.py", WIDE), ("prog.py", MARKUP), ("clean.py", CLEAN)):
+        (d / name).write_text(text)
+    gpt = {"saved": _cli("run", "-o", d / "gpt.json", GPT), "text": _cli("run", GPT)}
+    jobs = {
+        "test_gpt_report_fits_in_120_lines_at_80_columns": gpt,
+        "test_gpt_optimizer_state_is_named_by_parameter_for_every_parameter": gpt,
+        "test_report_of_20000_parameter_tensors_fits_in_200_lines": {"text": _cli("run", "wide.py", cwd=d)},
+        "test_markup_in_source_runs_as_python_and_is_shown_as_written": {
+            "saved": _cli("run", "-o", d / "r.txt", "prog.py", cwd=d), "line": _cli("run", "--line", "prog.py:6", "prog.py", cwd=d)},
+        "test_containers_of_more_than_64_tensors_are_in_the_report": {"json": _cli("run", "--json", "prog.py", cwd=d)},
+        "test_a_clean_explain_prints_a_one_line_verdict": {
+            "verdict": _cli("explain", "clean.py", cwd=d), "report": _cli("explain", "--report", "clean.py", cwd=d)},
+        "test_colour_follows_the_environment": {
+            "plain": _cli("run", "clean.py", cwd=d), "forced": _cli("run", "clean.py", cwd=d, env={"FORCE_COLOR": "1"})},
+    }
+    # the GPT runs of two tests run once
+    found = runs_of_selected_tests(request, __file__, jobs, env=ENV)
+    return {"folder": d, **{test: {label: result[:3] for label, result in labelled.items()}
+                            for test, labelled in found.items()}}
+
+
+@pytest.fixture(scope="module")
+def gpt(runs):
+    got = runs.get("test_gpt_report_fits_in_120_lines_at_80_columns") or \
+        runs["test_gpt_optimizer_state_is_named_by_parameter_for_every_parameter"]
+    rc, text, err = got["saved"]
     assert rc == 0, err
-    rc2, report, err2 = _cli("run", str(GPT))
+    rc2, report, err2 = got["text"]
     assert rc2 == 0, err2
-    return load_report(out.read_text()), report
+    return load_report((runs["folder"] / "gpt.json").read_text()), report
 
 
 def test_gpt_report_fits_in_120_lines_at_80_columns(gpt):
@@ -92,10 +117,8 @@ WIDE = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_report_of_20000_parameter_tensors_fits_in_200_lines(tmp_path):
-    prog = tmp_path / "wide.py"
-    prog.write_text(WIDE)
-    rc, report, err = _cli("run", str(prog), cwd=tmp_path)
+def test_report_of_20000_parameter_tensors_fits_in_200_lines(runs):
+    rc, report, err = runs["test_report_of_20000_parameter_tensors_fits_in_200_lines"]["text"]
     assert rc == 0, err
     assert len(report.splitlines()) <= 200
     assert "20,000 parameters" in report
@@ -120,29 +143,21 @@ MARKUP = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def markup(tmp_path_factory):
-    d = tmp_path_factory.mktemp("markup")
-    prog = d / "prog.py"
-    prog.write_text(MARKUP)
-    return d, prog
-
-
-def test_markup_in_source_runs_as_python_and_is_shown_as_written(markup):
-    d, prog = markup
-    expected = run_python(prog, cwd=d)
-    rc, out, err, _ = run_cli("run", "-o", str(d / "r.txt"), str(prog), cwd=d)
-    assert (rc, out, err) == expected
+def test_markup_in_source_runs_as_python_and_is_shown_as_written(runs):
+    d = runs["folder"]
+    got = runs["test_markup_in_source_runs_as_python_and_is_shown_as_written"]
+    expected = run_python(d / "prog.py", cwd=d)  # python's reference: a fresh interpreter
+    assert got["saved"] == expected
     text = (d / "r.txt").read_text()
     assert "x[k] = 1.0" in text and 's = "[/x]"; y = x.view(2, 2)' in text
-    rc, out, err = _cli("run", "--line", "prog.py:6", "prog.py", cwd=d)
+    rc, out, err = got["line"]
     assert rc == 0 and "x[k] = 1.0" in out and "write setitem" in out
 
 
-def test_containers_of_more_than_64_tensors_are_in_the_report(markup):
-    d, prog = markup
-    rc, out, err, doc = run_cli("run", "--json", str(prog), cwd=d)
+def test_containers_of_more_than_64_tensors_are_in_the_report(runs):
+    rc, out, err = runs["test_containers_of_more_than_64_tensors_are_in_the_report"]["json"]
     assert rc == 0, err
+    doc = load_report(out)
     validate_against_schema(doc)
     names = {n for t in doc["tensors"] for n in t["names"]}
     assert {f"xs[{i}]" for i in range(100)} <= names
@@ -161,19 +176,17 @@ CLEAN = textwrap.dedent("""
 """)
 
 
-def test_a_clean_explain_prints_a_one_line_verdict(tmp_path):
-    prog = tmp_path / "clean.py"
-    prog.write_text(CLEAN)
-    rc, out, err = _cli("explain", str(prog), cwd=tmp_path)
+def test_a_clean_explain_prints_a_one_line_verdict(runs):
+    got = runs["test_a_clean_explain_prints_a_one_line_verdict"]
+    rc, out, err = got["verdict"]
     assert (rc, out) == (0, "clean: 3 backward calls, all succeeded; hazards: none\n"), err
-    rc, out, err = _cli("explain", "--report", str(prog), cwd=tmp_path)
+    rc, out, err = got["report"]
     assert rc == 0 and out.startswith("tensorscope explain") and "clean.py:5  backward x3" in out
 
 
-def test_colour_follows_the_environment(tmp_path):
-    prog = tmp_path / "clean.py"
-    prog.write_text(CLEAN)
-    rc, plain, _ = _cli("run", str(prog), cwd=tmp_path)
-    rc2, forced, _ = _cli("run", str(prog), cwd=tmp_path, env={"FORCE_COLOR": "1"})
+def test_colour_follows_the_environment(runs):
+    got = runs["test_colour_follows_the_environment"]
+    rc, plain, _ = got["plain"]
+    rc2, forced, _ = got["forced"]
     assert rc == rc2 == 0
     assert "\x1b[" not in plain and "\x1b[" in forced
