@@ -347,6 +347,8 @@ STORED_ONLY = {
     ("device-mismatch", "different from other tensors on"): "CUDA (older releases)",
     ("device-mismatch", "CPU tensor, but got tensor on"): "CUDA",
     ("device-mismatch", "should be the same"): "CUDA (input and weight types)",
+    ("device-mismatch", "Found no NVIDIA driver on your system."): "a CUDA build on a machine with no NVIDIA driver",
+    ("device-mismatch", "No CUDA GPUs are available"): "a CUDA build with no GPU visible",
     ("unused-input", "One of the differentiated Tensors appears to not have been used in the graph."): "1.x",
 }
 
