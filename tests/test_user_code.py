@@ -68,3 +68,22 @@ def test_classification_by_location(tmp_path):
         assert library_file not in user, library_file
     for pseudo in ("<frozen runpy>", "<string>", ""):
         assert pseudo not in user
+
+
+@pytest.mark.parametrize("segment, op, through", [
+    ("torch.relu_(h)", "relu_", "h"),
+    ("tmp.mul_(2)", "mul_", "tmp"),
+    ("y.detach().zero_()", "zero_", "y.detach()"),
+    ("x[0] = 1", "setitem", "x"),
+    ("x += 1", "add_", "x"),
+    ("torch.zeros(3, device='cuda')", "zeros", None),  # a literal names no tensor
+    ("torch.tensor([1.0, -2.0], device='cuda')", "tensor", None),
+    ("torch.full((2, 3), -1, device='cuda')", "full", None),
+])
+def test_the_expression_written_through_is_never_a_literal(segment, op, through):
+    """A culprit's `(through ...)` names the expression the program wrote through; a factory call's first
+    argument is a size or data literal, not an alias (a CUDA factory call on a build without CUDA said
+    "(through `3`)")."""
+    from tensorscope.instrument.frames import receiver
+
+    assert receiver(segment, op) == through

@@ -440,12 +440,23 @@ def _receiver(segment: str, op: str) -> str | None:
                         expr.args and ast.unparse(func.value) in _MODULE_RECEIVERS):
                     return ast.unparse(func.value)
                 if expr.args:
-                    return ast.unparse(expr.args[0])
+                    first = expr.args[0]
+                    # a literal (`torch.zeros(3, ...)`, `torch.tensor([1.0])`) names no tensor to write through
+                    return None if _is_literal(first) else ast.unparse(first)
                 return ast.unparse(expr)
             return ast.unparse(expr)
     except Exception:  # ast.unparse on odd trees
         return None
     return None
+
+
+def _is_literal(node: ast.expr) -> bool:
+    """Whether NODE is a constant, or a tuple, list or set of constants: nothing a tensor can be bound to."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):  # -1
+        return True
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(_is_literal(e) for e in node.elts)
 
 
 def source_line(filename: str, line: int | None) -> str:
