@@ -163,12 +163,40 @@ def make_write(op, orig):
     return named(write, orig)
 
 
-def make_foreach_write(op, orig):
+def _written_lists(name: str) -> tuple | None:
+    """The (position, name) of each tensor-list argument that torch's schema of ``aten.NAME`` marks as
+    written (``Tensor(a!)[]``), or None when the schema cannot be read.
+
+    NOTE [Fused optimizer kernels]
+    ``torch._fused_adam_`` and its kin (``_fused_adamw_``, ``_fused_sgd_``, ``_fused_adagrad_``: the
+    ``fused=True`` steps) write several lists in one call: the parameters, and the gradients and state
+    lists their schemas mark as written. Torch bumps the version of every tensor of those lists, so they
+    are recorded as a ``_foreach_`` write is, one write per tensor, with the lists read from the schema
+    rather than listed here."""
+    try:
+        schema = getattr(torch.ops.aten, name).default._schema
+        return tuple((i, a.name) for i, a in enumerate(schema.arguments)
+                     if a.alias_info is not None and a.alias_info.is_write)
+    except Exception:  # a release whose schema objects differ: the first list only, as a _foreach_ write
+        return None
+
+
+def make_foreach_write(op, orig, written=None):
+    def targets_of(args, kwargs):
+        if written is None:
+            return _target(args, kwargs)
+        found = []
+        for i, name in written:
+            lst = args[i] if i < len(args) else kwargs.get(name)
+            if isinstance(lst, (list, tuple)):
+                found.extend(t for t in lst if isinstance(t, _Tensor))
+        return found
+
     def write(*args, **kwargs):
         rec = state.recorder
         if rec is None or not rec.active:
             return orig(*args, **kwargs)
-        targets = _target(args, kwargs)
+        targets = targets_of(args, kwargs)
         frame = sys._getframe(1)
         if _IN_STEP and isinstance(targets, (list, tuple)):  # see NOTE [An optimizer step as one write record]
             step = _IN_STEP.get(_get_ident())
@@ -558,6 +586,8 @@ class Patcher:
                     self._set(torch, name, make_write(name, orig))
             elif name.startswith("_foreach_") and name.endswith("_"):
                 self._set(torch, name, make_foreach_write(name, getattr(torch, name)))
+            elif name.startswith("_fused_") and name.endswith("_"):  # NOTE [Fused optimizer kernels]
+                self._set(torch, name, make_foreach_write(name, getattr(torch, name), _written_lists(name)))
         # F.relu_ & co. are the C functions themselves, bound at import time (F.relu(inplace=True) goes
         # through torch.relu_, wrapped above; wrapping those Python functions would record twice)
         functional = torch.nn.functional
