@@ -364,6 +364,17 @@ SQRT_WHERE_PRINTS = SQRT_WHERE.replace("        (x,) = ctx.saved_tensors",
                                        "        print('backward ran')\n        (x,) = ctx.saved_tensors")
 
 
+def _graph_nodes(root) -> list:
+    """Every autograd node of ROOT's graph (torch's own ``next_functions``), each once."""
+    nodes, todo = [], [root.grad_fn]
+    while todo:
+        n = todo.pop()
+        if n is not None and n not in nodes:
+            nodes.append(n)
+            todo.extend(f for f, _ in n.next_functions)
+    return nodes
+
+
 def _first_nonfinite_in_backward(src: str, filename: str):
     """Truth measured with torch alone, on the program's first step: the first node whose gradients go non-finite
     from finite ones (post hooks on every node), and the first op, with the program's line that ran it, whose
@@ -375,12 +386,7 @@ def _first_nonfinite_in_backward(src: str, filename: str):
     exec(compile(head, filename, "exec"), ns)
     z = ns["embed"](ns["points"])
     loss = -ns["SqrtWhere"].apply(((z[:, None, :] - z[None, :, :]) ** 2).sum(-1)).mean()
-    nodes, todo = [], [loss.grad_fn]
-    while todo:
-        n = todo.pop()
-        if n is not None and n not in nodes:
-            nodes.append(n)
-            todo.extend(f for f, _ in n.next_functions)
+    nodes = _graph_nodes(loss)
     made = []
 
     def post(node):
@@ -503,12 +509,7 @@ def _hook_every_node(root, step, made):
     """Truth with torch alone: post hooks on every node of this backward's graph record the first node whose
     gradients are non-finite while the gradients it received are finite, with the forward line anomaly mode
     recorded for it (``metadata["traceback_"]``)."""
-    nodes, todo = [], [root.grad_fn]
-    while todo:
-        n = todo.pop()
-        if n is not None and n not in nodes:
-            nodes.append(n)
-            todo.extend(f for f, _ in n.next_functions)
+    nodes = _graph_nodes(root)
 
     def post(node):
         def hook(grad_inputs, grad_outputs):
