@@ -168,7 +168,8 @@ def retention_findings(tracker, memory: dict | None) -> list:
         out.append({"kind": "view-pins-storage", "retention": True, "holder": v["path"][0]["label"],
                     "where": None, "path": v["path"], "bytes_per_step": 0, "nodes_per_step": 0,
                     "bytes": v["storage_nbytes"], "nbytes": v["nbytes"], "storage_nbytes": v["storage_nbytes"],
-                    "alloc": {"file": v["file"], "line": v["line"], "how": v["how"]} if v.get("line") else None,
+                    "alloc": v.get("alloc"),
+                    "sliced": {"file": v["file"], "line": v["line"]} if v.get("line") else None,
                     "tensor": v["tensor"], "at_end": True})
     return out
 
