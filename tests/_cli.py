@@ -113,6 +113,8 @@ class _ForkServer:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        if self.proc is not None:
+            self.proc.stdout.close()  # else "ResourceWarning: unclosed file" as the test process ends
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
