@@ -37,11 +37,19 @@ def _env() -> dict[str, str]:
 
 
 def run_python(path: str | os.PathLike, *args: str, cwd: str | os.PathLike = REPO,
-               timeout: float = DEFAULT_TIMEOUT) -> tuple[int, str, str]:
-    """`python PATH ARGS...` -> (returncode, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, str(path), *args], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr
+               timeout: float = DEFAULT_TIMEOUT, fresh: bool = True) -> tuple[int, str, str]:
+    """`python PATH ARGS...` -> (returncode, stdout, stderr).
+
+    A fresh interpreter by default: the reference for how a program starts and ends. ``fresh=False`` forks
+    the run from this test process's fork server instead (NOTE [One fork server per test process]), as
+    run_cli's runs are: for a reference whose subject is what the program prints, raises and computes
+    while it runs (no interpreter finalization, torch imported before the program starts)."""
+    env = _env()
+    if fresh or not _FORK_SERVER.can_run(env):
+        proc = subprocess.run([sys.executable, str(path), *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+        return proc.returncode, proc.stdout, proc.stderr
+    return _FORK_SERVER.run("python", [str(path), *map(str, args)], cwd, None, env, timeout)
 
 
 def run_cli(*args: str, cwd: str | os.PathLike = REPO, stdin: str | None = None,
@@ -105,6 +113,8 @@ class _ForkServer:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        if self.proc is not None:
+            self.proc.stdout.close()  # else "ResourceWarning: unclosed file" as the test process ends
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
 

@@ -47,7 +47,7 @@ def programs(tmp_path_factory):
 
 def test_caught_failure_then_another_exception(programs):
     path = programs["then_assert"]
-    rc_py, _, err_py = run_python(path)
+    rc_py, _, err_py = run_python(path, fresh=False)
     assert rc_py == 1 and err_py.rstrip().endswith("AssertionError"), err_py
     rc, out, err, doc = run_cli("explain", "--json", str(path))
     assert rc == 1 and doc is not None, (rc, err[-500:])
@@ -61,7 +61,7 @@ def test_caught_failure_then_another_exception(programs):
 
 def test_caught_failure_then_exit_0(programs, tmp_path):
     path = programs["then_clean"]
-    rc_py, out_py, _ = run_python(path)
+    rc_py, out_py, _ = run_python(path, fresh=False)
     assert rc_py == 0 and "caught the expected failure" in out_py
     rc, out, err, doc = run_cli("explain", "--json", str(path))
     assert rc == 0 and doc is not None, (rc, out[:500], err[-500:])

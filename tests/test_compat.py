@@ -118,7 +118,7 @@ OWN_HOOKS = """
 
 def test_programs_own_hooks_under_explain(tmp_path):
     path = _program(tmp_path, OWN_HOOKS)
-    plain = run_python(path, cwd=tmp_path)
+    plain = run_python(path, cwd=tmp_path, fresh=False)
     code, out, err, _ = run_cli("explain", "-o", "r.json", str(path), cwd=tmp_path)
     assert plain[0] == 1 and "inside: " in plain[1] and "saw 1 saves" in plain[1], plain
     assert out == plain[1], err[-2000:]
@@ -167,7 +167,7 @@ MONITORING = ("""mon = sys.monitoring
 def _traced(tmp_path, start_stop):
     start, stop = start_stop
     path = _program(tmp_path, TRACED.replace("{start}", start).replace("{stop}", stop))
-    plain = run_python(path, cwd=tmp_path)
+    plain = run_python(path, cwd=tmp_path, fresh=False)
     code, out, err, _ = run_cli("explain", "-o", "r.json", str(path), cwd=tmp_path)
     assert plain[0] == 0 and code == 1, (plain, err[-2000:])  # 1: the hazard (a changed fingerprint) is found
     assert out == plain[1]  # the program's tracer saw the same events
@@ -380,7 +380,7 @@ def test_the_alias_a_write_went_through_is_named_on_every_python(tmp_path):
     # 3.11+ slice it out with co_positions, 3.10 matches the call's bytecode to the line's syntax
     # tree (NOTE [The executing call from bytecode and the line's syntax tree]): never a wrong name
     path = _program(tmp_path, ALIASES)
-    plain = run_python(path, cwd=tmp_path)
+    plain = run_python(path, cwd=tmp_path, fresh=False)
     assert plain[0] == 1 and "modified by an inplace operation" in plain[2], plain  # torch: the write is seen
     code, out, err, _ = run_cli("run", "-o", "r.json", str(path), cwd=tmp_path)
     doc = json.loads((tmp_path / "r.json").read_text())
@@ -416,7 +416,7 @@ def test_the_unused_input_is_named_whether_or_not_the_message_gives_its_index(tm
     """NOTE [The unused input's index before torch 2.9]: torch's own message either names index 1 or no index
     (2.2 to 2.8); either way the culprit is `W`, rebound at line 6 after the outputs used the old tensor."""
     prog = _program(tmp_path, UNUSED_REBOUND)
-    rc, _, err = run_python(prog, cwd=tmp_path)
+    rc, _, err = run_python(prog, cwd=tmp_path, fresh=False)
     last = err.strip().splitlines()[-1]
     assert rc == 1 and "appears to not have been used in the graph" in last
     assert compat.unused_input_without_index(last) is ("at index" not in last)

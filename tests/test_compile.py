@@ -12,11 +12,10 @@ import os
 import subprocess
 import sys
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from _cli import load_report, _env, line_of
+from _cli import load_report, _env, line_of, run_many
 
 PY = sys.executable
 
@@ -61,12 +60,6 @@ OWN_MODE = """
 MODE_NOTE = "saved tensors inside the program's TorchDispatchMode are not inspected"
 
 
-def _explain(cwd, *args):
-    p = subprocess.run([PY, "-m", "tensorscope", "explain", "--json", *args], cwd=cwd, env=_env(),
-                       capture_output=True, text=True, timeout=900)
-    return p.returncode, load_report(p.stdout), p.stderr
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("compile")
@@ -77,11 +70,12 @@ def folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def docs(folder):
+    """{label: (status, document, stderr)} of `explain --json` on each run, forked from one process that
+    imported torch once (run_many): torch.compile and its backends are imported in each run, as in a fresh one."""
     runs = {"plain": ["bug.py"], "eager": ["bug.py", "eager"], "aot_eager": ["bug.py", "aot_eager"],
             "own mode": ["own_mode.py"]}
-    with ThreadPoolExecutor(2) as pool:
-        futures = {k: pool.submit(_explain, folder, *v) for k, v in runs.items()}
-        return {k: f.result() for k, f in futures.items()}
+    results = run_many([("tensorscope", "explain", "--json", *v, {"cwd": folder}) for v in runs.values()])
+    return {k: (rc, doc, err) for k, (rc, _, err, doc) in zip(runs, results)}
 
 
 def _same_diagnosis(plain, compiled, folder):

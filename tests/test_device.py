@@ -192,7 +192,7 @@ def test_inplace_diagnosis_is_the_same_on_the_cpu(twin_runs):
 def test_cuda_program_prints_what_its_cpu_twin_prints(tmp_path, name):
     """`tensorscope run --device cpu -o FILE` leaves stdout and exit status those of the CPU twin under python."""
     twin = cpu_twin(name, tmp_path)
-    rc_py, out_py, _ = run_python(twin)
+    rc_py, out_py, _ = run_python(twin, fresh=False)
     report = tmp_path / "report.json"
     rc, out, err, _ = run_cli("run", "--device", "cpu", "-o", str(report), str(PROGRAMS / name))
     assert (rc, out) == (rc_py, out_py), err
@@ -218,7 +218,7 @@ def test_utilities_and_default_device_contexts():
 def test_plain_python_fails_where_device_cpu_runs(tmp_path):
     """The corpus program that puts its input on "cuda" fails without a GPU; with --device cpu it runs."""
     prog = REPO / "tests" / "corpus" / "device_cuda_input_cpu_model.py"
-    rc_py, _, err_py = run_python(prog)
+    rc_py, _, err_py = run_python(prog, fresh=False)
     assert rc_py == 1 and "Torch not compiled with CUDA enabled" in err_py
     rc, out, err, doc = run_cli("run", "--json", "--device", "cpu", str(prog))
     assert rc == 0, err
@@ -249,7 +249,7 @@ def test_default_mode_installs_no_device_machinery(tmp_path):
         "print(torch.load.__module__, torch.cuda.synchronize.__module__)\n"
         "with torch.device('meta'):\n"
         "    print(torch.zeros(2).device)\n")
-    _, out_py, _ = run_python(prog)
+    _, out_py, _ = run_python(prog, fresh=False)
     rc, out, err, _ = run_cli("run", "-o", str(tmp_path / "r.json"), str(prog))
     assert rc == 0, err
     assert out == out_py
@@ -307,7 +307,7 @@ def test_tensorscope_reads_no_tensor_values(tmp_path, mode):
     prog = PROGRAMS / "no_sync.py"
     device = "cuda" if HAS_CUDA and mode == "auto" else "cpu"  # --device cpu is compared with the CPU run
     if device not in _NO_SYNC_PLAIN:
-        _NO_SYNC_PLAIN[device] = run_python(prog, device)
+        _NO_SYNC_PLAIN[device] = run_python(prog, device, fresh=False)
     rc_py, out_py, err_py = _NO_SYNC_PLAIN[device]
     assert rc_py == 0, err_py
     args = ["run", "-o", str(tmp_path / "r.json"), str(prog)]

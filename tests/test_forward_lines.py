@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import runpy
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -25,10 +23,10 @@ from tensorscope import compat
 
 try:
     from _browser import load, needs_browser
-    from _cli import REPO, _env, line_of, run_cli
+    from _cli import REPO, line_of, run_cli, run_python
 except ImportError:  # tests/ became a package
     from tests._browser import load, needs_browser
-    from tests._cli import REPO, _env, line_of, run_cli
+    from tests._cli import REPO, line_of, run_cli, run_python
 
 pytest_plugins = ["pytester"]
 
@@ -40,10 +38,10 @@ EXACT = compat.monitoring is not None  # line events: every node's line is known
 @pytest.fixture(scope="module")
 def truth():
     """[node name, forward line] of every node of the failing graph, from anomaly mode's tracebacks."""
-    proc = subprocess.run([sys.executable, str(DIR / "truth.py"), str(STEP), "loss"], env=_env(),
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    nodes = [tuple(n) for n in json.loads(proc.stdout)]
+    # forked (tests/_cli.py): truth.py reads only PROGRAM's own frames of each traceback
+    rc, out, err = run_python(DIR / "truth.py", str(STEP), "loss", fresh=False)
+    assert rc == 0, err
+    nodes = [tuple(n) for n in json.loads(out)]
     # the program is what it says: the graph spans the module, the helper, the loop and the expression
     assert ("TanhBackward0", line_of(STEP, "a = torch.tanh(scale(h))")) in nodes
     assert ("MulBackward0", line_of(STEP, "return t * 3")) in nodes
@@ -120,10 +118,9 @@ MISSED = {"detach_inplace": "saved-detached-inplace", "sam_step": "inplace-modif
 
 def failing_node(program: Path) -> tuple[str, int]:
     """(node name, forward line) of the node whose backward failed, from anomaly mode's warning."""
-    proc = subprocess.run([sys.executable, str(DIR / "truth.py"), str(program)], env=_env(),
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0 and proc.stdout, proc.stderr
-    name, line = json.loads(proc.stdout.splitlines()[-1])
+    rc, out, err = run_python(DIR / "truth.py", str(program), fresh=False)  # forked, as the truth above
+    assert rc == 0 and out, err
+    name, line = json.loads(out.splitlines()[-1])
     return name, line
 
 

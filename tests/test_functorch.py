@@ -38,7 +38,7 @@ def _marked(path: Path, marker: str) -> set[int]:
 @functools.lru_cache(maxsize=None)
 def _python(prog: Path) -> tuple[int, str, str]:
     """Plain `python PROG`, once per program and process."""
-    return run_python(prog)
+    return run_python(prog, fresh=False)  # forked, as explain's run is: what it raises, not how it exits
 
 
 def _innermost_program_line(stderr: str, path: Path) -> int | None:

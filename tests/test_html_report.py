@@ -275,7 +275,7 @@ def view_write_page(tmp_path_factory):
 
 def test_o_html_leaves_the_program_output_alone(view_write_page):
     _, page, _, out, _ = view_write_page
-    rc, plain_out, _ = run_python(REPO / VIEW_WRITE)
+    rc, plain_out, _ = run_python(REPO / VIEW_WRITE, fresh=False)
     assert rc == 1 and out == plain_out
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 

@@ -139,23 +139,21 @@ def _write(folder, name, code):
 @pytest.fixture(scope="module")
 def threes(tmp_path_factory):
     """{name: (python, `run -o`, `explain -o`)} of every program in TYPES, CAUSES and ALIVE, and their folder.
-    Python runs as itself (the reference); tensorscope's runs fork from one process that imported torch
-    once (run_many), beside python's in a second worker."""
+    All three runs of each fork from one process that imported torch once (run_many): the programs'
+    subject is what they print, raise and compute, not how the process starts or ends (that is compared
+    with fresh interpreters in tests/test_transparency.py)."""
     folder = tmp_path_factory.mktemp("hooks")
     programs = {**TYPES, **CAUSES, "alive": ALIVE, "mode_around_backward": MODE_AROUND_BACKWARD}
     args = {name: ("--logs",) if name == "wrapper_subclasses" else () for name in programs}
     jobs = []
     for name, code in programs.items():
         prog = _write(folder, name, code)
-        jobs += [("tensorscope", "run", "-o", str(folder / f"{name}.run.json"), str(prog),
+        jobs += [("python", str(prog), *args[name], {"cwd": folder}),
+                 ("tensorscope", "run", "-o", str(folder / f"{name}.run.json"), str(prog),
                   *(["--", *args[name]] if args[name] else []), {"cwd": folder}),
                  ("tensorscope", "explain", "-o", str(folder / f"{name}.explain.json"), str(prog), {"cwd": folder})]
-    with ThreadPoolExecutor(2) as pool:
-        many = pool.submit(run_many, jobs)
-        py = {name: run_python(folder / f"{name}.py", *args[name], cwd=folder) for name in programs}
-        runs = many.result()
-    return folder, {name: (py[name], tuple(runs[2 * i][:3]), tuple(runs[2 * i + 1][:3]))
-                    for i, name in enumerate(programs)}
+    runs = run_many(jobs)
+    return folder, {name: tuple(tuple(r[:3]) for r in runs[3 * i:3 * i + 3]) for i, name in enumerate(programs)}
 
 
 def _report(folder, name, command):
@@ -173,7 +171,7 @@ def test_unusual_tensor_types_run_and_explain_as_python(threes, name):
         assert run == py
     else:
         assert run == py and "aten.detach.default" in py[1]  # the subclass's own log, untouched
-        py = run_python(tmp_path / f"{name}.py", cwd=tmp_path)
+        py = run_python(tmp_path / f"{name}.py", cwd=tmp_path, fresh=False)  # without --logs
     assert explain == py  # explain's exit status is 1 exactly when python's is (a failure diagnosed)
     _report(tmp_path, name, "run")
     doc = _report(tmp_path, name, "explain")

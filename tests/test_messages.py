@@ -961,7 +961,7 @@ def test_explain_json_has_one_shape_for_program_stdin_and_message(tmp_path):
 
     prog = tmp_path / "sig.py"
     prog.write_text(SHAPE_PROGRAM)
-    rc_py, _, traceback_text = run_python(prog)
+    rc_py, _, traceback_text = run_python(prog, fresh=False)
     assert rc_py == 1 and "modified by an inplace operation" in traceback_text
     message = traceback_text.strip().splitlines()[-1]
     docs = {

@@ -153,7 +153,7 @@ def runs(tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         out = dict(zip(progs, pool.map(one, progs)))
     folder = progs["sample"][0]
-    out["_python_sample"] = run_python(folder / "main.py", cwd=folder)
+    out["_python_sample"] = run_python(folder / "main.py", cwd=folder, fresh=False)
     return out
 
 

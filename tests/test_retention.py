@@ -184,7 +184,7 @@ def test_torch_save_of_a_pinning_view(tmp_path):
     whole tensor is saved beside its slice, nor for a `.clone()`."""
     prog = tmp_path / "saves.py"
     prog.write_text(_SAVES)
-    rc, plain, err = run_python(prog, str(tmp_path))
+    rc, plain, err = run_python(prog, str(tmp_path), fresh=False)
     assert rc == 0, err
     reach = {"a": 40_000, "b": 40_000, "c": 10 * 256 * 4, "d": 4_000_000 + 40_000, "e": 40_000, "f": 5 * 256 * 4}
     size = {f: (tmp_path / f"{f}.pt").stat().st_size for f in reach}

@@ -6,9 +6,11 @@ that the JSON document agrees with what torch itself says (storage identity via
 strides, versions, autograd flags, exception text). Expected values are never
 taken from tensorscope.
 
-All runs (plain python, `-o report.json`, `--json`) are started up front by the `runs` fixture:
-python's as plain interpreters, tensorscope's forked from one process that imported torch once
-(tests/_forked.py), side by side, so the whole file stays fast. `run -o R.json` writes the same
+All runs (plain python, `-o report.json`, `--json`) are started up front by the `runs` fixture, each
+forked from a process that imported torch once (tests/_forked.py): python's from the test process's
+fork server, tensorscope's in one run_many beside them, so the whole file stays fast. The snippets'
+subject is what they print, raise and compute; how a program starts and ends under tensorscope is
+compared with fresh interpreters in tests/test_transparency.py. `run -o R.json` writes the same
 document as `run --json` (docs/CONTRACT.md, output forms), so the document tests read the -o
 report of the run test_same_as_python already makes, and the program's own output from that
 run's stdout and stderr; a real `run --json` is made for the JSON_MODE snippets (a fine one and a
@@ -68,7 +70,7 @@ class Runs:
             if what in ("json", "explain"):
                 fut = self.pool.submit(run_cli, "run" if what == "json" else "explain", "--json", path)
             elif what == "python":
-                fut = self.pool.submit(run_python, path)
+                fut = self.pool.submit(run_python, path, fresh=False)
             else:
                 report = self._report_path(snippet)
                 fut = self.pool.submit(lambda: (*run_cli("run", "-o", str(report), path)[:3], report))
@@ -79,8 +81,8 @@ class Runs:
         return self.tmp_dir / (Path(snippet).stem + ".report.json")
 
     def prefetch(self, json_for=(), identity_for=()):
-        """Start the runs the tests will ask for: python's as plain interpreters (the reference), beside
-        every tensorscope run forked from one process that imported torch once (run_many)."""
+        """Start the runs the tests will ask for: python's (the reference) forked from the fork server,
+        beside every tensorscope run forked from one process that imported torch once (run_many)."""
         keys = [k for s in identity_for for k in (("python", s), ("report", s))]
         keys += [("json" if s in JSON_MODE else "report", s) for s in json_for]
         ours = [k for k in dict.fromkeys(keys) if k[0] != "python" and k not in self.futures]

@@ -38,7 +38,7 @@ def _diagnosis(*argv: str) -> dict:
 
 
 def test_culprit_inside_a_package_beside_the_script():
-    rc, _, err = run_python(_rel(SCRIPT))
+    rc, _, err = run_python(_rel(SCRIPT), fresh=False)
     assert rc == 1 and INPLACE in err and "output 0 of Sigmoid" in err, err[-500:]
     d = _diagnosis()
     assert d["kind"] == "inplace-modified-saved-tensor", d
@@ -50,7 +50,7 @@ def test_culprit_inside_a_package_beside_the_script():
 
 
 def test_write_inside_an_installed_library_names_the_calling_line():
-    rc, _, err = run_python(_rel(SCRIPT), "optim")
+    rc, _, err = run_python(_rel(SCRIPT), "optim", fresh=False)
     assert rc == 1 and INPLACE in err, err[-500:]
     d = _diagnosis("optim")
     assert (d["culprit"]["file"], d["culprit"]["line"]) == (_rel(TRAINER), line_of(TRAINER, "optimizer.step()"))
