@@ -85,6 +85,7 @@ _Tensor = torch.Tensor
 # (tests/programs_cuda/no_sync.py): a check of ours is not the program's read.
 _TB = torch._C.TensorBase
 _truth = _TB.__bool__
+_detach = _TB.detach
 _DUE = 32  # CUDA: flags read in one transfer per this many checks
 _MAX_BIRTHS = 16
 _MAX_OUTSIDE = 4
@@ -150,6 +151,7 @@ class ValueWatch:
         self.done = False
         self.due: list = []  # CUDA: (flag, sink facts)
         self._leaves: dict = {}  # backward site -> weak refs to the leaves its graph reached
+        self.deferred = None  # (site, step, leaf refs): NOTE [Gradients checked where a step reads them]
         self._handles: list = []
         self._mode = None
         self._last_backward = None
@@ -173,6 +175,7 @@ class ValueWatch:
         for h in self._handles:
             h.remove()
         self._handles = []
+        self._deferred_grads(None)  # gradients no step read (NOTE [Gradients checked where a step reads them])
         self._grad_birth()
         if self._mode is not None:
             self._mode = None
@@ -271,14 +274,33 @@ class ValueWatch:
                 self._leaves[site] = [weakref.ref(v) for v in leaves]
         else:
             leaves = [v for v in (r() for r in refs) if v is not None]
-        grads, owners = [], []
-        for v in leaves:
-            g = v.grad
-            if g is not None and _floating(g):
-                grads.append(g)
-                owners.append(v)
+        if not self.origins and self.optimizer_steps:  # see NOTE [Gradients checked where a step reads them]
+            self.deferred = (site or (None, None), self.backward_calls - 1,
+                             refs or self._leaves.get(site) or [weakref.ref(v) for v in leaves])
+            return
+        grads, owners = _grads_of(leaves)
         if grads:
             self._check("grad", grads, frame, owners=owners)
+
+    # NOTE [Gradients checked where a step reads them]
+    # A plain run (no origins to find) checks the gradients of a backward call together with the parameters,
+    # in the one reduction after the optimizer step that read them, once a first step has been seen: a small
+    # model's step then pays two checks (the loss, and the gradients with the parameters), not three. Only when
+    # that reduction is not finite are the gradients checked alone, to name the first sink that held the value
+    # (the backward line when the gradients were not finite; the step's line when the step made the parameters
+    # so). Gradients that no step reads (a backward after the last step) are checked at the end; a step that
+    # never runs (a loss scaler skipping it) reads none, as when they were checked at each backward and later
+    # ones were finite. With gradient accumulation the backward named is the last before the step.
+
+    def _deferred_grads(self, frame):
+        """The gradients of the last backward call that no check has read yet, checked on their own."""
+        deferred, self.deferred = self.deferred, None
+        if deferred is None or self.sink is not None:
+            return
+        site, step, refs = deferred
+        grads, owners = _grads_of([v for v in (r() for r in refs) if v is not None])
+        if grads:
+            self._check("grad", grads, frame, owners=owners, site=site, step=step)
 
     def _pre_step(self, optimizer, args, kwargs):
         self.in_step = True
@@ -289,10 +311,21 @@ class ValueWatch:
         if self.sink is not None:
             return
         params = [p for g in optimizer.param_groups for p in g["params"] if _floating(p)]
+        frame = sys._getframe(1)
+        if self.deferred is not None:
+            site, step, refs = self.deferred
+            grads, _ = _grads_of([v for v in (r() for r in refs) if v is not None])
+            both = params + grads
+            # on a GPU the flags wait to be read in batches: the two checks as before, nothing read now
+            if all(t.device.type == "cpu" for t in both) and _all_finite_now(both):
+                self.deferred = None
+                self.pending_grad = None
+                return
+            self._deferred_grads(frame)
         if params:
-            self._check("parameter", params, sys._getframe(1), optimizer=type(optimizer).__name__)
+            self._check("parameter", params, frame, optimizer=type(optimizer).__name__)
 
-    def _check(self, what, tensors, frame, owners=None, optimizer=None):
+    def _check(self, what, tensors, frame, owners=None, optimizer=None, site=None, step=None):
         tr = self.tracker
         active, tr.active = tr.active, False
         self.busy = True
@@ -303,20 +336,32 @@ class ValueWatch:
                 flag = _all_finite(tensors, peak)
             if peak:  # NOTE [Gradients that may overflow]
                 self.grads.note_peak(max(peak))
-            uf = user_frame(frame, tr.user)
-            step = {"loss": self.backward_calls, "grad": self.backward_calls - 1}.get(what, self.optimizer_steps - 1)
-            facts = {"what": what, "file": uf.f_code.co_filename if uf else None, "line": line_of(uf) if uf else None,
-                     "step": step}
+            now = isinstance(flag, bool) or flag.device.type == "cpu" or flag.device.type == "meta" \
+                or (what == "loss" and self.grads is not None)
+            if now:
+                if isinstance(flag, bool):
+                    ok = flag
+                else:
+                    with guard:
+                        ok = _truth(flag)
+                if ok:  # the common case: no facts to build (what _settle does with a finite check)
+                    if what != "loss":  # finite gradients, or a step that left the parameters finite
+                        self.pending_grad = None
+                    return
+            if step is None:
+                step = {"loss": self.backward_calls, "grad": self.backward_calls - 1}.get(what, self.optimizer_steps - 1)
+            if site is None:
+                uf = user_frame(frame, tr.user)
+                site = (uf.f_code.co_filename, line_of(uf)) if uf is not None else (None, None)
+            facts = {"what": what, "file": site[0], "line": site[1], "step": step}
             if optimizer:
                 facts["optimizer"] = optimizer
             held = [weakref.ref(t) for t in tensors]
             own = [weakref.ref(o) for o in owners] if owners else None
             # the loss's flag is read at once where origins are read from its graph (NOTE [Origins from the
             # graph]): the graph is gone by the time a batch of flags is read (one read per backward on CUDA)
-            if flag.device.type == "cpu" or flag.device.type == "meta" or (what == "loss" and self.grads is not None):
-                with guard:
-                    ok = _truth(flag)
-                self._settle(ok, facts, held, own)
+            if now:
+                self._settle(False, facts, held, own)
             else:
                 self.due.append((flag, facts, held, own))
                 if len(self.due) >= _DUE:
@@ -765,13 +810,27 @@ def _written(func, args, kwargs):
 
 
 def _all_finite(tensors, peak=None):
-    """One fused reduction per device: True when every value of every tensor is finite (a 0-dim bool tensor).
+    """One fused reduction per device: True when every value of every tensor is finite (a 0-dim bool tensor, or a
+    Python bool when every tensor is on the CPU and no ``peak`` is asked for).
     With ``peak`` (a list), how close the largest 2-norm of the CPU tensors is to their dtype's largest value
     (``_relative_peak``) is appended to it (NOTE [Gradients that may overflow]), from the norms the check takes
     anyway."""
+    if peak is None and all(t.device.type == "cpu" for t in tensors):
+        # the common case, read at once: a Python bool from the fewest ops (a run's sinks: a small model's step
+        # pays them three times, so each op counts); the sum of the 2-norms is finite when each value is
+        group = [_detach(t) for t in tensors]
+        try:
+            if len(group) == 1:
+                return _finite(group[0])
+            v = _TB.item(torch.stack(torch._foreach_norm(group, 2)).sum())
+            if v - v == 0:
+                return True
+        except Exception:
+            pass
+        return _truth(_all_finite(group, []))  # a square or a sum that overflowed: the exact check settles it
     by_device: dict = {}
     for t in tensors:
-        by_device.setdefault(t.device, []).append(t.detach())
+        by_device.setdefault(t.device, []).append(_detach(t))  # torch's own method: no wrapper of ours to enter
     flags = []
     for group in by_device.values():
         if len(group) == 1 and (peak is None or group[0].device.type != "cpu"):
@@ -800,6 +859,26 @@ def _all_finite(tensors, peak=None):
     if len(flags) == 1:
         return flags[0]
     return torch.stack([_TB.cpu(f) for f in flags]).all()
+
+
+def _grads_of(leaves) -> tuple[list, list]:
+    """The floating gradients of ``leaves`` and the leaves that hold them."""
+    grads, owners = [], []
+    for v in leaves:
+        g = v.grad
+        if g is not None and _floating(g):
+            grads.append(g)
+            owners.append(v)
+    return grads, owners
+
+
+def _all_finite_now(tensors) -> bool:
+    """``_all_finite`` read at once (under the guard against the program's modes)."""
+    if not tensors:
+        return True
+    with quiet_from_modes(tensors):
+        flag = _all_finite(tensors)
+        return flag if isinstance(flag, bool) else _truth(flag)
 
 
 def _relative_peak(norms, group) -> float:
