@@ -55,6 +55,8 @@ def write_many(rec, orig, op, targets, args, kwargs, frame):
         versions = []
         for t in targets:
             key = storage_key(t)
+            if key is None:  # no storage: the write-by-write path decides what it logs
+                return NOT_WHOLE
             for table in watched:
                 if table and key in table:
                     return NOT_WHOLE
