@@ -9,7 +9,8 @@ built (as under ``tensorscope run``, so its parameters, the weight tying, the bu
 optimizer state are seen being made), then ``train()`` runs one step at a time (``STEPS = 1``, default
 40 calls). Prints, for steps 2 to 20 (each line's first 20 events recorded in detail, growth samples at
 boundaries 2 to 6, 8 and 16 and the windows after them) and for steps 21 to the end, the CPU time per step
-(``time.process_time``) and the wall time per step spent in each recorder part: growth samples
+and the CPU time per step spent in each recorder part (both ``time.process_time``: on a loaded machine
+wall time is mostly waiting for a core): growth samples
 (``Growth.boundary``), an optimizer step's logging (``OptimizerSteps.log``), ``_foreach_`` writes outside
 a step (``foreach_writes.write_many``), aliases and copies (``Tracker.on_alias``/``on_copy``). The parts
 are timed by wrapping them, which adds a little; ``OptimizerSteps.started`` is never wrapped (it finds
@@ -33,11 +34,11 @@ def timed(owner, name, label):
     f = getattr(owner, name)
 
     def wrapper(*args, **kwargs):
-        t = time.perf_counter()
+        t = time.process_time()
         try:
             return f(*args, **kwargs)
         finally:
-            spent[label] = spent.get(label, 0.0) + time.perf_counter() - t
+            spent[label] = spent.get(label, 0.0) + time.process_time() - t
     setattr(owner, name, wrapper)
 
 
@@ -64,5 +65,5 @@ with session.active(tracker):
             n = i - (1 if i == 19 else 20) + 1
             parts = "  ".join(f"{k} {v * 1000 / n:.2f}" for k, v in sorted(spent.items(), key=lambda kv: -kv[1]))
             print(f"steps {2 if i == 19 else 21:2d}-{i + 1:2d}: CPU {(time.process_time() - t0) * 1000 / n:6.2f} ms a step;"
-                  f" ms a step in: {parts}")
+                  f" CPU ms a step in: {parts}")
 print(f"steps recorded whole: {tracker.steps.whole}; growth samples: {len(tracker.growth.samples)}")
