@@ -102,6 +102,7 @@ import argparse
 import concurrent.futures as cf
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import shlex
@@ -138,6 +139,10 @@ GENERATED_MAX_RATIO = 2.0
 SHORT_LIVED_MAX_RATIO = 1.5
 EVENT_MAX_US = 5.0            # CPU time per event the wrappers saw (recorded + aggregated), small_mlp
 REPORT_MAX_BYTES = 4 * 1024 * 1024  # many_params: the JSON report of ~20,000 tensors
+# the time-ratio budgets the paired statistics test against (``paired``)
+_LIMITS = {"mlp_train": MLP_MAX_RATIO, "gpt_train": GPT_MAX_RATIO, "wide_model": WIDE_MAX_RATIO,
+           "python_heavy": PY_HEAVY_MAX_RATIO, "small_mlp": SMALL_MLP_MAX_RATIO, "generated_script": GENERATED_MAX_RATIO,
+           "short_lived": SHORT_LIVED_MAX_RATIO}
 
 
 @dataclass
@@ -237,6 +242,8 @@ def run_one(task: Task, mode: Mode, workload_path: Path, env: dict, timeout: flo
     argv = [a.replace("{report}", str(report)) for a in mode.argv] + [str(workload_path)]
     out_path = tmpdir / f"{task.order}.out"
     err_path = tmpdir / f"{task.order}.err"
+    loop_path = tmpdir / f"{task.order}.loop.json"  # the workload's own timing of its loop (TS_BENCH_LOOP)
+    env = dict(env, TS_BENCH_LOOP=str(loop_path))
     timed_out = threading.Event()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         t0 = time.perf_counter()
@@ -299,7 +306,11 @@ def run_one(task: Task, mode: Mode, workload_path: Path, env: dict, timeout: flo
             res.error = (res.error + "; " if res.error else "") + "no report written"
         except (OSError, ValueError) as exc:
             res.error = (res.error + "; " if res.error else "") + f"bad report: {exc}"
-    for p in (out_path, err_path, report):
+    try:
+        res.extra["loop"] = json.loads(loop_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    for p in (out_path, err_path, report, loop_path):
         try:
             p.unlink()
         except OSError:
@@ -312,7 +323,10 @@ def schedule(workloads: list[str], modes: list[Mode], repeats: int, warmup: int)
     order = 0
     for w in workloads:
         for r in list(range(-warmup, 0)) + list(range(repeats)):
-            for m in modes:            # round-robin: plain, tensorscope, anomaly, extra...
+            # round-robin, the order reversed every other round (plain, tensorscope, anomaly, extra...; then
+            # extra..., anomaly, tensorscope, plain): a drift of the machine inside a round hits each mode's
+            # pair with plain from both sides
+            for m in (modes if r % 2 == 0 else modes[::-1]):
                 tasks.append(Task(w, m.name, r, order))
                 order += 1
     return tasks
@@ -391,6 +405,57 @@ def _median(xs: list[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def _binom_cdf(k: int, n: int) -> float:
+    """P(B <= k) for B ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(0, k + 1)) / 2 ** n if k >= 0 else 0.0
+
+
+def median_ci(xs: list[float], level: float = 0.95) -> tuple[float, float, float] | None:
+    """A distribution-free confidence interval of the median of ``xs``: (low, high, coverage).
+
+    The order statistics x_(k) and x_(n+1-k) for the largest k with P(B <= k - 1) <= (1 - level) / 2,
+    B ~ Binomial(n, 1/2): the median lies below x_(k) only if fewer than k of the n values are below it,
+    whatever their distribution. ``coverage`` is the interval's exact level (>= ``level``). None when n
+    is too small for the level (n < 6 at 95%)."""
+    n = len(xs)
+    ys = sorted(xs)
+    k = 0
+    while k + 1 <= n // 2 and _binom_cdf(k, n) <= (1 - level) / 2:
+        k += 1
+    if k == 0:
+        return None
+    return ys[k - 1], ys[n - k], 1 - 2 * _binom_cdf(k - 1, n)
+
+
+def paired(ratios: list[float], limit: float | None = None) -> dict | None:
+    """What per-pair ratios (mode / plain in the same round) say: their median, its 95% interval, and
+    against ``limit`` the pairs above it and the one-sided sign test's p-values both ways."""
+    if not ratios:
+        return None
+    out = {"n": len(ratios), "median": statistics.median(ratios), "ci95": None, "coverage": None,
+           "min": min(ratios), "max": max(ratios)}
+    ci = median_ci(ratios)
+    if ci is not None:
+        out["ci95"], out["coverage"] = [ci[0], ci[1]], ci[2]
+    if limit is not None:
+        above = sum(1 for x in ratios if x > limit)
+        n = len(ratios)
+        out["limit"] = limit
+        out["above_limit"] = above
+        # H0: the median ratio is at the limit. Few pairs above it: the median is below (p_below small);
+        # few pairs at or below it: the median is above (p_above small)
+        out["p_below"] = _binom_cdf(above, n)
+        out["p_above"] = _binom_cdf(n - above, n)
+        out["verdict"] = ("N/A" if ci is None else "PASS" if ci[1] <= limit else "FAIL" if ci[0] > limit
+                          else "UNDECIDED")
+    return out
+
+
+def _loop_cpu(r: Result) -> float | None:
+    loop = r.extra.get("loop")
+    return loop.get("loop_cpu_s") if isinstance(loop, dict) else None
+
+
 def summarize(results: list[Result], workloads: list[str], modes: list[Mode]) -> dict:
     measured = [r for r in results if r.task.round >= 0]
     by: dict[tuple[str, str, int], Result] = {(r.task.workload, r.task.mode, r.task.round): r for r in measured}
@@ -404,7 +469,7 @@ def summarize(results: list[Result], workloads: list[str], modes: list[Mode]) ->
             times = [r.wall_s for r in ok]
             rss = [r.maxrss_kb / 1024 for r in ok]
             cpu = [r.extra.get("user_s", 0.0) + r.extra.get("sys_s", 0.0) for r in ok]
-            t_ratios, m_ratios, c_ratios = [], [], []
+            t_ratios, m_ratios, c_ratios, l_ratios = [], [], [], []
             for k in rounds:
                 a, p = by.get((w, m.name, k)), by.get((w, "plain", k))
                 if a and p and a.error is None and p.error is None and p.wall_s > 0 and p.maxrss_kb > 0:
@@ -413,6 +478,9 @@ def summarize(results: list[Result], workloads: list[str], modes: list[Mode]) ->
                     pc = p.extra.get("user_s", 0.0) + p.extra.get("sys_s", 0.0)
                     if pc > 0:
                         c_ratios.append((a.extra.get("user_s", 0.0) + a.extra.get("sys_s", 0.0)) / pc)
+                    la, lp = _loop_cpu(a), _loop_cpu(p)
+                    if la is not None and lp:
+                        l_ratios.append(la / lp)
             ev = next((r.events for r in reversed(ok) if r.events is not None), None)
             rep = next((r.report_bytes for r in reversed(ok) if r.report_bytes is not None), None)
             summary[w][m.name] = {
@@ -431,6 +499,11 @@ def summarize(results: list[Result], workloads: list[str], modes: list[Mode]) ->
                 "cpu_s": cpu,
                 "median_cpu_s": _median(cpu),
                 "cpu_ratio_to_plain": _median(c_ratios),
+                "loop_cpu_s": [x for x in (_loop_cpu(r) for r in ok) if x is not None],
+                # paired rounds: each mode's run against plain's of the same round (see benchmarks/README.md, Method)
+                "paired": None if m.name == "plain" else {
+                    "wall": paired(t_ratios, _LIMITS.get(w)), "cpu": paired(c_ratios, _LIMITS.get(w)),
+                    "loop_cpu": paired(l_ratios, _LIMITS.get(w))},
                 "events": ev,
                 "us_per_event": _us_per_event(ok, by, w, rounds, ev),
                 "report_bytes": rep,
@@ -483,6 +556,18 @@ def evaluate_targets(summary: dict, target_modes: list[str]) -> list[dict]:
             limit = GPT_TEXT_MAX_RATIO if m == "tensorscope-text" else GPT_MAX_RATIO
             r = get("gpt_train", m, "ratio_to_plain")
             add(m, "gpt_train time ratio", r, f"<= {limit}", None if r is None else r <= limit, cpu_note("gpt_train"))
+            pr = get("gpt_train", m, "paired") or {}
+            for key, what in (("cpu", "CPU"), ("loop_cpu", "loop CPU, in process")):
+                st = pr.get(key)
+                if st is None:
+                    continue
+                lo_hi = st.get("ci95")
+                note = (f"{st['n']} pairs, 95% CI {lo_hi[0]:.3f}-{lo_hi[1]:.3f}x, {st['above_limit']} above "
+                        f"{limit}" if lo_hi else f"{st['n']} pairs: too few for a 95% interval (6 at least)")
+                # the verdict of the interval against the limit that applies to this mode
+                v = "N/A" if not lo_hi else "PASS" if lo_hi[1] <= limit else "FAIL" if lo_hi[0] > limit else "UNDECIDED"
+                checks.append({"mode": m, "target": f"gpt_train paired {what} ratio, median", "value": st["median"],
+                               "limit": f"<= {limit}: 95% CI below", "status": v, "note": note})
             t, a = get("gpt_train", m, "median_wall_s"), get("gpt_train", "anomaly", "median_wall_s")
             add(m, "gpt_train below anomaly", None if t is None or a is None else t - a,
                 "median(mode) - median(anomaly) < 0 s", None if t is None or a is None else t < a)
@@ -567,6 +652,21 @@ def markdown(doc: dict) -> str:
                          f"{_f(s['median_peak_rss_mb'], 1)} | {_f(s['rss_ratio_to_plain'], 3, 'x')} | "
                          f"{_f(s['median_cpu_s'], 2)} | {_f(s['cpu_ratio_to_plain'], 2, 'x')} | {evs} | "
                          f"{_f(s.get('us_per_event'), 2)} | {rep} | {okcol} |")
+    prs = [(w, m, k, s["paired"][k]) for w, modes in doc["summary"].items() for m, s in modes.items()
+           if s.get("paired") for k in ("wall", "cpu", "loop_cpu") if s["paired"].get(k)]
+    if prs:
+        lines.append("")
+        lines.append("Paired rounds (each run / plain's in the same round): median, its distribution-free 95% interval, "
+                     "the range, and the pairs above the budget")
+        lines.append("")
+        lines.append("| workload | mode | ratio of | pairs | median | 95% CI | min - max | above budget |")
+        lines.append("|---|---|---|---:|---:|---|---|---|")
+        for w, m, k, st in prs:
+            ci = f"{st['ci95'][0]:.3f} - {st['ci95'][1]:.3f}x" if st.get("ci95") else "-"
+            above = (f"{st['above_limit']} of {st['n']} > {st['limit']} ({st['verdict']})"
+                     if st.get("limit") is not None else "-")
+            lines.append(f"| {w} | {m} | {k} | {st['n']} | {st['median']:.3f}x | {ci} | "
+                         f"{st['min']:.3f} - {st['max']:.3f}x | {above} |")
     if doc["targets"]:
         lines.append("")
         lines.append("| target | mode | value | limit | status |")

@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from _cli import REPO, line_of, run_many
-from tensorscope.instrument import session
+from tensorscope.instrument import foreach_writes, session
 from tensorscope.instrument.recorder import storage_key
 
 HERE = REPO / "tests" / "programs" / "optimizer_steps"
@@ -36,24 +36,42 @@ OPTIMIZERS = {
 }
 
 
-def _train(make, whole: bool, steps: int = 25, keep: bool = False):
+def _train(make, whole: bool, steps: int = 25, keep: bool = False, clip: bool = False):
     """(write log by (parameter, role), counts per line, events aggregated, steps recorded whole).
 
     ``keep``: the program keeps an alias of the first layer's weight (``w0 = ....detach()``), so the
-    writes into that storage need the kept value's check (write by write) and the others do not."""
+    writes into that storage need the kept value's check (write by write) and the others do not.
+    ``clip``: ``clip_grad_norm_`` before each step (one ``_foreach_mul_`` of the gradients, outside the
+    step: NOTE [A foreach write as one write record]); with ``keep`` the program also keeps an alias of
+    the first layer's gradient from the third step on, which that write changes."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     opt = make(model.parameters())
     x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
     tracker = session.new_tracker(__file__)
+    write_many = foreach_writes.write_many
+    calls = []
     if not whole:
         tracker.steps.started = lambda *args: None  # every write through its wrapper: the reference
-    with session.active(tracker):
-        w0 = model[0].weight.detach() if keep else None
-        for _ in range(steps):
-            opt.zero_grad(set_to_none=False)
-            F.cross_entropy(model(x), y).backward()
-            opt.step()  # <- the step
+        foreach_writes.write_many = lambda *args: foreach_writes.NOT_WHOLE
+    else:
+        foreach_writes.write_many = lambda *args: calls.append(write_many(*args)) or calls[-1]
+    try:
+        with session.active(tracker):
+            w0 = model[0].weight.detach() if keep else None
+            g0 = None
+            for i in range(steps):
+                opt.zero_grad(set_to_none=False)
+                F.cross_entropy(model(x), y).backward()
+                if clip:
+                    if keep and i == 2:
+                        g0 = model[0].weight.grad.detach()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01, foreach=True)
+                opt.step()  # <- the step
+    finally:
+        foreach_writes.write_many = write_many
+    if whole and clip:  # past the line's detailed events the foreach writes went whole, except into a kept gradient
+        assert calls.count(foreach_writes.NOT_WHOLE) == (steps if keep else 5), calls
     roles = {}
     for i, p in enumerate(model.parameters()):
         roles[storage_key(p)] = (i, "param")
@@ -65,7 +83,7 @@ def _train(make, whole: bool, steps: int = 25, keep: bool = False):
     log = {roles[k]: [e[1:] for e in v] for k, v in tracker.write_log.items() if k in roles}
     # the kept value's check: the writes into its memory it saw, and where the first was
     kept = [(e.writes, e.write and (e.write["op"], e.write["line"], e.write["library"]))
-            for entries in tracker.kept.keys.values() for e in entries if e.ref() is w0]
+            for entries in tracker.kept.keys.values() for e in entries if e.ref() is w0 or clip and e.ref() is g0]
     return log, dict(tracker.site_counts), tracker.aggregated, tracker.steps.whole, kept
 
 
@@ -97,6 +115,21 @@ def test_steps_recorded_whole_log_what_each_write_logs(name):
         assert whole[:3] == ref[:3] and whole[3] == 3 and ref[3] == 0
     if name == "sgd_nesterov_foreach":  # torch writes the gradients in place there: seen from their versions
         assert any(role == "grad" for _, role in log)
+
+
+def test_clip_grad_norm_foreach_write_logs_what_each_write_logs():
+    """clip_grad_norm_'s ``_foreach_mul_`` recorded whole logs and counts what its writes one by one do,
+    and a kept alias of a gradient still sees each of them (NOTE [A foreach write as one write record])."""
+    make = OPTIMIZERS["adam"]
+    for steps, keep in ((25, False), (8, True)):
+        log, counts, aggregated, whole, kept = _train(make, whole=True, steps=steps, keep=keep, clip=True)
+        ref = _train(make, whole=False, steps=steps, keep=keep, clip=True)
+        assert (counts, aggregated) == ref[1:3] and log == ref[0] and kept == ref[4], (steps, keep)
+        clip_line = _STEP_LINE - 1
+        assert counts[("write", __file__, clip_line)] == steps * 4, counts  # four gradients a step
+        assert all(any(e[2] == "_foreach_mul_" for e in entries) for role, entries in log.items() if role[1] == "grad")
+        if keep:  # the kept gradient's check saw the clipping writes into its memory, at their line
+            assert any(k[1] and k[1][:2] == ("_foreach_mul_", clip_line) for k in kept), kept
 
 
 def test_cli_step_between_backwards_and_a_failed_step():

@@ -50,7 +50,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 
 from tensorscope import compat
 from tensorscope.instrument import saved, state
-from tensorscope.instrument import gradhooks, indexwrite, provenance
+from tensorscope.instrument import foreach_writes, gradhooks, indexwrite, provenance
 from tensorscope.instrument.calls import after_call, target as _target
 from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
@@ -208,6 +208,14 @@ def make_foreach_write(op, orig, written=None):
                     raise
                 if out is not _NOT_WHOLE:
                     return out
+        if isinstance(targets, (list, tuple)):  # see NOTE [A foreach write as one write record]
+            try:
+                out = foreach_writes.write_many(rec, orig, op, targets, args, kwargs, frame)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
+            if out is not foreach_writes.NOT_WHOLE:
+                return out
         pres = [rec.pre_write(t, frame) for t in targets] if isinstance(targets, (list, tuple)) else []
         try:
             out = orig(*args, **kwargs)
