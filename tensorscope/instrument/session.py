@@ -219,16 +219,13 @@ def _tid_order(tid):
     return (len(tid), tid)
 
 
-def _tensor(tid: str, f: dict) -> RecordedTensor:
-    get = f.get
-    shape, stride, rng = get("shape"), get("stride"), get("byte_range")
+def _tensor(tid: str, f) -> RecordedTensor:
+    """The frozen tensor of a TensorFacts record (instrument/recorder.py): its tuples are shared."""
     return RecordedTensor(
-        id=tid, shape=None if shape is None else tuple(shape), stride=None if stride is None else tuple(stride),
-        dtype=get("dtype"), device=get("device"), storage=get("storage"), storage_offset=get("storage_offset"),
-        data_ptr=get("data_ptr"), nbytes=get("nbytes"), byte_range=None if rng is None else tuple(rng),
-        version=get("version"), requires_grad=get("requires_grad"), is_leaf=get("is_leaf"), grad_fn=get("grad_fn"),
-        is_view=bool(get("is_view")), view_of=get("_view_of"), storage_nbytes=get("_storage_nbytes"),
-        storage_ptr=get("_storage_ptr"))
+        id=tid, shape=f.shape, stride=f.stride, dtype=f.dtype, device=f.device, storage=f.storage,
+        storage_offset=f.storage_offset, data_ptr=f.data_ptr, nbytes=f.nbytes, byte_range=f.byte_range,
+        version=f.version, requires_grad=f.requires_grad, is_leaf=f.is_leaf, grad_fn=f.grad_fn,
+        is_view=bool(f.is_view), view_of=f.view_of, storage_nbytes=f.storage_nbytes, storage_ptr=f.storage_ptr)
 
 
 def distributed_info(tracker, env: dict | None) -> dict | None:
