@@ -267,6 +267,14 @@ class Recorder:
             pass
         return tid
 
+    def release_tables(self) -> None:
+        """The run's recording is frozen and nothing reads the id and storage tables again (the
+        command line, see instrument.session.record): each tensor's weak reference and id, each
+        storage's id and references go before the report is built (hooks of graphs still alive
+        number on empty tables, as they record into empty ones)."""
+        self._ids.clear()
+        self._storages.clear()
+
     def known_tid(self, t) -> str | None:
         """The id of a tensor already seen and alive, or None (no id is assigned)."""
         ref = self._ids.get(id(t))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 
@@ -115,6 +116,45 @@ def release_run_state(tracker: Tracker) -> None:
     tracker.write_log.clear()
     tracker.marks.clear()
     tracker.lines.clear()
+    free_memory_to_system()
+
+
+# NOTE [Free memory back to the system before the report]
+# Python's own allocator serves objects of up to 512 bytes from arenas it gives back whole; every
+# larger block (a dict of more than a few keys, a list, a tensor's bytes, the compiler's syntax
+# tree of a long file) comes from C's malloc, which keeps freed pages resident for reuse by
+# later malloc calls. After a program, that is a lot of freed memory: the graphs and temporaries
+# of its last steps, and the syntax tree of every module it compiled (a generated 20,000-line
+# script: ~56 MB). The snapshot and the report are built mostly from small objects in new
+# arenas, which cannot reuse it, so the freed pages stayed resident under the report's memory and
+# the run's peak was their sum. glibc's ``malloc_trim(0)`` hands free pages back to the system
+# (milliseconds; measured in benchmarks/RESULTS.md, "Long programs (flat, 2026-11-26 midday)").
+# Called once the program has ended and once its recording is frozen, never while it runs (its
+# timing and memory stay python's own). Elsewhere (macOS, musl) there is no such call: nothing.
+
+
+def _malloc_trim():
+    try:  # the symbols the process has loaded already (python links the C library): no file is opened
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except Exception:
+        return None
+    if trim is not None:
+        trim.argtypes = [ctypes.c_size_t]
+        trim.restype = ctypes.c_int
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def free_memory_to_system() -> None:
+    """Give the C heap's free pages back to the system (see NOTE [Free memory back to the system
+    before the report])."""
+    if _TRIM is not None:
+        try:
+            _TRIM(0)
+        except Exception:
+            pass
 
 
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:
@@ -197,7 +237,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     names, created, events = freeze(tracker.tensor_names), freeze(tracker.tensor_created), freeze(tracker.events)
     if release:  # hooks of graphs still alive keep working on empty tables
         tracker.tensor_names, tracker.tensor_created, tracker.events = {}, {}, []
-    return Recording(
+    recording = Recording(
         tensors=tensors,
         names=names,
         created=created,
@@ -213,6 +253,10 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
                           has_grad=freeze(snap["has_grad"]), roles=freeze(snap.get("roles", {})),
                           optimizers=freeze(snap.get("optimizers", [])), memory=freeze(snap.get("memory"))),
     )
+    if release:
+        tracker.release_tables()
+        free_memory_to_system()
+    return recording
 
 
 def _tid_order(tid):
