@@ -62,10 +62,17 @@ def skeleton(*, command: str, program: dict | None, torch_version: str | None, d
 def memory_groups(storages) -> None:
     """Set ``memory`` on each storage dict (see NOTE [Memory groups]); linear after one sort."""
     storages = sorted(storages, key=lambda s: int(s["id"][1:]))
-    group: dict[str, int] = {}
-    spans = sorted((s["device"] or "", s["data_ptr"], s["data_ptr"] + s["nbytes"], i)
-                   for i, s in enumerate(storages) if s.get("data_ptr") and s.get("nbytes"))
-    parent = list(range(len(storages)))
+    for s, m in zip(storages, memory_ids([(s["device"], s.get("data_ptr"), s.get("nbytes")) for s in storages])):
+        s["memory"] = m
+
+
+def memory_ids(spans) -> list[str]:
+    """The ``memory`` id of each storage given as (device, data_ptr, nbytes), in the order of the
+    storages' ids (see NOTE [Memory groups]); tuples, so a check of a large report makes no dicts."""
+    group: dict[int, int] = {}
+    ordered = sorted((device or "", ptr, ptr + nbytes, i) for i, (device, ptr, nbytes) in enumerate(spans)
+                     if ptr and nbytes)
+    parent = list(range(len(spans)))
 
     def find(i):
         while parent[i] != i:
@@ -74,17 +81,19 @@ def memory_groups(storages) -> None:
         return i
 
     last = None  # (device, end, index) of the running union
-    for device, start, end, i in spans:
+    for device, start, end, i in ordered:
         if last is not None and last[0] == device and start < last[1]:
             parent[find(i)] = find(last[2])
             last = (device, max(end, last[1]), last[2])
         else:
             last = (device, end, i)
-    for i, s in enumerate(storages):
+    out = []
+    for i in range(len(spans)):
         root = find(i)
         if root not in group:
             group[root] = len(group) + 1
-        s["memory"] = f"m{group[root]}"
+        out.append(f"m{group[root]}")
+    return out
 
 
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,

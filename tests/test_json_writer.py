@@ -195,3 +195,62 @@ def test_the_compact_form_holds_every_fact_of_the_full_form(tmp_path):
     for t in full["tensors"]:
         kind = compact["tensor_kinds"][rows[t["id"]]["kind"]]
         assert {**kind, **{k: rows[t["id"]][k] for k in ROW[:-1]}} == t
+
+
+def _full_doc() -> dict:
+    """A full document by hand: a tensor and its view on one storage (listed, a shared version
+    counter), a tensor alone on its storage (implied in the compact form), a dead temporary."""
+    from tensorscope.report import memory_groups, skeleton
+
+    def tensor(tid, names, alive, storage, counter, ptr, nbytes, view_of=None):
+        return {"id": tid, "names": names, "alive": alive, "shape": [nbytes // 4], "stride": [1], "dtype": "float32",
+                "device": "cpu", "storage": storage, "storage_offset": 0, "data_ptr": ptr, "nbytes": nbytes,
+                "byte_range": [0, nbytes], "version": 0, "requires_grad": False, "is_leaf": True, "grad_fn": None,
+                "view_of": view_of, "version_counter": counter, "has_grad": None, "role": None, "created": None}
+
+    tensors = [tensor("t1", ["w"], True, "s1", "v1", 1000, 48), tensor("t2", ["v"], True, "s1", "v1", 1000, 48, "t1"),
+               tensor("t3", ["b"], True, "s2", "v2", 5000, 16), tensor("t4", [], False, "s3", "v3", 7000, 8)]
+    storages = [{"id": "s1", "device": "cpu", "nbytes": 48, "data_ptr": 1000, "tensors": ["t1", "t2"]},
+                {"id": "s2", "device": "cpu", "nbytes": 16, "data_ptr": 5000, "tensors": ["t3"]}]
+    memory_groups(storages)
+    doc = skeleton(command="run", program=None, torch_version=None, device_mode=None)
+    doc.update(tensors=tensors, storages=storages,
+               version_counters=[{"id": "v1", "tensors": ["t1", "t2"]}, {"id": "v2", "tensors": ["t3"]},
+                                 {"id": "v3", "tensors": ["t4"]}])
+    return doc
+
+
+def test_the_compact_form_is_written_only_where_it_expands_back_exactly():
+    """compact() checks record by record (NOTE [Checking the compact form without expanding it]):
+    a document it folds expands back to the same tables, and one it cannot fold (a storage or a
+    counter the rules do not give back) is written whole."""
+    import copy
+
+    from tensorscope.compact import compact, expand
+
+    def tables(d):
+        return d["tensors"], d["storages"], d["version_counters"]
+
+    doc = _full_doc()
+    out = compact(doc)
+    assert out["form"] == "compact" and len(out["storages"]) == 1 and len(out["version_counters"]) == 1
+    assert tables(expand(out)) == tables(doc)
+
+    def changed(edit):
+        d = copy.deepcopy(doc)
+        edit(d)
+        return d
+
+    unfoldable = [
+        changed(lambda d: d["storages"][1].update(memory="m1")),  # an implied storage in another memory group
+        changed(lambda d: d["storages"][1].update(extra=1)),  # a storage key expand does not make
+        changed(lambda d: d["storages"].pop(1)),  # a live tensor's storage not listed: expand would add it
+        changed(lambda d: d["version_counters"].pop(2)),  # a counter expand would add
+        changed(lambda d: d["version_counters"][0]["tensors"].reverse()),  # not in the tensors' order
+        changed(lambda d: d["storages"].reverse()),  # not in id order
+    ]
+    for d in unfoldable:
+        assert compact(d) is d
+    # and one that folds after an edit the rules do give back: a dead tensor's storage is not listed
+    d = changed(lambda d: d["tensors"][3].update(storage="s9"))
+    assert compact(d)["form"] == "compact" and tables(expand(compact(d))) == tables(d)

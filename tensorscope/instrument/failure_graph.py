@@ -231,7 +231,8 @@ class FailureGraph:
     def _sid(self, tf, tid):
         rec = self.rec
         if tid is not None:
-            return (rec.tensor_facts.get(tid) or {}).get("storage")
+            facts = rec.tensor_facts.get(tid)
+            return facts.storage if facts is not None else None
         if tf is None or not rec.tensors_on_storage(tf[0]):
             return None
         return rec.known_storage(tf[0])

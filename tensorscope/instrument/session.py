@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 
@@ -117,6 +118,45 @@ def release_run_state(tracker: Tracker) -> None:
     tracker.write_log.clear()
     tracker.marks.clear()
     tracker.lines.clear()
+    free_memory_to_system()
+
+
+# NOTE [Free memory back to the system before the report]
+# Python's own allocator serves objects of up to 512 bytes from arenas it gives back whole; every
+# larger block (a dict of more than a few keys, a list, a tensor's bytes, the compiler's syntax
+# tree of a long file) comes from C's malloc, which keeps freed pages resident for reuse by
+# later malloc calls. After a program, that is a lot of freed memory: the graphs and temporaries
+# of its last steps, and the syntax tree of every module it compiled (a generated 20,000-line
+# script: ~56 MB). The snapshot and the report are built mostly from small objects in new
+# arenas, which cannot reuse it, so the freed pages stayed resident under the report's memory and
+# the run's peak was their sum. glibc's ``malloc_trim(0)`` hands free pages back to the system
+# (milliseconds; measured in benchmarks/RESULTS.md, "Long programs (flat, 2026-11-26 midday)").
+# Called once the program has ended and once its recording is frozen, never while it runs (its
+# timing and memory stay python's own). Elsewhere (macOS, musl) there is no such call: nothing.
+
+
+def _malloc_trim():
+    try:  # the symbols the process has loaded already (python links the C library): no file is opened
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except Exception:
+        return None
+    if trim is not None:
+        trim.argtypes = [ctypes.c_size_t]
+        trim.restype = ctypes.c_int
+    return trim
+
+
+_TRIM = _malloc_trim()
+
+
+def free_memory_to_system() -> None:
+    """Give the C heap's free pages back to the system (see NOTE [Free memory back to the system
+    before the report])."""
+    if _TRIM is not None:
+        try:
+            _TRIM(0)
+        except Exception:
+            pass
 
 
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:
@@ -200,7 +240,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     names, created, events = freeze(tracker.tensor_names), freeze(tracker.tensor_created), freeze(tracker.events)
     if release:  # hooks of graphs still alive keep working on empty tables
         tracker.tensor_names, tracker.tensor_created, tracker.events = {}, {}, []
-    return Recording(
+    recording = Recording(
         tensors=tensors,
         names=names,
         created=created,
@@ -216,22 +256,23 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
                           has_grad=freeze(snap["has_grad"]), roles=freeze(snap.get("roles", {})),
                           optimizers=freeze(snap.get("optimizers", [])), memory=freeze(snap.get("memory"))),
     )
+    if release:
+        tracker.release_tables()
+        free_memory_to_system()
+    return recording
 
 
 def _tid_order(tid):
     return (len(tid), tid)
 
 
-def _tensor(tid: str, f: dict) -> RecordedTensor:
-    get = f.get
-    shape, stride, rng = get("shape"), get("stride"), get("byte_range")
+def _tensor(tid: str, f) -> RecordedTensor:
+    """The frozen tensor of a TensorFacts record (instrument/recorder.py): its tuples are shared."""
     return RecordedTensor(
-        id=tid, shape=None if shape is None else tuple(shape), stride=None if stride is None else tuple(stride),
-        dtype=get("dtype"), device=get("device"), storage=get("storage"), storage_offset=get("storage_offset"),
-        data_ptr=get("data_ptr"), nbytes=get("nbytes"), byte_range=None if rng is None else tuple(rng),
-        version=get("version"), requires_grad=get("requires_grad"), is_leaf=get("is_leaf"), grad_fn=get("grad_fn"),
-        is_view=bool(get("is_view")), view_of=get("_view_of"), storage_nbytes=get("_storage_nbytes"),
-        storage_ptr=get("_storage_ptr"))
+        id=tid, shape=f.shape, stride=f.stride, dtype=f.dtype, device=f.device, storage=f.storage,
+        storage_offset=f.storage_offset, data_ptr=f.data_ptr, nbytes=f.nbytes, byte_range=f.byte_range,
+        version=f.version, requires_grad=f.requires_grad, is_leaf=f.is_leaf, grad_fn=f.grad_fn,
+        is_view=bool(f.is_view), view_of=f.view_of, storage_nbytes=f.storage_nbytes, storage_ptr=f.storage_ptr)
 
 
 def distributed_info(tracker, env: dict | None) -> dict | None:

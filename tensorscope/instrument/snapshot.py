@@ -190,8 +190,9 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
     # version counters: probe among live tensors on the same storage
     counters: dict[str, str] = {}
     by_storage: dict = {}
+    facts = tracker.tensor_facts
     for tid, t in live.items():
-        key = tracker.tensor_facts.get(tid, {}).get("_storage_key")
+        key = facts[tid].storage_key if tid in facts else None
         if key is not None:
             by_storage.setdefault(key, []).append(tid)
     n = 0
@@ -201,7 +202,7 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         n += 1
         vid = f"v{n}"
         counters[tid] = vid
-        key = tracker.tensor_facts.get(tid, {}).get("_storage_key")
+        key = facts[tid].storage_key if tid in facts else None
         for other in by_storage.get(key, []):
             if other == tid or other in counters:
                 continue
