@@ -49,7 +49,8 @@ KIND_BY_NUMBER = {
 #: programs the fact tests below read: always in the sample
 ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py", "31_tied_weights_fine.py",
            "33_teacher_shallow_copy.py", "33_teacher_shallow_copy_fine.py", "36_rdrop_two_forwards_fine.py",
-           "40_best_in_main.py", "40_best_in_main_fine.py")
+           "40_best_in_main.py", "40_best_in_main_fine.py", "41_numpy_history.py", "41_numpy_history_fine.py",
+           "42_numpy_initial_weights.py", "42_numpy_initial_weights_fine.py")
 
 
 def kind_of(path: Path) -> str:
@@ -180,6 +181,21 @@ def test_a_kept_value_names_the_keeping_line_the_alias_and_the_fix(results):
     assert h["alias_chain"][0]["line"] == 13
     assert "copy.deepcopy(model.state_dict())" in h["fix"]
     assert h["tensor"]["names"][0].startswith("best[")
+
+
+def test_a_kept_numpy_array_is_named_by_its_keeping_line(results):
+    """`.numpy()` of a CPU tensor is an array over its memory: kept in a list while the tensor is written in
+    place (41), or kept as the initial weights that the optimizer then changes (42); `.numpy().copy()` (the
+    twins) is no finding."""
+    for name, op_line, held in (("41_numpy_history.py", 11, "history"), ("42_numpy_initial_weights.py", 10, "initial")):
+        doc = results[CORPUS / name]["doc"]
+        (h,) = [h for h in doc["hazards"] if h["kind"] == "kept-value-changed"]
+        assert h["kept_at"]["line"] == op_line and h["kept_at"]["how"] == "numpy", name
+        assert f"the NumPy array kept in `{held}`" in h["explanation"] and ".numpy().copy()" in h["fix"], name
+        assert results[CORPUS / name.replace(".py", "_fine.py")]["doc"]["hazards"] == []
+    facts = [f for f in results[CORPUS / "41_numpy_history.py"]["doc"]["recording"]["hazards"]
+             if f.get("kind") == "kept-value-changed"]
+    assert facts and facts[0]["tensor"] is None and facts[0]["count"] == 3  # arrays of epochs 0 to 2 changed
 
 
 def test_memory_groups_join_distinct_storages_over_one_array(results):

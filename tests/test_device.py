@@ -332,8 +332,9 @@ _VALUE_READS = {"item", "tolist", "cpu", "numpy", "synchronize", "__bool__", "__
 def test_instrumentation_source_reads_no_values():
     """Static audit of tensorscope/instrument/*.py: no call that reads tensor values, no printing.
 
-    nonfinite.py and origin_walk.py read values by design and are installed only where values are checked
-    (explain, --check-values); test_tensorscope_reads_no_tensor_values runs a plain `run` and sees no read."""
+    nonfinite.py and origin_walk.py read values by design (the sinks under every command, the origins under
+    explain and --check-values), through the tensor base class's C methods and under a guard against the
+    program's modes; test_tensorscope_reads_no_tensor_values runs a plain `run` and sees no read of theirs."""
     found = []
     for path in sorted((REPO / "tensorscope" / "instrument").glob("*.py")):
         if path.name in ("nonfinite.py", "origin_walk.py"):

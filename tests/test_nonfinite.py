@@ -124,19 +124,26 @@ def test_corpus_shape():
     for p in buggy:
         twin = p.with_name(p.stem + "_fixed.py")
         assert twin.exists() and score.expect(twin) == {} and score.expect(p), p.name
+        assert "sink" in score.expect(p), p.name  # the first sink that held it, measured by measure.py --sinks
         assert p.read_text().startswith("# Rewritten from "), p.name  # the public report it comes from
     assert len([p for p in progs if p.name.startswith("fine_")]) >= 6
 
 
 def test_corpus_scored():
-    """Origin line, op and phase of each buggy program; no finding for the twins and the fine programs."""
-    out = subprocess.run([sys.executable, str(CORPUS / "score.py"), "--json"], capture_output=True, text=True,
-                         timeout=1500, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    """Origin line, op and phase of each buggy program under explain; under a plain run, the first sink that held
+    the value (loss, gradients or parameters: line and step, measured with torch by measure.py --sinks) or the
+    raising line; no finding for the twins and the fine programs under either."""
+    out = subprocess.run([sys.executable, str(CORPUS / "score.py"), "--json", "--with-run"], capture_output=True,
+                         text=True, timeout=1500, env=dict(os.environ, PYTHONPATH=str(REPO)))
     result = json.loads(out.stdout.strip().splitlines()[-1])
     acc = result["accuracy"]
     print(f"\nnon-finite corpus: {result['buggy']} buggy, {result['clean']} clean; {acc}; silent {result['silent']}")
     assert min(acc.values()) >= 0.9, result["misses"]
     assert result["silent"] == 1.0, result["misses"]
+    run = result["run"]
+    print(f"under run: {run['buggy']} buggy, {run['clean']} clean; {run['accuracy']}; silent {run['silent']}")
+    assert run["buggy"] >= 20 and run["accuracy"] == {"kind": 1.0, "sink": 1.0}, run["misses"]
+    assert run["silent"] == 1.0, run["misses"]
 
 
 @pytest.fixture(scope="module")

@@ -129,6 +129,9 @@ def test_memory_held_section_and_tensor_holders(tmp_path):
     assert "CUDA blocks" not in out  # no CUDA in use
     rc, out, err, doc = run_cli("run", "--json", str(prog))
     assert rc == 0 and doc is not None, err
+    (pin,) = [h for h in doc["hazards"] if h["kind"] == "view-pins-storage"]
+    assert pin["culprit"]["line"] == 4  # the slicing line keeps it; the memory was allocated by line 3
+    assert (pin["retention"]["allocation"] or {}).get("line") == 3, pin["retention"]
     rc, out, err, _ = run_cli("run", "--tensor", "cache['row']", str(prog))
     assert "held by: cache -> ['row']" in out, out
     row = next(t for t in doc["tensors"] if "cache['row']" in t["names"])
@@ -300,7 +303,7 @@ def test_holder_path_picture_in_the_browser(tmp_path):
     t = pinned.one("g", "target")
     assert int(t.attrs["data-bytes"]) == row.numel() * row.element_size()
     assert int(t.attrs["data-storage-bytes"]) == row.untyped_storage().nbytes()
-    assert t.attrs["data-alloc-line"] == str(line_of(prog, "first_row = big[0]"))
+    assert t.attrs["data-alloc-line"] == str(line_of(prog, "big = torch.zeros(512, 1024)"))  # the pinned storage
 
     rows = {r.attrs["data-name"]: r for r in section.find_all("tr", "holder")}
     assert int(rows["model"].attrs["data-bytes"]) == model_bytes

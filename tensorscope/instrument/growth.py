@@ -186,11 +186,12 @@ class Growth:
         """Where the retained memory was allocated: the tensor's recorded creation, or the forward line
         of the graph node that saved it, or of its own grad_fn."""
         tracker = self.tracker
-        try:
-            tid = tracker.tid(t)
-            c = tracker.tensor_created.get(tid)
-            if c and c.get("file") in tracker.user:
-                return {"file": c["file"], "line": c["line"], "how": c.get("how")}
+        try:  # a view's memory was allocated where its base was made (`batch = randn(...)`, not `batch[0]`)
+            base = t._base
+            for owner in ((base, t) if base is not None else (t,)):
+                c = tracker.tensor_created.get(tracker.tid(owner))
+                if c and c.get("file") in tracker.user:
+                    return {"file": c["file"], "line": c["line"], "how": c.get("how")}
         except Exception:
             pass
         parent, step = walk.step(target)

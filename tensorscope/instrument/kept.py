@@ -135,14 +135,31 @@ class KeptValues:
             if isinstance(v, _Tensor):
                 self.keep(rec, "state_dict", v, None, frame)
 
-    def on_export(self, t, array):
-        """``t.numpy()``: a later ``from_numpy`` of the array reads ``t``'s bytes through another storage."""
+    def on_export(self, rec, t, array, frame):
+        """``t.numpy()``: a later ``from_numpy`` of the array reads ``t``'s bytes through another storage; and
+        the array itself, taken on a program line, is a kept value (see NOTE [A NumPy array is a kept value])."""
         try:
+            mem = _array_memory(array)
             if len(self.exports) >= _MAX_EXPORTS:
                 self.exports = [e for e in self.exports if e[0]() is not None][-_MAX_EXPORTS // 2:]
-            self.exports.append((weakref.ref(t), storage_key(t), _array_memory(array)))
+            self.exports.append((weakref.ref(t), storage_key(t), mem))
+            if mem is None or frame is None or frame.f_code.co_filename not in rec.user or not self._room(rec):
+                return
+            key = storage_key(t)
+            entry = _Kept(weakref.ref(array), None, "numpy", frame.f_code.co_filename, line_of(frame),
+                          weakref.ref(t), t._version, mem, key, True, False)
+            self._file(key, entry)
+            self.n += 1
         except Exception:
             pass
+
+    # NOTE [A NumPy array is a kept value]
+    # ``t.numpy()`` of a CPU tensor returns an array over the tensor's own bytes: ``history.append(w.numpy())``
+    # in a loop that then writes ``w`` in place keeps the same numbers N times. The array is kept like a tensor
+    # alias (a weak reference: NumPy arrays take them; its memory read at once, as for outside memory), filed
+    # under the tensor's storage key, so the write path's one look-up sees the write. It has no tensor id: the
+    # hazard names it by the name its keeping line bound (kinds/kept_value_changed.py), and its source is the
+    # tensor. Writes made by NumPy into the array bump no version and are not seen (docs/aliasing.md).
 
     def keep(self, rec, op, t, base, frame):
         try:
@@ -280,7 +297,7 @@ class KeptValues:
                 e.write_key = key
                 where = (e.file, e.line, e.write.get("file"), e.write.get("line"))
                 if where not in self.first:  # see NOTE [A kept value that dies with its function]
-                    self.first[where] = (e, rec.note_tensor(k))
+                    self.first[where] = (e, rec.note_tensor(k) if isinstance(k, _Tensor) else None)
         if dead:
             alive = [e for e in entries if e.ref() is not None]
             if alive:
@@ -320,7 +337,7 @@ class KeptValues:
                     version_now = k._version
                 except Exception:
                     version_now = None
-                tid = rec.note_tensor(k)
+                tid = rec.note_tensor(k) if isinstance(k, _Tensor) else None  # a NumPy array has no tensor id
             elif self.first.get(where, (None,))[0] is e and where not in found:
                 version_now, tid = None, self.first[where][1]
             else:
@@ -328,10 +345,13 @@ class KeptValues:
             base = e.source() if e.source is not None else None
             facts = found.get(where)
             if facts is not None:
-                facts["tensors"].append(tid)
+                if tid is not None:
+                    facts["tensors"].append(tid)
+                facts["count"] += 1
                 continue
             found[where] = {
-                "kind": "kept-value-changed", "tensor": tid, "tensors": [tid], "names": list(named.get(tid, ())),
+                "kind": "kept-value-changed", "tensor": tid, "tensors": [tid] if tid is not None else [],
+                "count": 1, "names": list(named.get(tid, ())),
                 "kept": {"op": e.op, "file": e.file, "line": e.line, "source": rec.note_tensor(base) if base is not None else None},
                 "writes": [e.write], "write_count": e.writes,
                 "version_at_keep": e.version, "version_now": version_now,

@@ -80,6 +80,11 @@ from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import inspectable
 
 _Tensor = torch.Tensor
+# Values are read through the C methods of the tensor base class, never through ``torch.Tensor``'s
+# attributes, which a program may have replaced with wrappers of its own that count or log the calls
+# (tests/programs_cuda/no_sync.py): a check of ours is not the program's read.
+_TB = torch._C.TensorBase
+_truth = _TB.__bool__
 _DUE = 32  # CUDA: flags read in one transfer per this many checks
 _MAX_BIRTHS = 16
 _MAX_OUTSIDE = 4
@@ -310,7 +315,7 @@ class ValueWatch:
             # graph]): the graph is gone by the time a batch of flags is read (one read per backward on CUDA)
             if flag.device.type == "cpu" or flag.device.type == "meta" or (what == "loss" and self.grads is not None):
                 with guard:
-                    ok = bool(flag)
+                    ok = _truth(flag)
                 self._settle(ok, facts, held, own)
             else:
                 self.due.append((flag, facts, held, own))
@@ -328,7 +333,9 @@ class ValueWatch:
         if not due:
             return
         try:
-            values = torch.stack([f.to("cpu", non_blocking=False) for f, *_ in due]).tolist()
+            flags = [f for f, *_ in due]
+            with quiet_from_modes(flags):  # as _check's: the program's modes do not see this read
+                values = _TB.tolist(torch.stack([_TB.to(f, "cpu", non_blocking=False) for f in flags]))
         except Exception:
             return
         for ok, (_, facts, held, own) in zip(values, due):
@@ -346,7 +353,7 @@ class ValueWatch:
                 self.pending_grad = None  # the step left the parameters finite: the gradients were handled
             return
         tensors = [r() for r in held]
-        bad = next((i for i, t in enumerate(tensors) if t is not None and not bool(torch.isfinite(t).all())), None)
+        bad = next((i for i, t in enumerate(tensors) if t is not None and not _truth(torch.isfinite(t).all())), None)
         if bad is not None:
             t = tensors[bad]
             facts["value"] = value_of(t)
@@ -373,6 +380,10 @@ class ValueWatch:
                 facts["birth"] = 0  # carried through something the map missed: the first birth is the best guess
         if facts["what"] == "grad":
             self.pending_grad = facts
+        elif facts["what"] == "parameter" and self.pending_grad is not None and not self.origins:
+            # the step applied the non-finite gradients: the first sink that held them is the gradients', at the
+            # backward line (what a plain run names; explain names the origin, with the step's sink beside it)
+            self.sink = self.pending_grad
         else:
             self.sink = facts
             if self.origins:
@@ -449,8 +460,9 @@ class ValueWatch:
     def at_exit(self, exc) -> None:
         """The program raised: a non-finite tensor it had just tested (named with a test, ``isnan``,
         ``isfinite``, ``.item()``, ``assert``..., on the raising line or the three before it, in a frame of its
-        own code) is what it raised on; its origin is read from its graph."""
-        if not self.origins or self.use_mode or exc is None or self.tested is not None or self.sink is not None:
+        own code) is what it raised on; its origin is read from its graph (``origins``: explain, --check-values;
+        a plain run names the test's line and leaves the origin to explain)."""
+        if self.use_mode or exc is None or self.tested is not None or self.sink is not None:
             return
         frames = _program_tb(exc, self.tracker.user)
         for frame, lineno in reversed(frames):
@@ -470,7 +482,8 @@ class ValueWatch:
                     continue
                 test = _TEST_WORD.search(at[1])
                 self.tested = {"op": test.group(0) if test else None, "file": file, "line": at[0],
-                               "birth": self._walk_birth([v], self.backward_calls), "step": self.step()}
+                               "birth": self._walk_birth([v], self.backward_calls) if self.origins else None,
+                               "step": self.step()}
                 return
         self._raised_on(frames)
 
@@ -501,8 +514,8 @@ class ValueWatch:
             return
         call = next((n for n in ast.walk(stmt) if isinstance(n, ast.Call)), None)
         roots = [v for _, v in bad if v.grad_fn is not None]
-        birth = self._walk_birth(roots, self.backward_calls, scopes) if roots else None
-        if birth is None:
+        birth = self._walk_birth(roots, self.backward_calls, scopes) if roots and self.origins else None
+        if birth is None and self.origins:
             birth = self._computed_birth(scopes, bad[0])
         self.tested = {"op": (source.dotted(call.func).split(".")[-1] or None) if call is not None else None,
                        "file": frame.f_code.co_filename, "line": lineno, "birth": birth, "step": self.step(),
@@ -705,7 +718,7 @@ _TEST_WORD = re.compile(r"\b(isnan|isfinite|isinf|isposinf|isneginf|item|nan_to_
 
 def _finite_now(t) -> bool:
     try:
-        return bool(torch.isfinite(t.detach()).all())
+        return _truth(torch.isfinite(t.detach()).all())
     except Exception:
         return True
 
@@ -736,10 +749,10 @@ def _finite(t) -> bool:
     tensor is five: ``abs``, ``ne``, ``eq``, ``mul``, ``all``, with temporaries of its size). A sum
     that overflowed (float16 values near 65504) is settled by ``isfinite``.
     """
-    v = t.sum().item()
+    v = _TB.item(t.sum())
     if v - v == 0:  # False for nan and +-inf, real or complex
         return True
-    return bool(torch.isfinite(t).all())
+    return _truth(torch.isfinite(t).all())
 
 
 def _written(func, args, kwargs):
@@ -773,7 +786,7 @@ def _all_finite(tensors, peak=None):
                     if peak is not None:
                         peak.append(_relative_peak(norms, group))
                     flag = torch.isfinite(norms).all()
-                    if bool(flag):
+                    if _truth(flag):
                         flags.append(flag)
                         continue
                 except Exception:
@@ -786,14 +799,14 @@ def _all_finite(tensors, peak=None):
                 flags.append(torch.stack([torch.isfinite(g).all() for g in group]).all())
     if len(flags) == 1:
         return flags[0]
-    return torch.stack([f.cpu() for f in flags]).all()
+    return torch.stack([_TB.cpu(f) for f in flags]).all()
 
 
 def _relative_peak(norms, group) -> float:
     """How far the largest of ``norms`` (of the tensors of ``group``, on the CPU) is towards the largest finite
     value of the narrowest floating dtype among them, in orders of magnitude: log(norm) / log(finfo.max), 1.0 for
     a norm that is not finite, 0.0 for one of at most 1."""
-    top = norms.max().item()
+    top = _TB.item(norms.max())
     if top - top != 0:
         return 1.0
     fmax = min((torch.finfo(t.dtype).max for t in group if t.is_floating_point()), default=None)

@@ -39,8 +39,27 @@ class quiet:
             g.__exit__(*exc)
 
 
+class quiet_all:
+    """``quiet()`` with the program's torch-function modes switched off too (``torch.device(...)`` as a
+    context, ``set_default_device``, a mode of its own): a finiteness check of ours entered from inside
+    one must not reach the program's mode, nor, through it, the wrappers a program put on
+    ``torch.Tensor``'s methods (a mode's ``func`` is ``torch.Tensor``'s attribute of that name)."""
+
+    __slots__ = ("guards",)
+
+    def __enter__(self):
+        self.guards = (torch._C.DisableTorchFunction(),
+                       torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)))
+        for g in self.guards:
+            g.__enter__()
+
+    def __exit__(self, *exc):
+        for g in reversed(self.guards):
+            g.__exit__(*exc)
+
 
 _dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._len_torch_function_stack
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -58,13 +77,14 @@ _LOUD = _Loud()
 
 
 def quiet_from_modes(tensors):
-    """``quiet()`` while a program's dispatch mode is on and every tensor read is a plain one, else no guard.
+    """``quiet()`` while a program's dispatch mode (``quiet_all()``: or torch-function mode) is on and every
+    tensor read is a plain one, else no guard.
 
     A hook of ours that computes on tensors (a finiteness check: ``sum``, ``isfinite``, ``.item()``)
     runs inside the program's ``with Mode():`` when the program's backward does, and the mode would
     record those ops as the program's. Subclass tensors keep their dispatch (a wrapper subclass has
     no storage of its own to compute on), and with no mode on the guard costs nothing.
     """
-    if _dispatch_modes() and all(type(t) in _PLAIN for t in tensors if t is not None):
-        return quiet()
+    if (_dispatch_modes() or _function_modes()) and all(type(t) in _PLAIN for t in tensors if t is not None):
+        return quiet_all() if _function_modes() else quiet()
     return _LOUD

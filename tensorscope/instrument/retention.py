@@ -577,8 +577,13 @@ def _pinned_views(tracker, walk) -> list:
             continue
         tid = tracker.note_tensor(t)
         c = tracker.tensor_created.get(tid) or {}
+        made = tracker.tensor_created.get(tracker.tid(base)) or {}  # the pinned memory: where its base was made
+        if made.get("file") not in tracker.user:
+            made = c
         out.append({"tensor": tid, "path": json_steps(walk.path(tid_obj)), "nbytes": reach, "storage_nbytes": nbytes,
-                    "file": c.get("file"), "line": c.get("line"), "how": c.get("how")})
+                    "file": c.get("file"), "line": c.get("line"), "how": c.get("how"),
+                    "alloc": {"file": made["file"], "line": made["line"], "how": made.get("how")}
+                    if made.get("line") else None})
         if len(out) >= 32:
             break
     return out

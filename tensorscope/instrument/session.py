@@ -75,8 +75,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     control = _Control(tracker, patcher)
     if device != "auto":
         _device.install(device, tracker, patcher)
-    # the sinks and the origin mode where values are checked (explain, --check-values): their reductions
-    # read values, which a plain run never does (tests/test_device.py); see NOTE [Origin of a non-finite value]
+    # the sinks (every command) and the origins (explain, --check-values): NOTE [Checking values at the sinks] and
+    # NOTE [Origin of a non-finite value]; their reads are invisible to the program (tests/test_device.py)
     if hooks:
         # the origin is read from the graph (NOTE [Origins from the graph]); the per-op dispatch mode only on
         # request, and never where it crashes torch (NOTE [The origin mode crashes torch before 2.11])
@@ -87,6 +87,8 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
                          "over backward calls crashes this release; docs/compatibility.md); the origin is read "
                          "from the graph instead")
         tracker.values = nonfinite.ValueWatch(tracker, origins=True, mode=mode).install()
+    else:  # a plain run: the three sinks only (NOTE [Checking values at the sinks])
+        tracker.values = nonfinite.ValueWatch(tracker).install()
     if ops:
         control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
@@ -166,7 +168,8 @@ def retention_findings(tracker, memory: dict | None) -> list:
         out.append({"kind": "view-pins-storage", "retention": True, "holder": v["path"][0]["label"],
                     "where": None, "path": v["path"], "bytes_per_step": 0, "nodes_per_step": 0,
                     "bytes": v["storage_nbytes"], "nbytes": v["nbytes"], "storage_nbytes": v["storage_nbytes"],
-                    "alloc": {"file": v["file"], "line": v["line"], "how": v["how"]} if v.get("line") else None,
+                    "alloc": v.get("alloc"),
+                    "sliced": {"file": v["file"], "line": v["line"]} if v.get("line") else None,
                     "tensor": v["tensor"], "at_end": True})
     return out
 

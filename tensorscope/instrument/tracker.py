@@ -395,7 +395,7 @@ class Tracker(Recorder):
         if op in ("numpy", "from_numpy") and self.check_values:
             self.saved_checks.note_numpy(op, source if op == "numpy" else out, frame)
         if op == "numpy" and isinstance(source, _Tensor):
-            self.kept.on_export(source, out)
+            self.kept.on_export(self, source, out, frame)
         elif op in _EXTERNAL and isinstance(out, _Tensor) and _external(first if first is not None else source):
             self.kept.keep(self, op, out, None, frame)
         try:

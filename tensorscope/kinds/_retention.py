@@ -329,8 +329,9 @@ def explain(ev, h: dict, kind) -> dict:
     if alloc.get("line"):
         parts.append(f"The retained memory was allocated at line {alloc['line']} "
                      f"(`{source.code(alloc.get('file'), alloc['line'])}`).")
+    sliced = h.get("sliced") or alloc  # a pinning view with no store found: the line that took the view
     culprit = where(file, stmt.lineno, alias=holder) if stmt is not None else (
-        where(alloc.get("file"), alloc.get("line"), alias=holder) if alloc.get("line") else None)
+        where(sliced.get("file"), sliced.get("line"), alias=holder) if sliced.get("line") else None)
     allocation = ({"file": display_path(alloc.get("file")), "line": alloc.get("line"),
                    "code": source.code(alloc.get("file"), alloc.get("line")), "how": alloc.get("how")}
                   if alloc.get("line") else None)

@@ -27,9 +27,10 @@ KIND = Kind(
         "`best = model.state_dict()` kept as the best model while training goes on.",
         "`prev = w.detach()` or `init = w.data` kept to compare against later weights.",
         "`torch.from_numpy(a)` or `torch.as_tensor(a)` kept while the array or another tensor over it is written.",
+        "`history.append(w.numpy())` while `w` is written in place: every entry is the same memory.",
     ),
     fixes=(
-        "Copy when keeping: `copy.deepcopy(model.state_dict())`, `w.detach().clone()`.",
+        "Copy when keeping: `copy.deepcopy(model.state_dict())`, `w.detach().clone()`, `w.numpy().copy()`.",
         "Make a tensor that owns its memory from an array: `torch.tensor(a)` or `torch.from_numpy(a.copy())`.",
         "Read the kept value before the write, if a view was all that was needed.",
     ),
@@ -40,6 +41,7 @@ _WHY = {
     "state_dict": "`state_dict()` returns the module's tensors detached, not copied",
     "detach": "`.detach()` returns a tensor over the same memory",
     "data": "`.data` returns a tensor over the same memory (with its own version counter)",
+    "numpy": "`.numpy()` of a CPU tensor returns an array over the tensor's own memory, not a copy",
     "from_numpy": "`torch.from_numpy` makes a tensor over the array's own memory",
     "as_tensor": "`torch.as_tensor` of an array makes a tensor over the array's own memory",
     "asarray": "`torch.asarray` of an array makes a tensor over the array's own memory",
@@ -58,6 +60,9 @@ def _fix(op: str, code: str, line) -> str:
                 "`torch.from_numpy(a.copy())`; or `.clone()` the tensor you keep.")
     if op == "data":
         return f"Keep a copy {at}: `.detach().clone()` instead of `.data`."
+    if op == "numpy":
+        return (f"Keep a copy {at}: `.numpy().copy()` (or `.detach().clone().numpy()`); `.cpu()` of a CPU tensor "
+                "is the tensor itself, so `.cpu().numpy()` shares memory too.")
     if op == "detach":
         return f"Keep a copy {at}: `.detach().clone()`."
     return f"Keep a copy {at}: `.clone()` the view, or read it before the write."
@@ -79,10 +84,13 @@ def explain(ev: Evidence, hazard: dict):
         return None  # a temporary view that died (`w[:, 2] -= d` takes and drops one): nothing was kept
     kcode, wcode = code_at(kfile, kline), code_at(wfile, wline)
     label = ev.label(tid)
-    if not ev.tensor_names(tid) and bound:  # died before the end: the name its keeping line bound
+    if op == "numpy":  # an array has no tensor id: the name its keeping line bound
+        label = f"the NumPy array kept in `{bound[0]}`" if bound else "a NumPy array"
+    elif not ev.tensor_names(tid) and bound:  # died before the end: the name its keeping line bound
         label = f"a tensor of `{bound[0]}`" if op == "state_dict" else f"`{bound[0]}`"
-    n = len(hazard.get("tensors") or [tid])
-    what = f"{label}" + (f" (with {n - 1} more tensor(s) kept by the same line)" if n > 1 else "")
+    n = hazard.get("count") or len(hazard.get("tensors") or [tid])
+    noun = "array(s)" if op == "numpy" else "tensor(s)"
+    what = f"{label}" + (f" (with {n - 1} more {noun} kept by the same line)" if n > 1 else "")
     by = f" ({first['library']})" if first.get("library") else ""
     through = f" through `{first['alias']}`" if first.get("alias") and not first.get("library") else ""
     count = hazard.get("write_count") or 1

@@ -117,8 +117,9 @@ def _hazard_path(h: dict, index: int, anchors: dict) -> str:
 
 def _pinned_path(v: dict, index: int, anchors: dict) -> str:
     steps = v.get("path") or [v.get("tensor") or "?"]
-    target = {"bytes": v.get("nbytes"), "storage_bytes": v.get("storage_nbytes"), "file": v.get("file"),
-              "line": v.get("line")}
+    alloc = v.get("alloc") or {"file": v.get("file"), "line": v.get("line")}  # where the pinned storage was made
+    target = {"bytes": v.get("nbytes"), "storage_bytes": v.get("storage_nbytes"), "file": alloc.get("file"),
+              "line": alloc.get("line")}
     svg = path_svg(steps, "holds a view", target,
                    attrs={"data-kind": "view-pins-storage", "data-holder": _label(steps[0]), "data-pinned": "true"})
     where = (f' · sliced at {place_link(v.get("file"), v["line"], anchors)}' if v.get("line") else "")

@@ -1,5 +1,5 @@
 # Rewritten from pytorch/pytorch#8069 and #61810: acos of a cosine similarity that reaches exactly 1.
-# expect: kind=silent-non-finite-value line=10 op=AcosBackward0 phase=backward
+# expect: kind=silent-non-finite-value line=10 op=AcosBackward0 phase=backward sink=grad sink_line=12 sink_step=0
 import torch
 import torch.nn.functional as F
 

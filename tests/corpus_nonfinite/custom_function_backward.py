@@ -1,5 +1,5 @@
 # Rewritten from facebookresearch/svoice#78 and pytorch/pytorch#22820: a hand-written backward divides by the input.
-# expect: kind=silent-non-finite-value line=15 op=div phase=backward alt_line=19
+# expect: kind=silent-non-finite-value line=15 op=div phase=backward alt_line=19 sink=grad sink_line=20 sink_step=0
 import torch
 
 

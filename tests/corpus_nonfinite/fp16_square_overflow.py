@@ -1,5 +1,5 @@
 # Rewritten from motional/nuplan-devkit#91: float16 training where a squared error overflows.
-# expect: kind=silent-non-finite-value line=10 op=pow phase=forward
+# expect: kind=silent-non-finite-value line=10 op=pow phase=forward sink=loss sink_line=12 sink_step=0
 import torch
 
 w = torch.tensor([300.0, 2.0], dtype=torch.float16, requires_grad=True)

@@ -1,5 +1,5 @@
 # Rewritten from summerlvsong/Aggregation-Cross-Entropy#2: a log of a score that can go negative.
-# expect: kind=silent-non-finite-value line=10 op=log phase=forward
+# expect: kind=silent-non-finite-value line=10 op=log phase=forward sink=loss sink_line=11 sink_step=0
 import torch
 
 torch.manual_seed(0)

@@ -1,5 +1,5 @@
 # Rewritten from a report of a weighting term: log of the row sums of a data mask, one row of which is all zeros.
-# expect: kind=silent-non-finite-value line=12 op=log phase=forward
+# expect: kind=silent-non-finite-value line=12 op=log phase=forward sink=loss sink_line=15 sink_step=3
 import torch
 torch.manual_seed(0)
 w = torch.randn(4, 3, requires_grad=True)

@@ -1,5 +1,5 @@
 # Rewritten from yhenon/pytorch-retinanet#3: a focal-style loss takes log of a probability that is exactly 0.
-# expect: kind=silent-non-finite-value line=11 op=log phase=forward
+# expect: kind=silent-non-finite-value line=11 op=log phase=forward sink=loss sink_line=13 sink_step=0
 import torch
 
 torch.manual_seed(0)

@@ -1,5 +1,5 @@
 # Rewritten from jinxixiang/magic_animate_unofficial#6 and avalonstrel/GatedConvolution_pytorch#27: a learning rate too large makes the loss diverge after some steps.
-# expect: kind=silent-non-finite-value line=12 op=pow phase=forward
+# expect: kind=silent-non-finite-value line=12 op=pow phase=forward sink=loss sink_line=14 sink_step=9
 import torch
 
 torch.manual_seed(0)

@@ -1,5 +1,5 @@
 # Rewritten from NVIDIA/apex#358: a hand-written BCE where a sigmoid saturates to exactly 1.0 and log(1 - p) is -inf.
-# expect: kind=silent-non-finite-value line=9 op=log phase=forward
+# expect: kind=silent-non-finite-value line=9 op=log phase=forward sink=loss sink_line=11 sink_step=0
 import torch
 
 logits = torch.tensor([0.3, 40.0, -2.0], requires_grad=True)

@@ -1,5 +1,5 @@
 # Rewritten from INRIA/geoarches#88 and fairchem#441: a masked mean divides by the number of valid targets, which is 0 in a batch.
-# expect: kind=silent-non-finite-value line=11 op=div phase=forward
+# expect: kind=silent-non-finite-value line=11 op=div phase=forward sink=loss sink_line=12 sink_step=0
 import torch
 
 pred = torch.tensor([0.2, 0.4, 0.9], requires_grad=True)

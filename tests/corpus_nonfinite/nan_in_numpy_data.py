@@ -1,5 +1,5 @@
 # Rewritten from danielegrattarola/keras-gat#14 and zhouhaoyi/Informer2020#402: a feature matrix loaded with a missing value.
-# expect: kind=silent-non-finite-value line=7 op=data phase=forward
+# expect: kind=silent-non-finite-value line=7 op=data phase=forward sink=loss sink_line=12 sink_step=0
 import numpy as np
 import torch
 

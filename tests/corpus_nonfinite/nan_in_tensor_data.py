@@ -1,5 +1,5 @@
 # Rewritten from ciemss/pyciemss#315: a target list parsed from a file holds a NaN for a missing reading.
-# expect: kind=silent-non-finite-value line=5 op=data phase=forward
+# expect: kind=silent-non-finite-value line=5 op=data phase=forward sink=loss sink_line=12 sink_step=0
 import torch
 
 targets = torch.tensor([0.5, float("nan"), 1.5, 2.0])

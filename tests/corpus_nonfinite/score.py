@@ -5,6 +5,14 @@ one process so that torch is imported once (the corpus has 48 programs), and com
 the program's ``# expect:`` header (measured with plain torch by measure.py): kind, origin line, op
 (the aten op, the backward node, or ``data``) and phase. Buggy programs are scored; their ``_fixed``
 twins and the ``fine_`` programs must produce no non-finite finding.
+
+``score.py --run [--json]`` scores a plain ``tensorscope run`` instead: each buggy program's header names
+the first sink that held a NaN or Inf (``sink=loss|grad|parameter sink_line=N sink_step=K``, measured with
+plain torch by ``measure.py --sinks``: the loss given to backward, the gradients after it, the parameters
+after a step), which must be the report's ``nonfinite.sink`` (what, line, step), with the kind of the
+header; a program that raised on the value before any sink held it (``sink=none``) must get the kind with
+no sink, and every twin and fine program no non-finite finding. ``--with-run`` adds the second score to the
+first under ``"run"``.
 """
 
 from __future__ import annotations
@@ -50,7 +58,20 @@ def score(path: Path, doc: dict) -> dict:
             "op": want["op"] in ops, "phase": nf.get("phase") == want["phase"]}
 
 
-def explain_doc(path: Path) -> dict:
+def score_run(path: Path, doc: dict) -> dict:
+    want, got = expect(path), finding(doc)
+    if not want:
+        return {"clean": got is None}
+    if got is None:
+        return {"kind": False, "sink": False}
+    sink = (got.get("nonfinite") or {}).get("sink") or {}
+    if want["sink"] == "none":  # the program raised on the value before it reached a sink: the raising line
+        return {"kind": got["kind"] == want["kind"], "sink": not sink}
+    return {"kind": got["kind"] == want["kind"], "sink": (sink.get("what"), sink.get("line"), sink.get("step"))
+            == (want["sink"], int(want["sink_line"]), int(want["sink_step"]))}
+
+
+def explain_doc(path: Path, command: str = "explain") -> dict:
     import torch
 
     from tensorscope.session import Session
@@ -59,7 +80,7 @@ def explain_doc(path: Path) -> dict:
     os.chdir(path.parent)
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            session = Session(command="explain", program=path.name, argv=[], source=path.read_bytes(),
+            session = Session(command=command, program=path.name, argv=[], source=path.read_bytes(),
                               json_mode=False, device="auto", timeout=None)
             return session.execute().doc
     finally:
@@ -67,18 +88,24 @@ def explain_doc(path: Path) -> dict:
         torch.autograd.set_detect_anomaly(False)  # a program may leave anomaly mode on
 
 
-def main() -> dict:
-    results = {p.name: score(p, explain_doc(p)) for p in programs()}
+def main(run: bool = False) -> dict:
+    if run:
+        results = {p.name: score_run(p, explain_doc(p, "run")) for p in programs()}
+    else:
+        results = {p.name: score(p, explain_doc(p)) for p in programs()}
     buggy = {k: v for k, v in results.items() if "clean" not in v}
     clean = {k: v for k, v in results.items() if "clean" in v}
-    accuracy = {f: sum(v[f] for v in buggy.values()) / len(buggy) for f in ("kind", "line", "op", "phase")}
+    fields = ("kind", "sink") if run else ("kind", "line", "op", "phase")
+    accuracy = {f: sum(v[f] for v in buggy.values()) / len(buggy) for f in fields}
     return {"buggy": len(buggy), "clean": len(clean), "accuracy": accuracy,
             "silent": sum(v["clean"] for v in clean.values()) / len(clean),
             "misses": {k: v for k, v in results.items() if not all(v.values())}}
 
 
 if __name__ == "__main__":
-    out = main()
+    out = main(run="--run" in sys.argv)
+    if "--with-run" in sys.argv:  # both scores from one process (tests/test_nonfinite.py)
+        out["run"] = main(run=True)
     if "--json" in sys.argv:
         print(json.dumps(out))
     else:

@@ -1,5 +1,5 @@
 # Rewritten from allenai/allennlp#890 and jadore801120/attention-is-all-you-need-pytorch#5: a padded query whose every key is masked.
-# expect: kind=silent-non-finite-value line=11 op=_softmax phase=forward
+# expect: kind=silent-non-finite-value line=11 op=_softmax phase=forward sink=loss sink_line=14 sink_step=0
 import torch
 
 torch.manual_seed(0)

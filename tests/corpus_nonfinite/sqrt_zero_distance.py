@@ -1,5 +1,5 @@
 # Rewritten from open-mmlab/mmrotate#205 and akanazawa/cmr#11: sqrt of a squared distance that is 0 for one pair.
-# expect: kind=silent-non-finite-value line=9 op=SqrtBackward0 phase=backward
+# expect: kind=silent-non-finite-value line=9 op=SqrtBackward0 phase=backward sink=grad sink_line=11 sink_step=0
 import torch
 
 a = torch.tensor([[0.0, 0.0], [1.0, 1.0]], requires_grad=True)

@@ -1,5 +1,5 @@
 # Rewritten from pytorch/pytorch#4320 (comment) and data-apis/array-api#334: the unbiased std over a dimension of size 1.
-# expect: kind=silent-non-finite-value line=9 op=std phase=forward
+# expect: kind=silent-non-finite-value line=9 op=std phase=forward sink=loss sink_line=12 sink_step=0
 import torch
 
 torch.manual_seed(0)

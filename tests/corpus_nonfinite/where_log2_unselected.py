@@ -1,5 +1,5 @@
 # Rewritten from pytorch/pytorch#108618: where(x > 2, log2(x), 2 * x) gives a NaN gradient at x = 0.
-# expect: kind=silent-non-finite-value line=6 op=Log2Backward0 phase=backward
+# expect: kind=silent-non-finite-value line=6 op=Log2Backward0 phase=backward sink=grad sink_line=8 sink_step=0
 import torch
 
 x1 = torch.tensor([0.0, 2.0, 3.0], requires_grad=True)
