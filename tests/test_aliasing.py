@@ -50,7 +50,8 @@ KIND_BY_NUMBER = {
 ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_fine.py", "31_tied_weights_fine.py",
            "33_teacher_shallow_copy.py", "33_teacher_shallow_copy_fine.py", "36_rdrop_two_forwards_fine.py",
            "40_best_in_main.py", "40_best_in_main_fine.py", "41_numpy_history.py", "41_numpy_history_fine.py",
-           "42_numpy_initial_weights.py", "42_numpy_initial_weights_fine.py")
+           "42_numpy_initial_weights.py", "42_numpy_initial_weights_fine.py", "43_best_rebound_in_loop.py",
+           "43_best_rebound_in_loop_fine.py")
 
 
 def kind_of(path: Path) -> str:
@@ -196,6 +197,19 @@ def test_a_kept_numpy_array_is_named_by_its_keeping_line(results):
     facts = [f for f in results[CORPUS / "41_numpy_history.py"]["doc"]["recording"]["hazards"]
              if f.get("kind") == "kept-value-changed"]
     assert facts and facts[0]["tensor"] is None and facts[0]["count"] == 3  # arrays of epochs 0 to 2 changed
+
+
+def test_a_kept_value_freed_by_its_rebinding_is_read_only_before_it(results):
+    """NOTE [When a kept value died]: the placeholder `best = model.state_dict()` (line 14) is changed by
+    the first epoch's step and freed when line 24 rebinds `best`; the loads of `best` after that line read
+    the new binding. With a deepcopy there (the twin) nothing is reported; without one the snapshot kept
+    at line 24 is, and the placeholder is not."""
+    fine = results[CORPUS / "43_best_rebound_in_loop_fine.py"]["doc"]
+    (facts,) = [f for f in fine["recording"]["hazards"] if f.get("kind") == "kept-value-changed"]
+    assert facts["kept"]["line"] == 14 and facts["alive_at_end"] is False and facts["died"]["line"] == 24
+    assert fine["hazards"] == []
+    (h,) = results[CORPUS / "43_best_rebound_in_loop.py"]["doc"]["hazards"]
+    assert h["kept_at"]["line"] == 24 and h["culprit"]["line"] == 19
 
 
 def test_memory_groups_join_distinct_storages_over_one_array(results):

@@ -101,6 +101,8 @@ def _jobs(folder: Path) -> dict:
             "explain": cli("explain", "--json", own["dropped_inf.py"], cwd=folder)},
         "test_a_custom_functions_backward_is_named_by_its_op_and_line": {
             "explain": cli("explain", "--json", own["sqrt_where.py"], cwd=folder)},
+        "test_a_log_whose_gradient_overflows_names_its_tiny_input": {
+            "explain": cli("explain", "--json", "log_prob_underflow.py")},
         "test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned": {
             "padded_deep.py": cli("explain", "--json", own["padded_deep.py"], cwd=folder),
             "loss_scaler.py": cli("explain", "--json", own["loss_scaler.py"], cwd=folder)},
@@ -541,6 +543,21 @@ def _truth(src, backward_line, root_expr):
         with torch.autograd.detect_anomaly(check_nan=False), contextlib.redirect_stdout(io.StringIO()):
             exec(compile(src, "prog.py", "exec"), {"__name__": "__main__", "_hook": _hook_every_node, "made": made})
     return made[0] if made else None
+
+
+def test_a_log_whose_gradient_overflows_names_its_tiny_input(schema, runs):
+    """`-log(softmax(x)[target])` with a probability that underflowed to a denormal: the log is finite, its
+    backward (grad / p) is not. The fix names the input near 0, not the incoming gradient's sign (it said `log`
+    of negative values, from the gradient of -1/n). Truth from torch: p is positive and 1/p overflows float32."""
+    import torch
+    p = torch.softmax(torch.tensor([0.0, 100.0]), -1)[0]
+    assert 0 < p.item() < 1e-38 and torch.isinf(-0.5 / p)
+    (out,) = runs["test_a_log_whose_gradient_overflows_names_its_tiny_input"].values()
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    assert (h["nonfinite"]["node"], h["culprit"]["line"]) == ("LogBackward0", 14)
+    assert "negative" not in h["fix"] and f"{p.item():.3g}" in h["fix"] and "clamp_min" in h["fix"], h["fix"]
 
 
 def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, schema, runs):

@@ -37,6 +37,7 @@ it), so a write through either side is seen.
 
 from __future__ import annotations
 
+import sys
 import weakref
 
 import torch
@@ -91,7 +92,7 @@ def _overlap(a, b) -> bool:
 
 class _Kept:
     __slots__ = ("ref", "tid", "op", "file", "line", "source", "version", "mem", "key", "write", "writes",
-                 "external", "shares_counter", "write_key")
+                 "external", "shares_counter", "write_key", "died", "watch")
 
     def __init__(self, ref, tid, op, file, line, source, version, mem, key, external, shares_counter):
         self.ref, self.tid, self.op, self.file, self.line = ref, tid, op, file, line
@@ -100,6 +101,8 @@ class _Kept:
         self.write = None
         self.write_key = None
         self.writes = 0
+        self.died = None  # (file, line) of the program's line running when it died (NOTE [When a kept value died])
+        self.watch = None
 
 
 class KeptValues:
@@ -295,6 +298,10 @@ class KeptValues:
             if e.write is None:
                 e.write = self._where(rec, target, op, frame, uf)
                 e.write_key = key
+                try:
+                    e.watch = weakref.ref(k, _on_death(e, rec.user))
+                except TypeError:
+                    pass
                 where = (e.file, e.line, e.write.get("file"), e.write.get("line"))
                 if where not in self.first:  # see NOTE [A kept value that dies with its function]
                     self.first[where] = (e, rec.note_tensor(k) if isinstance(k, _Tensor) else None)
@@ -358,10 +365,33 @@ class KeptValues:
                 "shares_version_counter": e.shares_counter,
                 "distinct_storage": e.key != e.write_key,
                 "alive_at_end": k is not None,
+                "died": {"file": e.died[0], "line": e.died[1]} if k is None and e.died else None,
             }
         for where, facts in found.items():
             rec.add_hazard(("kept",) + where, facts)
 
+
+
+# NOTE [When a kept value died]
+# A kept value that died after the write was read after it only if the reading line ran before it
+# died: ``best = model.state_dict()`` before the loop, rebound by ``best = model.state_dict()`` in the
+# loop's first step, is gone when ``model.load_state_dict(best)`` after the loop loads the name, which
+# by then names the second snapshot. So at its first write a kept value gets a weak reference whose
+# callback notes the program's line running when it is freed (the rebinding line, or the line that
+# called the function it died with); the explainer stops counting loads past that line
+# (kinds/_reads.py). One weak reference per kept value found written, nothing per event.
+
+
+def _on_death(entry, user):
+    def died(_ref):
+        try:
+            f = _program_frame(sys._getframe(1), user)
+            if f is not None:
+                entry.died = (f.f_code.co_filename, f.f_lineno)
+            entry.watch = None
+        except Exception:
+            pass
+    return died
 
 
 def _program_frame(frame, user):

@@ -7,7 +7,10 @@ on every op, so the program's text answers instead: the names the keeping statem
 (``best = ...``, ``self.best = ...``, ``snaps.append(...)``, ``d[k] = ...``) and the program's names
 for the kept tensor, loaded on a line after the writing line, or anywhere in a loop around the
 writing line (its next iteration reads after the write). A keeping line whose file cannot be read
-counts as read: the hazard is reported rather than hidden.
+counts as read: the hazard is reported rather than hidden. A kept value that died (NOTE [When a
+kept value died] in instrument/kept.py) is read only by a load before its death line or in a loop
+around the write; the death line is used only where its order against the write is plain (after the
+write in the same function, or inside a loop around the write).
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ def kept_names(file, line) -> list[str]:
     st = _statement(tree, line)
     if st is None:
         return []
+    return kept_names_of(st)
+
+
+def kept_names_of(st) -> list[str]:
+    """The names the statement ``st`` bound its value to (``.attr`` for an attribute)."""
     if isinstance(st, ast.Assign):
         return [n for t in st.targets for n in _target_names(t)]
     if isinstance(st, (ast.AnnAssign, ast.AugAssign)):
@@ -88,8 +96,37 @@ def roots(names) -> list[str]:
     return out
 
 
-def loads_after(file, keep_line, write_line, names) -> bool:
-    """Whether one of ``names`` is loaded after ``write_line`` (see NOTE [Read after the write])."""
+def _function(tree, line):
+    """The innermost function spanning ``line`` (None at module level)."""
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) \
+                and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    return best
+
+
+def _after_rebinding(tree, line):
+    """The names the statement at ``line`` binds and the line spans of the statements after it in its
+    own block: a load of such a name there reads the new binding, never the value that died at ``line``."""
+    st = _statement(tree, line)
+    if st is None or not isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        return set(), []
+    targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+    bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and st in block:
+                later = block[block.index(st) + 1:]
+                return bound, [(b.lineno, b.end_lineno or b.lineno) for b in later]
+    return bound, []
+
+
+def loads_after(file, keep_line, write_line, names, died=None) -> bool:
+    """Whether one of ``names`` is loaded after ``write_line`` and before ``died``, the line the kept
+    value died on, where known (see NOTE [Read after the write])."""
     tree = _tree(file)
     if tree is None or not keep_line or not write_line:
         return True
@@ -101,6 +138,10 @@ def loads_after(file, keep_line, write_line, names) -> bool:
     skip = range(keep.lineno, (keep.end_lineno or keep.lineno) + 1) if keep is not None else range(0)
     loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))
              and n.lineno <= write_line <= (n.end_lineno or n.lineno)]
+    in_loop = died is not None and any(lp.lineno <= died <= (lp.end_lineno or lp.lineno) for lp in loops)
+    if died is not None and not in_loop and (died <= write_line or _function(tree, died) is not _function(tree, write_line)):
+        died = None  # its order against the write is not plain from the text: every later load counts
+    rebound, later = _after_rebinding(tree, died) if died is not None else (set(), [])
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in wanted:
             pass
@@ -111,6 +152,10 @@ def loads_after(file, keep_line, write_line, names) -> bool:
         line = node.lineno
         if line in skip:
             continue
-        if line > write_line or any(lp.lineno <= line <= (lp.end_lineno or lp.lineno) for lp in loops):
+        if isinstance(node, ast.Name) and node.id in rebound and any(a <= line <= b for a, b in later):
+            continue  # after the line that rebound the name (and freed the kept value) in the same block
+        if any(lp.lineno <= line <= (lp.end_lineno or lp.lineno) for lp in loops):
+            return True
+        if line > write_line and (died is None or line <= died):
             return True
     return False

@@ -77,7 +77,9 @@ def explain(ev: Evidence, hazard: dict):
     wfile, wline = first.get("file"), first.get("line")
     tid = hazard.get("tensor")
     names = kept_names(kfile, kline) + roots((hazard.get("names") or []) + ev.tensor_names(tid))
-    if kfile == wfile and not loads_after(kfile, kline, wline, names):
+    died = hazard.get("died") or {}
+    dline = died.get("line") if died.get("file") == wfile and hazard.get("alive_at_end") is False else None
+    if kfile == wfile and not loads_after(kfile, kline, wline, names, dline):
         return None
     bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
     if hazard.get("alive_at_end") is False and (not bound or (kfile, kline) == (wfile, wline)):

@@ -134,6 +134,16 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
                 "still multiplies that branch's infinite local gradient by 0, which is NaN. Use the double-`where` "
                 f"trick: feed the `{op}` a safe value where it is not selected, e.g. "
                 f"`torch.where(mask, torch.{op}(torch.where(mask, x, 1.0)), 0.0)`.")
+    if op in _LOG and origin.get("phase") == "backward" and not origin.get("custom_function") \
+            and op in ("log", "log2", "log10"):
+        # the backward divides the incoming gradient by the forward input: a tiny positive input overflows 1/x
+        # (the gradient's own sign says nothing about the input's domain)
+        pos = [i.get("min") for i in inputs if isinstance(i.get("min"), (int, float)) and i.get("min") >= 0]
+        near = f" (the smallest input here is {min(pos):.3g})" if pos and min(pos) > 0 else ""
+        return (f"`{op}`'s gradient (1/x) is not finite where its input is 0 or close to it{near}{at}: clamp its "
+                f"input first, e.g. `torch.{op}(x.clamp_min(1e-8))`, or add an eps (`x + 1e-8`); for a loss on "
+                "probabilities use the logits form (`F.binary_cross_entropy_with_logits`, `F.cross_entropy`, "
+                "`F.log_softmax`).")
     if op in _LOG:
         what = "0" if zeros and not negs else "negative values" if negs and not zeros else "0 or negative values"
         return (f"`{op}` of {what} is not finite{at}: clamp its input first, e.g. `torch.{op}(x.clamp_min(1e-8))`, "
