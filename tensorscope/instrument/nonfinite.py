@@ -425,9 +425,9 @@ class ValueWatch:
                 facts["birth"] = 0  # carried through something the map missed: the first birth is the best guess
         if facts["what"] == "grad":
             self.pending_grad = facts
-        elif facts["what"] == "parameter" and self.pending_grad is not None and not self.origins:
+        elif facts["what"] == "parameter" and self.pending_grad is not None:
             # the step applied the non-finite gradients: the first sink that held them is the gradients', at the
-            # backward line (what a plain run names; explain names the origin, with the step's sink beside it)
+            # backward line (under explain the culprit is the origin, with this sink beside it)
             self.sink = self.pending_grad
         else:
             self.sink = facts
