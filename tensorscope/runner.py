@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import importlib.machinery
+import opcode
 import os
 import runpy
 import signal
@@ -49,10 +50,34 @@ def _strip_chain(exc: BaseException) -> None:
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         strip_traceback(exc)
+        if isinstance(exc, RecursionError):
+            _drop_unstarted_frame(exc)
         for linked in (exc.__cause__, exc.__context__):
             if linked is not None and id(linked) not in seen:
                 _strip_chain(linked)
         exc = None
+
+
+_RESUME = opcode.opmap.get("RESUME")  # Python 3.11 and later
+
+
+def _drop_unstarted_frame(exc: RecursionError) -> None:
+    """Drop the innermost entry of a RecursionError raised at a frame's start by a line event's callback.
+
+    See NOTE [Recursion depth under line events]: under python that frame is never made.
+    """
+    tb = exc.__traceback__
+    if tb is None or _RESUME is None:
+        return
+    prev = None
+    while tb.tb_next is not None:
+        prev, tb = tb, tb.tb_next
+    try:
+        unstarted = tb.tb_frame.f_code.co_code[tb.tb_lasti] == _RESUME
+    except (IndexError, AttributeError):
+        return
+    if unstarted and prev is not None:
+        prev.tb_next = None
 
 
 def _exit_status(code) -> int:
@@ -202,7 +227,8 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
 def _execute(code, main, module, limit) -> None:
     """Run the program: the bottom of its stack (``_walk_stack`` ends here)."""
     probe: dict = {}
-    exec(_PROBE, probe)  # at the depth the program's code runs at
+    # at the depth the program's code runs at, as the program's own code (NOTE [Recursion depth under line events])
+    exec(_probe(code.co_filename if code is not None else "<stdin>"), probe)
     limit.calibrate(probe["depth"])
     if module is not None:
         # NOTE [python -m]
@@ -329,10 +355,41 @@ def alarm(timeout: float | None):
         signal.signal(signal.SIGALRM, saved)
 
 
-_PROBE = compile(
-    "def f(n):\n    try:\n        return f(n + 1)\n    except RecursionError:\n        return n\n"
-    "depth = f(1)\n", "<tensorscope-probe>", "exec")
+# NOTE [Recursion depth under line events]
+# From Python 3.12 the recursion limit counts Python frames only, and a ``sys.monitoring`` callback
+# written in Python is one more frame on top of the frame whose event it hears. The line record
+# (NOTE [Forward lines from line events]) hears PY_START and every LINE of the program's own code, so
+# the program's deepest frame needs room for a callback above it. Measured with
+# tests/programs/recursion_limit.py (limit 2000): RecursionError at depth 1996 under ``run`` against
+# 1998 under python, on 3.13.0 x torch 2.15.0 and 3.12.1 x 2.9.1 alike, raised in the PY_START
+# callback at its ``co_filename not in self.user`` (a second frame, ``UserCode.__contains__``): two
+# levels. The op wrappers had no part in it (``t + 1`` is torch's C method under ``run``). So:
+# - the callbacks are one frame deep (the cached verdict is read from its dict; a call into Python
+#   only for a file seen the first time);
+# - the depth probe is compiled as a file of the program's own, so the callbacks hear it as they hear
+#   the program, and the limit is raised by what they cost: measured, not counted (nothing on 3.10 and
+#   3.11, nor where no tool id is free). The program's functions then recurse as deep as under python
+#   (1998 and 1998 on 3.12 and 3.13; 1996 and 1996 on 3.11, whose C calls count too).
+# What stays different: the frame one past python's deepest is made, and the RecursionError comes
+# from the callback at its start instead of from the call. A program that catches it finds one more
+# entry at the end of ``__traceback__`` (that function's ``def`` line); an uncaught one is printed
+# without it (``_drop_unstarted_frame``: an entry stopped at its RESUME, where under python no
+# RecursionError is raised). And a library's Python function (DISABLEd: no callbacks) called at the
+# very deepest level gets one level more than under python (a probe that is not the program's code:
+# 999 against 998). While the saved-tensor watch runs (NOTE [Watching exposed saved bytes]) its
+# callbacks are deeper and the program gets fewer levels; that is not made up for.
+_PROBE_SOURCE = "def f(n):\n    try:\n        return f(n + 1)\n    except RecursionError:\n        return n\n" \
+    "depth = f(1)\n"
 _PROBE_HEADROOM = 200
+
+
+def _probe(filename: str):
+    """The depth probe, compiled as a file of the program's own (see NOTE [Recursion depth under line events]).
+
+    With ``run -m`` the module's file is not known before runpy finds it: ``<stdin>`` is the
+    program's own code to every tool that tells the program's code from a library's (frames.UserCode).
+    """
+    return compile(_PROBE_SOURCE, filename, "exec")
 
 
 class _RecursionLimit:
@@ -350,7 +407,7 @@ class _RecursionLimit:
         return self
 
     def calibrate(self, probe_depth: int) -> None:
-        """Shift the limit by the depth below the program, measured by ``_PROBE`` at the program's depth."""
+        """Shift the limit by the depth below the program, measured by ``_probe`` at the program's depth."""
         # Measured, not counted: C-level calls (exec, typer/click) use recursion levels too.
         # Under plain python a module-level function can recurse `limit - 1` deep.
         offset = (self.saved + _PROBE_HEADROOM - 1) - probe_depth

@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tensorscope import compat
+
 try:
     from _cli import (SNIPPETS_DIR, counter_by_id, find_events, find_tensor, find_tensors, load_report,
                       line_of, run_cli, run_many, run_python, storage_by_id, tensor_by_id,
@@ -317,8 +319,9 @@ def saved_by_node(root: torch.Tensor, saved: torch.Tensor) -> str:
 
 def check_inplace_diagnosis(doc, snippet, *, tensor_name, culprit_code, alias, node, saved_code,
                             backward_code):
-    """`explain` names the saving line (its saved-tensor hooks saw it); `run` registers no hooks
-    and leaves it unknown unless recorded lines bracket the node (see NOTE [Hooks only under explain])."""
+    """`explain` names the saving line (its saved-tensor hooks saw it); `run` registers no hooks and, on
+    Python 3.10 and 3.11, leaves it unknown unless recorded lines bracket the node (see NOTE [Hooks only under
+    explain]); from 3.12 it hears the program's lines (NOTE [Forward lines from line events]) and names it."""
     path = SNIPPETS_DIR / snippet
     diag = doc["diagnosis"]
     assert diag is not None, "backward failed but diagnosis is null"
@@ -326,7 +329,7 @@ def check_inplace_diagnosis(doc, snippet, *, tensor_name, culprit_code, alias, n
     assert diag["culprit"]["line"] == line_of(path, culprit_code)
     assert diag["culprit"]["alias"] == alias
     assert diag["saved_by"]["node"] == node
-    if doc["command"] == "explain":
+    if doc["command"] == "explain" or compat.monitoring is not None:  # 3.12+: run hears every line
         assert diag["saved_by"]["line"] == line_of(path, saved_code)
     else:
         assert diag["saved_by"]["line"] is None and "tensorscope explain" in diag["explanation"]

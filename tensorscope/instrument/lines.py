@@ -129,9 +129,14 @@ class LineRecord:
             _mon.set_local_events(self.tool, code, events.LINE | events.PY_RETURN | events.PY_YIELD)
 
     def _on_start(self, code, offset, _disable=getattr(_mon, "DISABLE", None)):
-        if code.co_filename not in self.user:
+        # One Python frame deep (see NOTE [Recursion depth under line events] in runner.py): no call into Python
+        # once a file's verdict is cached.
+        verdict = self.user._verdict.get(code.co_filename)
+        if verdict is None:
+            verdict = code.co_filename in self.user  # a file seen the first time: classified, cached
+        if verdict is not True:
             return _disable  # the library's code: never heard again
-        if self.tool is not None:
+        if self.tool is not None and code not in self._codes:
             self._follow(code)
         return None
 
@@ -160,13 +165,17 @@ class LineRecord:
 
     def _return_callback(self, on_line):
         user = self.user
+        verdicts = user._verdict  # one frame deep: see NOTE [Recursion depth under line events] in runner.py
         getframe = sys._getframe
 
         def on_return(code, offset, retval):
             """A program function returns (or yields): its caller's line (the nearest program frame) goes on."""
             try:
                 frame = getframe(1).f_back
-                while frame is not None and frame.f_code.co_filename not in user:
+                while frame is not None:
+                    verdict = verdicts.get(frame.f_code.co_filename)
+                    if verdict is True or verdict is None and frame.f_code.co_filename in user:
+                        break
                     frame = frame.f_back
                 if frame is not None:
                     on_line(frame.f_code, frame.f_lineno)

@@ -350,7 +350,8 @@ def make_function_apply(orig):
             rec.shared.on_function_apply(rec, cls, out, sys._getframe(1))
         return out
 
-    return classmethod(named(apply, orig))
+    wrapper = named(apply, orig)  # a C classmethod (torch 2.15) binds as one; a Python function needs classmethod()
+    return wrapper if isinstance(orig, types.ClassMethodDescriptorType) else classmethod(wrapper)
 
 
 def make_custom_backward(orig):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import types
 
 import torch
 
@@ -132,6 +133,17 @@ class _TransparentMethod(_TransparentCallable):
         return self if obj is None else self._bound_cls(self, obj)
 
 
+class _TransparentClassMethod(_TransparentCallable):
+    """A wrapped C classmethod (``Function.apply`` from torch 2.15, NOTE [Function.apply written in C from
+    torch 2.15] in compat.py): binds to the class, from the class or an instance, as the original does."""
+
+    __slots__ = ()
+    _binds = "classmethod"
+
+    def __get__(self, obj, cls=None):
+        return _BoundToClass(self, cls if cls is not None else type(obj))
+
+
 class _BoundBuiltin(functools.partial):
     """``x.add_`` under tensorscope: calls the wrapper with ``x``, reads like the original's bound method."""
 
@@ -171,6 +183,32 @@ class _BoundBuiltin(functools.partial):
     __class__ = property(lambda self: type(self._bound()))
 
 
+class _BoundToClass(_BoundBuiltin):
+    """``Fn.apply`` under tensorscope where ``apply`` is a C classmethod: reads like the original bound to ``Fn``."""
+
+    __slots__ = ()
+
+    def _bound(self):
+        return self.func._orig.__get__(None, self.args[0])
+
+    def __setattr__(self, name, value):  # a builtin method has no __dict__: raise what it raises
+        setattr(self._bound(), name, value)
+
+    def __delattr__(self, name):
+        delattr(self._bound(), name)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+_BoundToClass.__qualname__ = _BoundToClass.__name__ = "builtin_function_or_method"
+_BoundToClass.__doc__ = vars(_BoundBuiltin)["__doc__"]  # the bound original's, as for _BoundBuiltin
+_BoundToClass.__module__ = vars(_BoundBuiltin)["__module__"]
+
+
 def _bound_class(name):
     own = vars(_BoundBuiltin)
     return type(name, (_BoundBuiltin,), {"__slots__": (), "__qualname__": name, "__doc__": own["__doc__"],
@@ -186,6 +224,8 @@ def named(wrapper, orig):
     """The wrapper function ``wrapper`` dressed as ``orig`` (see NOTE [Transparent wrappers])."""
     if isinstance(orig, _FunctionType):
         base = _TransparentFunction
+    elif isinstance(orig, types.ClassMethodDescriptorType):
+        base = _TransparentClassMethod
     elif type(orig) in _BOUND_CLASSES:
         base = _TransparentMethod
     else:
