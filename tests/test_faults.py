@@ -30,7 +30,16 @@ NOT_WRITTEN = 6  # ExitCode.NOT_WRITTEN, documented in docs/faults.md
 _ADDR = re.compile(rb"0x[0-9a-fA-F]+")
 
 
+def _terminal_signals():
+    """In a child, before exec: SIGHUP, SIGINT and SIGTERM at their default disposition, whatever this pytest
+    inherited (`nohup` ignores SIGHUP, a background job of a non-interactive shell ignores SIGINT, and an
+    ignored signal stays ignored across exec), so python and tensorscope are compared as a terminal starts them."""
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _run(cmd, cwd, **kw):
+    kw.setdefault("preexec_fn", _terminal_signals)
     p = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, timeout=DEFAULT_TIMEOUT, **kw)
     return p.returncode, _ADDR.sub(b"0xADDR", p.stdout), _ADDR.sub(b"0xADDR", p.stderr)
 
@@ -181,7 +190,8 @@ def test_kill_9_leaves_the_previous_report(tmp_path):
     report = tmp_path / "r.json"
     report.write_text("previous\n")
     proc = subprocess.Popen([PY, "-m", "tensorscope", "run", "-o", str(report), "tests/programs/forever_loop.py"],
-                            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                            cwd=REPO, env=_env(), preexec_fn=_terminal_signals, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
     try:
         _wait_for(proc, b"ready\n", proc.stdout)
         proc.kill()
@@ -197,7 +207,8 @@ def test_kill_9_leaves_the_previous_report(tmp_path):
 # --- signals (rows 5, 6) ------------------------------------------------------------------------------
 
 def _signalled(cmd, signum, cwd, ready=b"ready\n"):
-    proc = subprocess.Popen(cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=_env(), preexec_fn=_terminal_signals, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     try:
         first = _wait_for(proc, ready, proc.stdout)
         proc.send_signal(signum)
@@ -231,7 +242,8 @@ def test_sigterm_loses_buffered_output_as_python_does(tmp_path, monkeypatch):
     path = str(FAULTS / "buffered_then_term.py")
 
     def killed(cmd):
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), preexec_fn=_terminal_signals, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
         try:
             err = _wait_for(proc, b"ready\n", proc.stderr)
             proc.send_signal(signal.SIGTERM)
@@ -272,7 +284,7 @@ def test_second_ctrl_c_while_the_report_is_built(tmp_path):
     py = _run([PY, path], tmp_path)
     assert py[0] == -signal.SIGINT and py[2].endswith(b"KeyboardInterrupt\n"), py
     proc = subprocess.Popen([PY, "-m", "tensorscope", "run", "-o", str(report), path], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            preexec_fn=_terminal_signals, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         err = _wait_for(proc, b"\nKeyboardInterrupt\n", proc.stderr)  # the program has ended
         proc.send_signal(signal.SIGINT)
