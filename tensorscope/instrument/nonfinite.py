@@ -283,14 +283,16 @@ class ValueWatch:
             self._check("grad", grads, frame, owners=owners)
 
     # NOTE [Gradients checked where a step reads them]
-    # A plain run (no origins to find) checks the gradients of a backward call together with the parameters,
-    # in the one reduction after the optimizer step that read them, once a first step has been seen: a small
-    # model's step then pays two checks (the loss, and the gradients with the parameters), not three. Only when
-    # that reduction is not finite are the gradients checked alone, to name the first sink that held the value
-    # (the backward line when the gradients were not finite; the step's line when the step made the parameters
-    # so). Gradients that no step reads (a backward after the last step) are checked at the end; a step that
-    # never runs (a loss scaler skipping it) reads none, as when they were checked at each backward and later
-    # ones were finite. With gradient accumulation the backward named is the last before the step.
+    # A plain run (no origins to find) reads the gradients of a backward call through the parameters of the
+    # optimizer step that used them, once a first step has been seen: a NaN or Inf gradient makes the parameters
+    # it updates non-finite (SGD, Adam, and a clipping whose total norm is not finite), so finite parameters
+    # after the step mean finite gradients, or gradients the step left out on purpose (a loss scaler). A small
+    # model's step then pays two checks (the loss, and the parameters), not three. Only when the parameters are
+    # not finite are the gradients read, to name the first sink that held the value (the backward line when the
+    # gradients were not finite; the step's line when the step made the parameters so). Gradients that no step
+    # reads (a backward after the last step) are checked at the end; a step that never runs (a loss scaler
+    # skipping it) reads none, as when they were checked at each backward and later ones were finite. With
+    # gradient accumulation the backward named is the last before the step.
 
     def _deferred_grads(self, frame):
         """The gradients of the last backward call that no check has read yet, checked on their own."""
@@ -313,11 +315,10 @@ class ValueWatch:
         params = [p for g in optimizer.param_groups for p in g["params"] if _floating(p)]
         frame = sys._getframe(1)
         if self.deferred is not None:
-            site, step, refs = self.deferred
-            grads, _ = _grads_of([v for v in (r() for r in refs) if v is not None])
-            both = params + grads
-            # on a GPU the flags wait to be read in batches: the two checks as before, nothing read now
-            if all(t.device.type == "cpu" for t in both) and _all_finite_now(both):
+            # parameters that a step left finite were updated from finite gradients, or the step left the others
+            # out (as a loss scaler does): only when they are not finite are the gradients read, to name the sink.
+            # On a GPU the flags wait to be read in batches: the two checks as before, nothing read now.
+            if all(t.device.type == "cpu" for t in params) and _all_finite_now(params):
                 self.deferred = None
                 self.pending_grad = None
                 return
@@ -817,7 +818,13 @@ def _all_finite(tensors, peak=None):
     anyway."""
     if peak is None and all(t.device.type == "cpu" for t in tensors):
         # the common case, read at once: a Python bool from the fewest ops (a run's sinks: a small model's step
-        # pays them three times, so each op counts); the sum of the 2-norms is finite when each value is
+        # pays them twice, so each op counts); the sum of the 2-norms is finite when each value is
+        if len(tensors) == 1 and tensors[0].numel() == 1:  # a scalar loss: its one value, read directly
+            try:
+                v = _TB.item(tensors[0])
+                return v - v == 0
+            except Exception:
+                pass
         group = [_detach(t) for t in tensors]
         try:
             if len(group) == 1:
