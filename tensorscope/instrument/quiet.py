@@ -27,9 +27,10 @@ class quiet:
     (autograd saves a tensor in C++ without either seeing it)."""
 
     __slots__ = ("guards",)
+    _function_guard = torch._C.DisableTorchFunctionSubclass
 
     def __enter__(self):
-        self.guards = (torch._C.DisableTorchFunctionSubclass(),
+        self.guards = (self._function_guard(),
                        torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)))
         for g in self.guards:
             g.__enter__()
@@ -39,23 +40,14 @@ class quiet:
             g.__exit__(*exc)
 
 
-class quiet_all:
+class quiet_all(quiet):
     """``quiet()`` with the program's torch-function modes switched off too (``torch.device(...)`` as a
     context, ``set_default_device``, a mode of its own): a finiteness check of ours entered from inside
     one must not reach the program's mode, nor, through it, the wrappers a program put on
     ``torch.Tensor``'s methods (a mode's ``func`` is ``torch.Tensor``'s attribute of that name)."""
 
-    __slots__ = ("guards",)
-
-    def __enter__(self):
-        self.guards = (torch._C.DisableTorchFunction(),
-                       torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)))
-        for g in self.guards:
-            g.__enter__()
-
-    def __exit__(self, *exc):
-        for g in reversed(self.guards):
-            g.__exit__(*exc)
+    __slots__ = ()
+    _function_guard = torch._C.DisableTorchFunction
 
 
 _dispatch_modes = torch._C._len_torch_dispatch_stack
