@@ -6,11 +6,16 @@ See NOTE [Hot path] and NOTE [Invisible frames] in patches.py.
 
 from __future__ import annotations
 
+import threading
+
 import sys
 
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import strip_for_reraise
 from tensorscope.instrument.transparent import named
+
+_get_ident = threading.get_ident
+_PAUSED = state.PAUSED  # see NOTE [Pausing the recorder] in tracker.py
 
 
 def target(args, kwargs):
@@ -34,8 +39,12 @@ def after_call(orig, after, *, op=None, where=None):
     """
     def call(*args, **kwargs):
         rec = state.recorder
-        if rec is None or not rec.active:
-            return orig(*args, **kwargs)
+        if rec is None or not rec.active or _PAUSED and _get_ident() in _PAUSED:
+            try:  # NOTE [Invisible frames] in patches.py
+                return orig(*args, **kwargs)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:

@@ -74,7 +74,7 @@ class Growth:
             return
         t0 = time.perf_counter()
         tracker = self.tracker
-        active, tracker.active = tracker.active, False
+        tracker.pause()  # NOTE [Pausing the recorder] in tracker.py
         roots = walk = None
         try:
             with torch._C.DisableTorchFunction():
@@ -88,7 +88,7 @@ class Growth:
             if walk is not None:
                 walk.release()
             roots = walk = None
-            tracker.active = active
+            tracker.resume()
             self.seconds += time.perf_counter() - t0
 
     def _follow(self) -> bool:

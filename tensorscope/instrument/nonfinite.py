@@ -328,7 +328,7 @@ class ValueWatch:
 
     def _check(self, what, tensors, frame, owners=None, optimizer=None, site=None, step=None):
         tr = self.tracker
-        active, tr.active = tr.active, False
+        tr.pause()  # NOTE [Pausing the recorder] in tracker.py
         self.busy = True
         try:
             guard = quiet_from_modes(tensors)  # the program's mode (around its backward) must not see our check
@@ -371,7 +371,7 @@ class ValueWatch:
             pass
         finally:
             self.busy = False
-            tr.active = active
+            tr.resume()
 
     def flush(self):
         """Read the CUDA flags waiting (one transfer), in order."""
@@ -479,7 +479,7 @@ class ValueWatch:
         if len(self.births) >= _MAX_BIRTHS:
             return None
         tr = self.tracker
-        active, tr.active = tr.active, False
+        tr.pause()  # NOTE [Pausing the recorder] in tracker.py
         self.busy = True
         try:
             with torch.no_grad():
@@ -488,7 +488,7 @@ class ValueWatch:
             b = None
         finally:
             self.busy = False
-            tr.active = active
+            tr.resume()
         if b is None:
             return None
         if b.get("line") is None and sink is not None and not b.get("data"):

@@ -45,7 +45,7 @@ from tensorscope.instrument.frames import _LINES, line_of, user_frame
 from tensorscope.instrument.recorder import storage_key as _storage_key
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
 from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
-from tensorscope.instrument.state import IN_WRITE as _IN_WRITE
+from tensorscope.instrument.state import IN_WRITE as _IN_WRITE, PAUSED as _PAUSED
 
 # thread ident -> the step recorded whole that runs on it; read by the write wrappers (patches.py)
 IN_STEP: dict = {}
@@ -171,7 +171,7 @@ class OptimizerSteps:
         rec = self.rec
         try:
             ident = _get_ident()
-            if not rec.active or ident in IN_STEP or not self._eligible(opt, args, kwargs):
+            if not rec.active or ident in IN_STEP or ident in _PAUSED or not self._eligible(opt, args, kwargs):
                 return
             frame = sys._getframe(2)  # torch's profile_hook_step wrapper, the frame the step runs under
             uf = user_frame(frame, rec.user)

@@ -793,7 +793,7 @@ class _FirstMade(TorchDispatchMode):
 def _rerun(watch, node, grad_outputs):
     """Run ``node`` once more on the gradients it received, under ``_FirstMade``: (op, overload, inputs)."""
     tr = watch.tracker
-    active, tr.active = tr.active, False
+    tr.pause()  # NOTE [Pausing the recorder] in tracker.py
     watch.busy = True
     mode = _FirstMade()
     try:
@@ -807,5 +807,5 @@ def _rerun(watch, node, grad_outputs):
         pass
     finally:
         watch.busy = False
-        tr.active = active
+        tr.resume()
     return mode.found or None

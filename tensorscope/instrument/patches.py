@@ -33,7 +33,11 @@ for warnings raised inside wrapped calls (README, Known limits).
 NOTE [Invisible frames]
 A wrapper that lets an exception through removes its own frame (and any other
 tensorscope frame) from the traceback before re-raising, so ``traceback``
-output inside the program is what plain python prints.
+output inside the program is what plain python prints. So does the path that
+skips the recording (no recorder, a paused one, a tensor it does not inspect):
+an exception in a thread goes to ``threading.excepthook`` as it is, not
+through the runner's strip, so only the wrapper can take its frame out (see
+NOTE [Pausing the recorder] in tracker.py for the run that showed it).
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ def _hide_sequence_protocol(cls) -> None:
 
 
 _get_ident = threading.get_ident
+_PAUSED = state.PAUSED  # see NOTE [Pausing the recorder] in tracker.py
 
 
 def _programs(frame, user) -> bool:
@@ -132,14 +137,22 @@ def make_write(op, orig):
     def write(*args, **kwargs):
         rec = state.recorder
         ident = _get_ident()
-        if rec is None or not rec.active or ident in _IN_WRITE:
+        if rec is None or not rec.active or ident in _IN_WRITE or _PAUSED and ident in _PAUSED:
             # inside another write wrapper: a TorchFunctionMode (e.g. set_default_device) sent the
             # op through the wrappers a second time; the outer call records it once
-            return orig(*args, **kwargs)
+            try:  # NOTE [Invisible frames]
+                return orig(*args, **kwargs)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
         target = args[0] if args else kwargs.get("input", kwargs.get("self"))  # _target, inlined
         verdict = _INSPECTABLE.get(type(target))  # inspectable()'s cache, read without a call
         if not (verdict or verdict is None and inspectable(target)):
-            return orig(*args, **kwargs)
+            try:  # NOTE [Invisible frames]
+                return orig(*args, **kwargs)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
         frame = sys._getframe(1)
         if _IN_STEP:  # see NOTE [An optimizer step as one write record]
             step = _IN_STEP.get(ident)
@@ -194,8 +207,12 @@ def make_foreach_write(op, orig, written=None):
 
     def write(*args, **kwargs):
         rec = state.recorder
-        if rec is None or not rec.active:
-            return orig(*args, **kwargs)
+        if rec is None or not rec.active or _PAUSED and _get_ident() in _PAUSED:
+            try:  # NOTE [Invisible frames]
+                return orig(*args, **kwargs)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
         targets = targets_of(args, kwargs)
         frame = sys._getframe(1)
         if _IN_STEP and isinstance(targets, (list, tuple)):  # see NOTE [An optimizer step as one write record]
@@ -271,7 +288,7 @@ def make_register_parameter(orig):
             strip_for_reraise(e)
             raise
         rec = state.recorder
-        if rec is not None and rec.active and isinstance(param, _Tensor):
+        if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(param, _Tensor):
             rec.shared.on_register_parameter(rec, self, name, param, sys._getframe(1))
         return out
 
@@ -283,7 +300,7 @@ def buffer_registered(module, name, buffer):
     the hooks on every release, through ``register_buffer`` or not): a buffer another live module holds is
     shared state (see NOTE [Shared state]). Returns None: the buffer is registered as given."""
     rec = state.recorder
-    if rec is not None and rec.active and isinstance(buffer, _Tensor):
+    if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(buffer, _Tensor):
         rec.shared.on_register_parameter(rec, module, name, buffer, sys._getframe(1), buffer=True)
 
 
@@ -291,21 +308,21 @@ def module_registered(parent, name, module):
     """A global module registration hook (``teacher.backbone = student.backbone``, ``nn.Sequential(student.
     backbone, head)``): a module another live module holds is shared state (see NOTE [Shared state])."""
     rec = state.recorder
-    if rec is not None and rec.active and isinstance(module, torch.nn.Module):
+    if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(module, torch.nn.Module):
         rec.shared.on_register_module(rec, parent, name, module, sys._getframe(1))
 
 
 def optimizer_step_started(optimizer, args, kwargs):
     """The global optimizer step pre-hook (see NOTE [An optimizer step as one write record]). Returns None."""
     rec = state.recorder
-    if rec is not None and rec.active:
+    if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
         rec.steps.started(optimizer, args, kwargs)
 
 
 def optimizer_step_finished(optimizer, args, kwargs):
     """The global optimizer step post-hook. Returns None."""
     rec = state.recorder
-    if rec is not None and (rec.active or _IN_STEP):
+    if rec is not None and (rec.active and not (_PAUSED and _get_ident() in _PAUSED) or _IN_STEP):
         rec.steps.finished(optimizer, args, kwargs)
 
 
@@ -314,7 +331,7 @@ def make_module_setstate(orig):
     def __setstate__(self, state_):
         out = orig(self, state_)
         rec = state.recorder
-        if rec is not None and rec.active:
+        if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
             rec.shared.on_shallow_copy(rec, self, sys._getframe(1))
         return out
 
@@ -330,7 +347,7 @@ def make_optimizer_load(orig):
             strip_for_reraise(e)
             raise
         rec = state.recorder
-        if rec is not None and rec.active and isinstance(state_dict, dict):
+        if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(state_dict, dict):
             rec.shared.on_optimizer_load(rec, self, state_dict, sys._getframe(1))
         return out
 
@@ -346,7 +363,7 @@ def make_function_apply(orig):
             strip_for_reraise(e)
             raise
         rec = state.recorder
-        if rec is not None and rec.active:
+        if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
             rec.shared.on_function_apply(rec, cls, out, sys._getframe(1))
         return out
 
@@ -359,7 +376,7 @@ def make_custom_backward(orig):
     check while it looks for a backward origin (NOTE [A custom Function's backward, watched while it runs])."""
     def apply(self, *args):
         rec = state.recorder
-        values = rec.values if rec is not None and rec.active else None
+        values = rec.values if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) else None
         grads = values.grads if values is not None else None
         try:
             if grads is not None and grads.watching_custom():
@@ -375,8 +392,12 @@ def make_custom_backward(orig):
 def make_requires_grad(orig):
     def requires_grad_(self, requires_grad=True):
         rec = state.recorder
-        if rec is None or not rec.active or not inspectable(self):
-            return orig(self, requires_grad)
+        if rec is None or not rec.active or _PAUSED and _get_ident() in _PAUSED or not inspectable(self):
+            try:  # NOTE [Invisible frames]
+                return orig(self, requires_grad)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
         try:
             out = orig(self, requires_grad)
         except BaseException as e:
@@ -392,8 +413,12 @@ def make_requires_grad(orig):
 def make_backward(op, orig):
     def backward(*args, **kwargs):
         rec = state.recorder
-        if rec is None or not rec.active:
-            return orig(*args, **kwargs)
+        if rec is None or not rec.active or _PAUSED and _get_ident() in _PAUSED:
+            try:  # NOTE [Invisible frames]
+                return orig(*args, **kwargs)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
         if _IN_STEP:  # an optimizer step that raised: its writes logged before backward reads the log
             rec.steps.sweep()
         calls = rec.backward_calls
@@ -419,7 +444,7 @@ def make_grad_mode(mode, action, orig):
     def method(self, *args, **kwargs):
         rec = state.recorder
         out = orig(self, *args, **kwargs)
-        if rec is not None and rec.active:
+        if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
             frame = sys._getframe(1)
             fn = frame.f_code.co_filename
             # a library's own `with torch.no_grad():` (an optimizer step) is never recorded: skip
@@ -508,10 +533,14 @@ def _action(frame, text, category, lineno) -> str:
 def make_compile(orig):
     def compile(*args, **kwargs):
         rec = state.recorder
-        if rec is not None and rec.active:
+        if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
             rec.note("torch.compile was used: what runs inside compiled graphs is not inspected "
                      "(their inputs, outputs, saved tensors and backward are)")
-        return orig(*args, **kwargs)
+        try:  # NOTE [Invisible frames]
+            return orig(*args, **kwargs)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
 
     return named(compile, orig)
 
@@ -684,7 +713,7 @@ class Patcher:
                 return desc
             out = get_data(obj)
             rec = state.recorder
-            if rec is not None and rec.active:
+            if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
                 frame = sys._getframe(1)
                 if frame.f_code.co_filename in rec.user and inspectable(obj):
                     rec.on_alias("data", obj, out, frame, False)
@@ -692,8 +721,12 @@ class Patcher:
 
         def data_set(desc, obj, value):
             rec = state.recorder
-            if rec is None or not rec.active:
-                return set_data(obj, value)
+            if rec is None or not rec.active or _PAUSED and _get_ident() in _PAUSED:
+                try:  # NOTE [Invisible frames]
+                    return set_data(obj, value)
+                except BaseException as e:
+                    strip_for_reraise(e)
+                    raise
             pre = rec.pre_write(obj, sys._getframe(1))
             try:
                 set_data(obj, value)
@@ -717,7 +750,7 @@ class Patcher:
                 strip_for_reraise(e)
                 raise
             rec = state.recorder
-            if rec is not None and rec.active and inspectable(obj):
+            if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and inspectable(obj):
                 rec.on_requires_grad(obj, bool(value), sys._getframe(1), "requires_grad =")
 
         self._set(_Tensor, "data", transparent_property(data, data_get, data_set))
@@ -738,7 +771,7 @@ class Patcher:
         def __enter__(self):
             out = enter(self)
             rec = state.recorder
-            ours = rec is not None and rec.active and saved.hooks_on_top()
+            ours = rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and saved.hooks_on_top()
             if ours:
                 saved.pop()
                 if _entered_by_program(sys._getframe(1), rec.user):

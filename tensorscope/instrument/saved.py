@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -65,6 +66,9 @@ import torch
 
 from tensorscope import compat
 from tensorscope.instrument import state
+
+_get_ident = threading.get_ident
+_PAUSED = state.PAUSED  # see NOTE [Pausing the recorder] in tracker.py
 from tensorscope.instrument.fingerprint import checksum
 from tensorscope.instrument.quiet import quiet as _quiet, quiet_tf as _quiet_tf
 from tensorscope.instrument.recorder import inspectable
@@ -287,7 +291,7 @@ def _pack(t):
         p = Packed(t, t._version, style)
         p.check_detached = gf is not None
     p.seq_nr = seq
-    if rec is not None and rec.active and (type(t) is _Tensor or inspectable(t)):
+    if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and (type(t) is _Tensor or inspectable(t)):
         checks = rec.saved_checks
         try:
             checks.on_pack(p, t, sys._getframe(1))

@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from tensorscope.instrument.frames import user_frame
+from tensorscope.instrument.frames import strip_for_reraise, user_frame
 from tensorscope.instrument.retention import PIN_MIN_BYTES, PIN_RATIO
 from tensorscope.instrument.recorder import storage_key
 
@@ -28,7 +28,11 @@ def install(tracker, patcher) -> None:
     def save(obj, *args, **kwargs):
         if tracker.active:
             _check(tracker, obj, sys._getframe(1))
-        return orig(obj, *args, **kwargs)
+        try:  # NOTE [Invisible frames] in patches.py
+            return orig(obj, *args, **kwargs)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
 
     patcher._set(torch, "save", save)
 

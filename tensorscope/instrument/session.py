@@ -37,7 +37,7 @@ class _Control:
             return
         self.stopped = True
         self.tracker.steps.close_all()  # a step still open (it raised): its writes logged
-        self.tracker.active = False
+        self.tracker.switch(False)
         if self.ops is not None:
             self.ops.__exit__(None, None, None)
         if self.tracker.values is not None:
@@ -93,7 +93,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     if ops:
         control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
-    tracker.active = True
+    tracker.switch(True)
     try:
         yield control
     finally:
@@ -160,6 +160,8 @@ def free_memory_to_system() -> None:
 
 
 def snapshot(tracker: Tracker, main_globals, exc) -> dict:
+    # the whole process, not this thread alone (NOTE [Pausing the recorder] in tracker.py): a thread the program
+    # left running must not record into what is read now
     active_before = tracker.active
     tracker.active = False
     try:

@@ -11,3 +11,7 @@ recorder = None
 # three times as much to read and set (about 0.5 us of every in-place write); read by patches.make_write,
 # set by Tracker.write_call and by the steps recorded whole (optimizer_steps.py)
 IN_WRITE: set = set()
+# idents of the threads whose calls are tensorscope's own work (a sink's check, a growth sample): their
+# wrappers record nothing, while the program's other threads are recorded (NOTE [Pausing the recorder]
+# in tracker.py). Set by Tracker.pause and resume; an empty set is one truth test on the hot path.
+PAUSED: set = set()
