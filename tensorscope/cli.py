@@ -289,7 +289,7 @@ def _typer_app():
         line: Optional[str] = _LINE,
         report: bool = typer.Option(False, "--report", help="Print the report after a clean verdict too."),
     ) -> int:
-        """Explain the first backward failure of PROGRAM (or of a pasted error text): the line, the alias, the node, the fix.
+        """Explain the failure that ended PROGRAM (or a pasted error text): the line, the alias, the node, the fix.
 
         Unlike run, explain registers saved-tensor hooks to learn the saving line, the version at save and silent writes. A program that inspects saved variables can see them: grad_fn._raw_saved_x.unpack_hook is tensorscope's, _raw_saved_x.register_hooks refuses a second pair of hooks, grad_fn._saved_x is a new tensor object (`is` the input is False), and a __torch_dispatch__ subclass sees one aten.detach per saved input unpacked. Use run for such programs: it registers none.
         """

@@ -192,7 +192,7 @@ class Facts:
     See NOTE [The recording in the report].
     """
 
-    failure: Optional[dict] = None  # the first failure a wrapped call raised (it may have been caught)
+    failure: Optional[dict] = None  # the failure that ended the program, else the last one recorded (caught)
     saved_failure: Optional[dict] = None  # the stale saved tensor a backward unpacked
     hazards: tuple = ()  # raw silent-write facts, one per saved tensor
     backwards: tuple = ()  # the last backward calls (bounded), in order

@@ -1,4 +1,4 @@
-"""Choosing the explanation for a run: the first failure, and every hazard, from its recorded facts.
+"""Choosing the explanation for a run: the failure that ended the program, and every hazard, from its recorded facts.
 
 The driver over the kinds registry (tensorscope/kinds/__init__.py): it decodes the message, asks the
 kind's explainer (a failure kind's ``explain(ev)``, a hazard kind's ``explain(ev, hazard)``) and falls
@@ -90,10 +90,11 @@ def _safely(recognise, ev) -> bool:
 def ended_the_program(failure: dict, exc: dict | None) -> bool:
     """Whether the recorded failure is the exception that ended the program.
 
-    The tracker records the first failure a wrapped call raised; a program may catch it
-    (``try: loss.backward() except RuntimeError: ...``) and then exit 0, exit through
-    ``sys.exit``, or die of another exception. Only the same type with the same text is
-    the same failure: a caught one is never the diagnosis.
+    The tracker records the failure that ended the program, or else the last a wrapped call
+    raised (NOTE [The last failure, not the first] in instrument/recorder.py); a program may
+    catch it (``try: loss.backward() except RuntimeError: ...``) and then exit 0, exit
+    through ``sys.exit``, or die of another exception. Only the same type with the same text
+    is the same failure: a caught one is never the diagnosis.
     """
     if exc is None:
         return False

@@ -34,12 +34,36 @@ THEN_CLEAN = _CAUGHT + """b = torch.randn(3, requires_grad=True)
 print(b.grad.tolist())
 """
 
+# ... then dies of another version error, written through an alias: that one is diagnosed, whole.
+THEN_VERSION = _CAUGHT + """c = torch.randn(3, requires_grad=True)
+e = c.exp()
+head = e[:2]
+head.mul_(3)
+e.sum().backward()
+"""
+# Dies of a version error; a `finally:` then catches a failure of its own after the fatal one.
+FATAL_THEN_CAUGHT = """import torch
+
+a = torch.randn(3, requires_grad=True)
+out = a.sigmoid()
+out.mul_(2)
+try:
+    out.sum().backward()
+finally:
+    leaf = torch.ones(2, requires_grad=True)
+    try:
+        leaf.add_(1)
+    except RuntimeError as e:
+        print("caught:", str(e)[:40])
+"""
+
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     root = tmp_path_factory.mktemp("caught")
     paths = {}
-    for name, source in (("then_assert", THEN_ASSERT), ("then_clean", THEN_CLEAN)):
+    for name, source in (("then_assert", THEN_ASSERT), ("then_clean", THEN_CLEAN), ("then_version", THEN_VERSION),
+                         ("fatal_then_caught", FATAL_THEN_CAUGHT)):
         paths[name] = root / f"{name}.py"
         paths[name].write_text(source)
     return paths
@@ -77,3 +101,24 @@ def test_caught_failure_then_exit_0(programs, tmp_path):
     rc, out, err, _ = run_cli("explain", str(report))
     assert rc == 0, err[-500:]
     assert "1 failed and the program caught it" in out and "all succeeded" not in out, out
+
+
+def _line(source: str, code: str) -> int:
+    return source.splitlines().index(code) + 1
+
+
+@pytest.mark.parametrize("name,source,culprit,alias", [
+    ("then_version", THEN_VERSION, "head.mul_(3)", "head"),
+    ("fatal_then_caught", FATAL_THEN_CAUGHT, "out.mul_(2)", "out"),
+])
+def test_the_failure_that_ended_the_program_is_diagnosed_whole(programs, name, source, culprit, alias):
+    """A caught failure before the fatal one, or after it (NOTE [The last failure, not the first])."""
+    rc_py, out_py, err_py = run_python(programs[name], fresh=False)
+    assert rc_py == 1 and "modified by an inplace operation" in err_py.strip().splitlines()[-1], err_py
+    rc, out, err, doc = run_cli("explain", "--json", str(programs[name]))
+    assert rc == 1 and doc is not None, (rc, err[-500:])
+    assert validate_against_schema(doc)
+    d = doc["diagnosis"]
+    assert d["kind"] == "inplace-modified-saved-tensor", d
+    assert (d["culprit"]["line"], d["culprit"]["alias"]) == (_line(source, culprit), alias), d["culprit"]
+    assert d["backward"]["line"] == _line(source, [ln for ln in source.splitlines() if "backward()" in ln][-1])

@@ -56,9 +56,17 @@ PROGRAM = textwrap.dedent(f"""\
     b = a.view(3)
     b.mul_(2)
     print("main thread done")
+    x = torch.randn(3, requires_grad=True)
+    y = x.exp()
+    y_view = y[:2]
+    y_view.add_(1)
+    y.sum().backward()
 """)
 BACKWARD_LINE = PROGRAM.splitlines().index("        loss.backward()") + 1
 WRITE_LINE = PROGRAM.splitlines().index("b.mul_(2)") + 1
+LINES = PROGRAM.splitlines()
+SAVING_LINE, CULPRIT_LINE = LINES.index("y = x.exp()") + 1, LINES.index("y_view.add_(1)") + 1
+BACKWARD_OF_MAIN = LINES.index("y.sum().backward()") + 1
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +77,13 @@ def runs(tmp_path_factory):
     plain = run_python(path, cwd=root, fresh=False)
     report = root / "r.json"
     code, out, err, _ = run_cli("run", "-o", str(report), str(path), cwd=root)
-    return plain, (code, out, err), load_report(report.read_text())
+    explained = run_cli("explain", "--json", str(path), cwd=root)
+    return plain, (code, out, err), load_report(report.read_text()), explained
 
 
 def test_every_threads_calls_are_recorded_and_the_main_thread_after_them(runs):
-    (rc_py, out_py, _), (rc, out, err), doc = runs
-    assert rc_py == 0 and f"backward calls {THREADS * STEPS}" in out_py, out_py
+    (rc_py, out_py, _), (rc, out, err), doc, _ = runs
+    assert rc_py == 1 and f"backward calls {THREADS * STEPS}" in out_py, out_py
     assert (rc, out) == (rc_py, out_py), err[-2000:]
     counts = {(s["kind"], s["line"]): s["count"] for s in doc["events_summary"]["sites"]}
     # past the first per_site events at a line each is counted, not recorded; the count is of every call
@@ -84,6 +93,20 @@ def test_every_threads_calls_are_recorded_and_the_main_thread_after_them(runs):
 
 
 def test_a_threads_traceback_is_plain_pythons(runs):
-    (_, _, err_py), (_, _, err), _ = runs
+    (_, _, err_py), (_, _, err), _, _ = runs
     assert "Exception in thread" in err_py and "backward through the graph a second time" in err_py
     assert err == err_py
+
+
+def test_the_failure_that_ended_the_program_is_diagnosed_after_a_threads_caught_one(runs):
+    """A thread died of its backward error (caught by threading.excepthook); the main thread then died of
+    a version error: that one is diagnosed, with its writer and its saving line (NOTE [The last failure,
+    not the first] in instrument/recorder.py)."""
+    (_, _, err_py), _, doc, (rc, _, err, explained) = runs
+    assert "modified by an inplace operation" in err_py.strip().splitlines()[-1]
+    for d in (doc["diagnosis"], explained["diagnosis"]):
+        assert d["kind"] == "inplace-modified-saved-tensor", d
+        assert (d["culprit"]["line"], d["culprit"]["alias"]) == (CULPRIT_LINE, "y_view"), d["culprit"]
+    assert rc == 1, err[-2000:]
+    assert explained["diagnosis"]["saved_by"]["line"] == SAVING_LINE
+    assert explained["diagnosis"]["backward"]["line"] == BACKWARD_OF_MAIN

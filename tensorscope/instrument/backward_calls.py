@@ -49,6 +49,9 @@ class BackwardCalls:
         """A backward()/autograd.grad call is about to run: its context for ``after``, or None."""
         try:
             rec = self.rec
+            if rec.failure is not None:  # the program went on after it: this call's saved tensors are its own
+                rec.saved_failure = None  # (NOTE [The last failure, not the first] in recorder.py)
+                rec.saved_checks.detached = None
             uf = user_frame(frame, rec.user)
             loc = rec.location(frame, uf)
             roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
@@ -167,7 +170,7 @@ class BackwardCalls:
             roots, uf = ctx.pop("_roots", None), ctx.pop("_frame", None)
             if error is None and threading.current_thread() is _MAIN:
                 rec.growth.boundary(uf)  # see NOTE [Sampling growth]
-            if error is not None and rec.failure is None:
+            if error is not None and rec.new_failure(error):  # NOTE [The last failure, not the first]
                 for r in roots or []:
                     rec.note_tensor(r)
                 failure = {"where": "backward", "op": ctx["op"], "file": ctx["file"], "line": ctx["line"],
@@ -175,8 +178,10 @@ class BackwardCalls:
                            "message": str(error)[:2000], "roots": ctx["roots"],
                            "saved": rec.saved_failure, "library": ctx["library"],
                            "backwards_before": self.backwards[:-1][-32:]}
-                rec.failure = failure
-                if _is_freed_error(failure["message"]):
+                rec.record_failure(failure)
+                if not rec.failure_graphs():
+                    pass
+                elif _is_freed_error(failure["message"]):
                     failure["graph"] = rec.failure_graph.freed_facts(roots or [], uf, failure["backwards_before"])
                     failure["links"] = links.find(roots or [], failure["backwards_before"], rec.node_line)
                     failure["holders"] = self._carried_holders(roots or [], uf, failure)

@@ -209,6 +209,9 @@ def _forgetter(ids: dict):
     return forget
 
 
+_FAILURES_WITH_GRAPHS = 32  # see NOTE [The last failure, not the first]
+_RECENT_FAILURES = 4
+
 class Recorder:
     """Holds what one run of a program recorded."""
 
@@ -245,7 +248,10 @@ class Recorder:
         self.freed_nodes: list[tuple[set, dict]] = []  # (sequence nrs, backward event)
         # outcomes
         self.saved_failure: dict | None = None
-        self.failure: dict | None = None
+        self.failure: dict | None = None  # the latest (NOTE [The last failure, not the first])
+        self.failures = 0  # failures recorded, caught ones included
+        self._failure_key: tuple | None = None
+        self._recent_failures: list[tuple] = []  # (type name, message, failure), the last _RECENT_FAILURES
         self.hazards: list[dict] = []
         self._hazard_keys: set = set()
         self.notes: list[str] = []
@@ -480,9 +486,57 @@ class Recorder:
 
     # --- failures and hazards ---------------------------------------------------
 
-    def remember_failure(self, context: dict) -> None:
-        if self.failure is None:
-            self.failure = context
+    # NOTE [The last failure, not the first]
+    # A program may catch a failure and go on: a retry loop, a script that checks that a call raises, a
+    # thread whose exception ``threading.excepthook`` prints while the main thread carries on. The
+    # diagnosis is about the exception that ended the program (verdict.ended_the_program). Keeping the
+    # first failure, as the recorder did, lost the facts of the fatal one whenever a caught one came
+    # before it: a thread's backward twice, then the main thread's version error, was named at the
+    # backward line with no saved tensor and no writer. So ``failure`` is the latest, and the last
+    # ``_RECENT_FAILURES`` are kept: at the end of the run the one that ended the program, matched
+    # by type and message as the verdict matches it, becomes ``failure`` (``choose_failure``), so a
+    # failure caught after the fatal one (in a ``finally:`` block, another thread) does not hide it.
+    # One exception seen by two wrappers (a write inside a function decorated with ``inspect()``) is
+    # one failure: the innermost call's facts stay (same exception object, type and message). Past
+    # ``_FAILURES_WITH_GRAPHS`` failures the walks of the failing graph (freed nodes, holders, the
+    # stale saved tensor's graph) are skipped: a loop that catches a failure at every step costs what
+    # it did before.
+
+    def new_failure(self, e: BaseException) -> bool:
+        """Whether ``e`` is a failure not yet recorded (see NOTE [The last failure, not the first])."""
+        key = (id(e), type(e).__name__, str(e)[:2000])
+        if key == self._failure_key:
+            return False
+        self._failure_key = key
+        self.failures += 1
+        return True
+
+    def record_failure(self, failure: dict) -> None:
+        """``failure`` is the latest (``new_failure`` said it is new)."""
+        self.failure = failure
+        recent = self._recent_failures
+        recent.append((self._failure_key[1], self._failure_key[2], failure))
+        if len(recent) > _RECENT_FAILURES:
+            del recent[0]
+
+    def choose_failure(self, exc: BaseException | None) -> None:
+        """The run is over: the failure that ended it, if one of the last recorded did, is ``failure``."""
+        if exc is None or not self._recent_failures:
+            return
+        try:
+            key = (type(exc).__name__, str(exc)[:2000])
+        except Exception:  # an exception whose __str__ raises: python prints it as such, we match nothing
+            return
+        for name, message, failure in reversed(self._recent_failures):
+            if (name, message) == key:
+                if failure is not self.failure:
+                    self.failure = failure
+                    self.saved_failure = failure.get("saved")
+                return
+
+    def failure_graphs(self) -> bool:
+        """Whether this failure's graph is walked for its facts (the first ``_FAILURES_WITH_GRAPHS``)."""
+        return self.failures <= _FAILURES_WITH_GRAPHS
 
     def add_hazard(self, key, hazard: dict) -> None:
         if key in self._hazard_keys:

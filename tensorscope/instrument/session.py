@@ -169,6 +169,7 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         # the program left on) must not see tensorscope reading .shape, .grad, .untyped_storage()...
         with torch._C.DisableTorchFunction():
             resolve_silent(tracker)
+            tracker.choose_failure(exc)  # see NOTE [The last failure, not the first] in recorder.py
             if tracker.values is not None:
                 tracker.values.at_exit(exc)  # a NaN the program raised on: its origin (instrument/nonfinite.py)
             tracker.describe_storage = True  # the storage map's sizes: see describe()

@@ -530,7 +530,7 @@ class Tracker(Recorder):
 
     def on_error(self, e, op, target, frame, where):
         try:
-            if self.failure is not None:
+            if not self.new_failure(e):  # see NOTE [The last failure, not the first] in recorder.py
                 return
             uf = user_frame(frame, self.user)
             loc = self.location(frame, uf)
@@ -555,7 +555,7 @@ class Tracker(Recorder):
                     pass
                 if uf is not None:
                     ctx["names"] = self.names_in(uf, [target]).get(id(target), [])
-            self.failure = ctx
+            self.record_failure(ctx)
         except Exception:
             pass
 
