@@ -6,6 +6,9 @@ tracker.py). A pause that switched the whole process off, saved and written back
 recorder off for good when two threads' checks overlapped; a later thread's exception then showed a
 wrapper's frame in the traceback the program printed (tests/programs/threads_dataloader.py, CI).
 
+The leaves a backward line's graph reached are cached per line and thread, and used only for the graph
+they came from (NOTE [Leaves cached per backward line and thread] in instrument/failure_graph.py).
+
 Expected facts come from the program itself: each thread counts the backward calls it makes, and
 plain python's stdout and stderr are the reference for what the program prints.
 """
@@ -110,3 +113,105 @@ def test_the_failure_that_ended_the_program_is_diagnosed_after_a_threads_caught_
     assert rc == 1, err[-2000:]
     assert explained["diagnosis"]["saved_by"]["line"] == SAVING_LINE
     assert explained["diagnosis"]["backward"]["line"] == BACKWARD_OF_MAIN
+
+
+# Four threads, each training its own weights from one `loss.backward()` line; one thread divides by zero once.
+NAN_THREADS = textwrap.dedent("""\
+    import threading
+
+    import torch
+
+
+    def train(seed, out):
+        torch.manual_seed(seed)
+        w = torch.randn(8, 8, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.01)
+        for step in range(60):
+            x = torch.randn(4, 8)
+            scale = torch.tensor(0.0) if (seed == 2 and step == 50) else torch.tensor(1.0)
+            loss = (x @ w / scale).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        out[seed] = bool(torch.isfinite(w).all())
+
+
+    out = {}
+    workers = [threading.Thread(target=train, args=(i, out)) for i in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    print(sorted(out.items()))
+""")
+
+
+def test_threads_that_train_their_own_weights_from_one_line(tmp_path):
+    """Each thread's gradients are read by that thread only, after its own backward: one table entry per line
+    made threads read each other's `.grad` while the other's backward wrote it, and `explain` died of a
+    segmentation fault (NOTE [Leaves cached per backward line and thread] in instrument/failure_graph.py)."""
+    path = tmp_path / "nan_threads.py"
+    path.write_text(NAN_THREADS)
+    rc_py, out_py, err_py = run_python(path, cwd=tmp_path, fresh=False)
+    assert rc_py == 0 and out_py == "[(0, True), (1, True), (2, False), (3, True)]\n", (out_py, err_py)
+    loss_line = NAN_THREADS.splitlines().index("        loss.backward()") + 1
+    for command in ("explain", "run"):
+        rc, out, err, doc = run_cli(command, "--json", str(path), cwd=tmp_path)
+        assert rc in (0, 1) and doc is not None, (command, rc, err[-3000:])
+        assert [h["kind"] for h in doc["hazards"]] == ["silent-non-finite-value"], doc["hazards"]
+        # the first Inf is made in a worker thread, whose ops have no recorded line: the sink is the place named
+        assert doc["hazards"][0]["culprit"]["line"] == loss_line, doc["hazards"]
+        assert doc["hazards"][0]["nonfinite"]["sink"]["what"] == "loss"
+
+
+# One backward line, two models: a helper that trains each in turn; the second's gradients go NaN (a masked sqrt).
+TWO_MODELS = textwrap.dedent("""\
+    import torch
+
+
+    def step(model, opt, x, head):
+        loss = head(model(x)).sum()
+        opt.zero_grad()
+        loss.backward()
+        finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+        opt.step()
+        return finite
+
+
+    def plain(z):
+        return z.pow(2)
+
+
+    def masked_sqrt(z):
+        return torch.where(z > 0, z.sqrt(), torch.zeros_like(z))
+
+
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1)
+    opt_b = torch.optim.SGD(b.parameters(), lr=0.1)
+    x = torch.randn(8, 4)
+    for i in range(3):
+        print(step(a, opt_a, x, plain), step(b, opt_b, x, masked_sqrt))
+""")
+
+
+def test_one_backward_line_that_runs_two_graphs_checks_each_ones_gradients(tmp_path):
+    """The leaves cached for a backward line are used only for the graph they came from (NOTE [Leaves cached per
+    backward line and thread]): b's NaN gradients, made by its first backward (the line's second call), are the
+    sink, not the parameters its step then made NaN."""
+    path = tmp_path / "two_models.py"
+    path.write_text(TWO_MODELS)
+    rc_py, out_py, _ = run_python(path, cwd=tmp_path, fresh=False)
+    assert rc_py == 0 and out_py.splitlines()[0] == "True False", out_py  # torch: b's first backward gave NaN
+    lines = TWO_MODELS.splitlines()
+    backward_line = lines.index("    loss.backward()") + 1
+    sqrt_line = lines.index("    return torch.where(z > 0, z.sqrt(), torch.zeros_like(z))") + 1
+    for command in ("run", "explain"):
+        rc, out, err, doc = run_cli(command, "--json", str(path), cwd=tmp_path)
+        assert doc is not None, (command, rc, err[-2000:])
+        (hazard,) = doc["hazards"]
+        sink = hazard["nonfinite"]["sink"]
+        assert (sink["what"], sink["line"], sink["step"]) == ("grad", backward_line, 1), (command, sink)
+        if command == "explain":
+            assert hazard["culprit"]["line"] == sqrt_line, hazard["culprit"]

@@ -14,7 +14,7 @@ import torch
 
 from tensorscope import compat
 from tensorscope.instrument import links, retention, stale
-from tensorscope.instrument.failure_graph import _is_freed_error, accumulated_leaves
+from tensorscope.instrument.failure_graph import _is_freed_error, accumulated_leaves, leaves_key, same_leaves
 from tensorscope.instrument.frames import receiver, user_frame
 from tensorscope.instrument.recorder import _dtype_name, inspectable, node_name
 
@@ -31,6 +31,7 @@ _MAX_BACKWARDS = 256
 # training loop from that line list the leaves of its first walk that have a ``.grad``
 # (``leaves_walked: false`` in the event; weak references, no tensor kept alive).
 _REWALK_NODES = 2_000
+_MAX_SITES = 1024  # (line, thread) entries of site_leaves before the table starts again
 
 
 class BackwardCalls:
@@ -98,12 +99,16 @@ class BackwardCalls:
                     rec.add_names(f["tensor"], f["names"])
             leaves = []
             if detailed:
-                site = (loc["file"], loc["line"])
+                site = leaves_key((loc["file"], loc["line"]))  # NOTE [Leaves cached per backward line and thread]
                 known = self.site_leaves.get(site)
+                if known is not None and not same_leaves(roots, known):
+                    known = None
                 walked = known is None
                 if walked:
                     leaves, visited = accumulated_leaves(roots)
                     if visited > _REWALK_NODES:
+                        if len(self.site_leaves) >= _MAX_SITES:
+                            self.site_leaves.clear()
                         self.site_leaves[site] = _weak(leaves)
                 else:
                     leaves = [v for v in (r() for r in known) if v is not None]

@@ -7,6 +7,8 @@ See NOTE [Stale saved variable without hooks] in stale.py.
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from tensorscope import compat
@@ -17,6 +19,37 @@ from tensorscope.instrument.records import LoggedWrite, write_facts
 
 _Tensor = torch.Tensor
 _MAX_WALK = 20_000
+
+
+_get_ident = threading.get_ident
+# NOTE [Leaves cached per backward line and thread]
+# Two tables keep, per backward line, the leaves its graph reached, so that a training loop's later
+# calls need not walk their graph again (backward_calls: NOTE [Walking a large graph once per line];
+# nonfinite: the gradients checked after a backward). A line is not one graph. Threads that train
+# each their own model run the same ``loss.backward()`` line: with one entry per line, a thread read
+# the ``.grad`` of another thread's leaves while that thread's backward, which runs without the GIL,
+# was writing them, and the process died of a segmentation fault (explain, four threads with a NaN in
+# one: 2 runs of 3). And a helper ``def step(model, x)`` that trains two models reaches two sets of
+# leaves from one line: the second model's gradients were never checked. So the tables are keyed by
+# line and thread, and an entry is used only if the first leaf that a walk of at most ``_PROBE`` nodes
+# from this call's roots finds is the entry's first (the walk's order is the full walk's, so its
+# first leaf is the same when the graph is): a loss's last layer is a few nodes from the root. A
+# graph with no leaf within ``_PROBE`` nodes trusts its entry.
+_PROBE = 32
+
+
+def leaves_key(site) -> tuple:
+    """The key of a backward line's cached leaves (NOTE [Leaves cached per backward line and thread])."""
+    return site, _get_ident()
+
+
+def same_leaves(roots, known: list) -> bool:
+    """Whether ``known`` (weak references, in ``accumulated_leaves``' order) are the leaves of ``roots``' graph
+    (NOTE [Leaves cached per backward line and thread])."""
+    first, _ = accumulated_leaves(roots, _PROBE)
+    if not first:
+        return True
+    return bool(known) and known[0]() is first[0]
 
 
 def accumulated_leaves(roots, limit: int = _MAX_WALK) -> tuple[list, int]:

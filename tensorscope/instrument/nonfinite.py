@@ -66,13 +66,14 @@ import math
 import os
 import re
 import sys
+import threading
 import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
 from tensorscope import compat, source
-from tensorscope.instrument.failure_graph import accumulated_leaves
+from tensorscope.instrument.failure_graph import accumulated_leaves, leaves_key, same_leaves
 from tensorscope.instrument.frames import line_of, user_frame
 from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin, root_line,
                                                 stats, value_of)
@@ -91,6 +92,8 @@ _MAX_BIRTHS = 16
 _MAX_OUTSIDE = 4
 _MAX_CARRIED = 4096
 _MAX_LEAF_WALK = 20_000
+_MAX_SITES = 1024  # (backward line, thread) entries of _leaves before the table starts again
+_get_ident = threading.get_ident
 _DISPATCH_SHIMS = ("eval_frame.py", "_compile.py")
 # ops a program calls to test values: a non-finite input here is what the program looked at
 _TESTS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf", "_local_scalar_dense",
@@ -150,8 +153,9 @@ class ValueWatch:
         self.busy = False
         self.done = False
         self.due: list = []  # CUDA: (flag, sink facts)
-        self._leaves: dict = {}  # backward site -> weak refs to the leaves its graph reached
-        self.deferred = None  # (site, step, leaf refs): NOTE [Gradients checked where a step reads them]
+        self._leaves: dict = {}  # (backward site, thread) -> weak refs to the leaves its graph reached
+        # thread -> (site, step, leaf refs): NOTE [Gradients checked where a step reads them]
+        self.deferred: dict[int, tuple] = {}
         self._handles: list = []
         self._mode = None
         self._last_backward = None
@@ -175,7 +179,7 @@ class ValueWatch:
         for h in self._handles:
             h.remove()
         self._handles = []
-        self._deferred_grads(None)  # gradients no step read (NOTE [Gradients checked where a step reads them])
+        self._deferred_grads(None, every=True)  # gradients no step read (NOTE [Gradients checked where a step reads them])
         self._grad_birth()
         if self._mode is not None:
             self._mode = None
@@ -267,16 +271,21 @@ class ValueWatch:
         roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or ()) if isinstance(r, _Tensor)]
         uf = user_frame(frame, self.tracker.user)
         site = (uf.f_code.co_filename, line_of(uf)) if uf is not None else None
-        refs = self._leaves.get(site)
+        key = leaves_key(site) if site is not None else None  # NOTE [Leaves cached per backward line and thread]
+        refs = self._leaves.get(key) if key is not None else None
+        if refs is not None and not same_leaves(roots, refs):
+            refs = None
         if refs is None:
             leaves = _leaves_of(roots)
-            if site is not None:
-                self._leaves[site] = [weakref.ref(v) for v in leaves]
+            if key is not None:
+                if len(self._leaves) >= _MAX_SITES:
+                    self._leaves.clear()
+                self._leaves[key] = refs = [weakref.ref(v) for v in leaves]
         else:
             leaves = [v for v in (r() for r in refs) if v is not None]
         if not self.origins and self.optimizer_steps:  # see NOTE [Gradients checked where a step reads them]
-            self.deferred = (site or (None, None), self.backward_calls - 1,
-                             refs or self._leaves.get(site) or [weakref.ref(v) for v in leaves])
+            self.deferred[_get_ident()] = (site or (None, None), self.backward_calls - 1,
+                                           refs or [weakref.ref(v) for v in leaves])
             return
         grads, owners = _grads_of(leaves)
         if grads:
@@ -294,15 +303,24 @@ class ValueWatch:
     # skipping it) reads none, as when they were checked at each backward and later ones were finite. With
     # gradient accumulation the backward named is the last before the step.
 
-    def _deferred_grads(self, frame):
-        """The gradients of the last backward call that no check has read yet, checked on their own."""
-        deferred, self.deferred = self.deferred, None
-        if deferred is None or self.sink is not None:
-            return
-        site, step, refs = deferred
-        grads, owners = _grads_of([v for v in (r() for r in refs) if v is not None])
-        if grads:
-            self._check("grad", grads, frame, owners=owners, site=site, step=step)
+    def _deferred_grads(self, frame, every=False):
+        """The gradients of this thread's last backward call that no check has read yet, checked on their own;
+        ``every``: the run is over, those of every thread that has ended too (a live thread's backward may be
+        writing its gradients: NOTE [Leaves cached per backward line and thread] in failure_graph.py)."""
+        me = _get_ident()
+        if every:
+            alive = {t.ident for t in threading.enumerate()} - {me}
+            idents = [i for i in list(self.deferred) if i not in alive]
+        else:
+            idents = [me]
+        for ident in idents:
+            deferred = self.deferred.pop(ident, None)
+            if deferred is None or self.sink is not None:
+                continue
+            site, step, refs = deferred
+            grads, owners = _grads_of([v for v in (r() for r in refs) if v is not None])
+            if grads:
+                self._check("grad", grads, frame, owners=owners, site=site, step=step)
 
     def _pre_step(self, optimizer, args, kwargs):
         self.in_step = True
@@ -314,12 +332,12 @@ class ValueWatch:
             return
         params = [p for g in optimizer.param_groups for p in g["params"] if _floating(p)]
         frame = sys._getframe(1)
-        if self.deferred is not None:
+        if _get_ident() in self.deferred:
             # parameters that a step left finite were updated from finite gradients, or the step left the others
             # out (as a loss scaler does): only when they are not finite are the gradients read, to name the sink.
             # On a GPU the flags wait to be read in batches: the two checks as before, nothing read now.
             if all(t.device.type == "cpu" for t in params) and _all_finite_now(params):
-                self.deferred = None
+                del self.deferred[_get_ident()]
                 self.pending_grad = None
                 return
             self._deferred_grads(frame)

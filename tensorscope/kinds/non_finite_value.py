@@ -323,11 +323,14 @@ def finding(ev, hazard: bool) -> dict | None:
                 fcode = source.code(origin.get("forward_file"), fline)
                 inside = f", in the backward of the Function called at line {fline}" \
                     + (f" (`{fcode}`)" if fcode else "")
+            at = f"at line {origin['line']} (`{code}`)" if origin.get("line") else \
+                "at a line tensorscope did not record (as for an op run in a thread other than the main one)"
             parts.append(f"The first non-finite value" + (f" ({origin['value']})" if origin.get("value") else "")
-                         + f" was made by {how} at line "
-                         f"{origin.get('line')} (`{code}`){inside}, computing {name}"
+                         + f" was made by {how} {at}{inside}, computing {name}"
                          + (f"; its inputs: {ins}." if ins else "."))
             culprit = where(origin.get("file"), origin.get("line"))
+            if culprit is None and sink and sink.get("line"):  # the origin's line unknown: the sink's is the one known
+                culprit = where(sink.get("file"), sink.get("line"))
         if origin.get("backward_line"):
             backward = where(origin.get("backward_file"), origin.get("backward_line"))
         fix = fix_for(origin, code, data_code)
