@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 
 from tensorscope.instrument import state
+from tensorscope.instrument.frames import strip_for_reraise
 from tensorscope.instrument.recorder import storage_key
 from tensorscope.instrument.records import LoggedWrite
 from tensorscope.instrument.transparent import named
@@ -27,7 +28,11 @@ SHARED_USE_COUNT = 3  # measured on torch 2.13 inside a hook: 2 when only this b
 
 def make_register_hook(orig):
     def register_hook(self, hook):
-        handle = orig(self, hook)  # raises exactly as torch does (no grad, ...) before anything of ours
+        try:
+            handle = orig(self, hook)  # raises exactly as torch does (no grad, ...) before anything of ours
+        except BaseException as e:
+            strip_for_reraise(e)  # NOTE [Invisible frames] in patches.py
+            raise
         rec = state.recorder
         if rec is None or not rec.active or not rec.check_values:
             return handle

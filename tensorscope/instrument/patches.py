@@ -329,7 +329,11 @@ def optimizer_step_finished(optimizer, args, kwargs):
 def make_module_setstate(orig):
     """``copy.copy(model)``: a copy over the original's very tensors (see NOTE [Shared state])."""
     def __setstate__(self, state_):
-        out = orig(self, state_)
+        try:
+            out = orig(self, state_)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
         rec = state.recorder
         if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
             rec.shared.on_shallow_copy(rec, self, sys._getframe(1))
@@ -443,7 +447,11 @@ def make_backward(op, orig):
 def make_grad_mode(mode, action, orig):
     def method(self, *args, **kwargs):
         rec = state.recorder
-        out = orig(self, *args, **kwargs)
+        try:
+            out = orig(self, *args, **kwargs)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
         if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
             frame = sys._getframe(1)
             fn = frame.f_code.co_filename
@@ -692,7 +700,11 @@ class Patcher:
         wrappers = {}
 
         def __getattr__(module, name):
-            value = orig(module, name)
+            try:
+                value = orig(module, name)
+            except BaseException as e:  # AttributeError for a name torch has not: python's traceback
+                strip_for_reraise(e)
+                raise
             if not (name.endswith("_") and not name.startswith("_") and name not in _NOT_WRITES):
                 return value
             w = wrappers.get(name)

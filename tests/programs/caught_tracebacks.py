@@ -4,6 +4,7 @@ Under `tensorscope run` every traceback must be the one plain python prints (no 
 wrapper that let the exception through), on every Python, and the program's tracer stays None.
 """
 import sys
+import threading
 import traceback
 
 import torch
@@ -71,11 +72,21 @@ def register_parameter():
     torch.nn.Linear(2, 2).register_parameter("weight", torch.ones(2))
 
 
-for title, fn in [("backward", stale_backward), ("leaf write", leaf_write), ("view", bad_view),
-                  ("data", bad_data), ("requires_grad_", bad_requires_grad), ("through torch", through_torch),
-                  ("custom Function", custom_function), ("optimizer state", optimizer_load),
-                  ("parameter", register_parameter)]:
+def hook_without_grad():
+    torch.ones(2).register_hook(lambda g: g)
+
+
+CASES = [("backward", stale_backward), ("leaf write", leaf_write), ("view", bad_view),
+         ("data", bad_data), ("requires_grad_", bad_requires_grad), ("through torch", through_torch),
+         ("custom Function", custom_function), ("optimizer state", optimizer_load),
+         ("parameter", register_parameter), ("hook", hook_without_grad)]
+for title, fn in CASES:
     show(title, fn)
+
+# the same in a thread (python's threading machinery under the frames, no strip by the runner)
+worker = threading.Thread(target=lambda: [show(f"thread {title}", fn) for title, fn in CASES])
+worker.start()
+worker.join()
 
 # the same exceptions caught in the calling frame itself, and one chained
 try:
