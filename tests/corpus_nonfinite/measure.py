@@ -33,6 +33,7 @@ at exactly 1 on 2.15) is told apart by this measure, not by tensorscope.
 
 from __future__ import annotations
 
+import functools
 import io
 import linecache
 import os
@@ -67,7 +68,7 @@ def measure(path: str, raised: list | None = None) -> str:
                 if _bad(v) and id(v) not in seen_bad:
                     seen_bad.add(id(v))
                     if not _WRITES_INF.search(linecache.getline(path, line)):
-                        found.append(("forward", line, None))
+                        found.append(("forward", line, None, None))
                         break
         last_line[id(frame)] = frame.f_lineno
         return tracer
@@ -78,6 +79,8 @@ def measure(path: str, raised: list | None = None) -> str:
         roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
         stack = [r.grad_fn for r in roots if r.grad_fn is not None]
         seen: dict = {}  # the nodes kept: before torch 2.3 a node's Python object dies with its last reference
+        producers: dict = {}  # id(node) -> the nodes whose gradients the engine adds up as its input, one per edge
+        handles = []
         while stack:
             node = stack.pop()
             if node is None or id(node) in seen:
@@ -90,13 +93,24 @@ def measure(path: str, raised: list | None = None) -> str:
                 if any(_bad(g) for g in grad_inputs if g is not None) and \
                         not any(_bad(g) for g in grad_outputs if g is not None):
                     line = _forward_line(node.metadata.get("traceback_") or [], path)
-                    found.append(("backward", line, node.name()))
+                    found.append(("backward", line, node.name(), None))
             try:
-                node.register_hook(hook)
+                handles.append(node.register_hook(hook))
             except Exception:
                 pass
-            stack.extend(n for n, _ in node.next_functions if n is not None)
-        return real_backward(tensors, *args, **kwargs)
+            for n, _ in node.next_functions:
+                if n is not None:
+                    producers.setdefault(id(n), []).append(node)
+                    stack.append(n)
+        for key, node in seen.items():
+            made_by = producers.get(key, [])
+            if len(made_by) >= 2 or (made_by and hasattr(node, "variable")):
+                handles.append(node.register_prehook(functools.partial(_summed, node, made_by, found, path)))
+        try:
+            return real_backward(tensors, *args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
 
     torch.autograd.backward = backward
     torch.autograd.set_detect_anomaly(True, check_nan=False)
@@ -111,8 +125,27 @@ def measure(path: str, raised: list | None = None) -> str:
         torch.autograd.backward = real_backward
     if not found:
         return "clean"
-    phase, line, node = found[0]
-    return f"line={line} phase={phase}" + (f" node={node}" if node else "")
+    phase, line, node, summed = found[0]
+    return f"line={line} phase={phase}" + (f" node={node}" if node else "") \
+        + (f" summed={','.join(map(str, summed))}" if summed else "")
+
+
+def _summed(node, made_by, found, path, grad_outputs):
+    """A node's pre hook: the gradient it received is the engine's sum of its producers' (each checked finite by
+    its own hook first); a leaf's ``.grad`` also adds it to what earlier backward calls left there."""
+    if found:
+        return
+    got = [g for g in grad_outputs if g is not None]
+    first = min(made_by, key=lambda n: n._sequence_nr())  # the use made first in the forward pass
+    lines = sorted({_forward_line(n.metadata.get("traceback_") or [], path) for n in made_by} - {None})
+    line = _forward_line(first.metadata.get("traceback_") or [], path)
+    if any(_bad(g) for g in got):
+        if len(made_by) >= 2:  # finite contributions, a non-finite sum: the engine's addition made it
+            found.append(("backward", line, node.name(), lines))
+    elif hasattr(node, "variable"):
+        old = node.variable.grad
+        if old is not None and not _bad(old) and any(_bad(old + g) for g in got):
+            found.append(("backward", line, node.name(), lines))  # accumulated into .grad across backward calls
 
 
 def _forward_line(tb_text, path):
@@ -229,6 +262,8 @@ def truth(path: str) -> dict:
            "phase": origin["phase"]}
     if "node" in origin:
         out["node"] = origin["node"]
+    if "summed" in origin:
+        out["summed"] = origin["summed"]
     if sink:
         out.update(sink=sink["sink"], sink_line=sink["line"], sink_step=sink["step"])
     else:

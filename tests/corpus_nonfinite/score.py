@@ -3,7 +3,8 @@
 Runs each program through the same pipeline as ``tensorscope explain --json PROG`` (``Session``), all in
 one process so that torch is imported once (the corpus has 48 programs), and compares the finding with
 the program's ``# expect:`` header (measured with plain torch by measure.py): kind, origin line, op
-(the aten op, the backward node, or ``data``) and phase. Buggy programs are scored; their ``_fixed``
+(the aten op, the backward node, or ``data``) and phase; for a gradient that the engine's sum made non-finite
+(``summed=``), the lines of the uses whose gradients it added, with the line. Buggy programs are scored; their ``_fixed``
 twins and the ``fine_`` programs must produce no non-finite finding.
 
 ``score.py --run [--json]`` scores a plain ``tensorscope run`` instead: each buggy program's header names
@@ -49,7 +50,7 @@ def differs(header: dict, measured: dict) -> list:
     """The fields of ``header`` that the running torch, measured (``measure.truth``), does not bear out."""
     if not header or not measured:
         return [] if bool(header) == bool(measured) else ["clean" if not measured else "buggy"]
-    out = [f for f in ("kind", "phase", "sink", "sink_line", "sink_step") if header.get(f) != measured.get(f)]
+    out = [f for f in ("kind", "phase", "summed", "sink", "sink_line", "sink_step") if header.get(f) != measured.get(f)]
     if measured["line"] not in (header["line"], header.get("alt_line", header["line"])):
         out.append("line")
     if "node" in measured and _node(header["op"]) and header["op"] != measured["node"]:
@@ -99,7 +100,10 @@ def score(path: Path, doc: dict) -> dict:
     nf = got["nonfinite"]
     ops = {"data"} if nf.get("data") else {nf.get("node"), (nf.get("aten") or "").split(".")[-1]}
     lines = {int(want["line"]), int(want.get("alt_line", want["line"]))}
-    out = {"kind": got["kind"] == want["kind"], "line": (got.get("culprit") or {}).get("line") in lines,
+    line = (got.get("culprit") or {}).get("line") in lines
+    if "summed" in want:  # a gradient the engine added up: the lines of the uses whose gradients it summed too
+        line = line and sorted({s["line"] for s in nf.get("summed") or []}) == [int(n) for n in want["summed"].split(",")]
+    out = {"kind": got["kind"] == want["kind"], "line": line,
            "op": want["op"] in ops, "phase": nf.get("phase") == want["phase"]}
     if want["op"] is None:  # a forward op this release's measure cannot tell: not scored (listed in "differs")
         del out["op"]
@@ -165,11 +169,14 @@ if __name__ == "__main__":
     if "--json" in sys.argv:
         print(json.dumps(out))
     else:
-        print(f"{out['buggy']} buggy programs, {out['clean']} clean ones: "
-              + ", ".join(f"{k} {v:.0%}" for k, v in out["accuracy"].items())
-              + f"; clean programs without a finding: {out['silent']:.0%}")
-        for name, v in out["misses"].items():
-            print(f"  miss {name}: {v}")
+        for res, label in ((out, "explain"), (out.get("run"), "run")):
+            if res is None:
+                continue
+            print(f"torch {res['torch']}, {label}: {res['buggy']} buggy programs, {res['clean']} clean ones: "
+                  + ", ".join(f"{k} {v:.0%}" for k, v in res["accuracy"].items())
+                  + f"; clean programs without a finding: {res['silent']:.0%}")
+            for name, v in res["misses"].items():
+                print(f"  miss {name}: {v}")
         for name, v in out["differs"].items():
             print(f"  torch {out['torch']} differs from the header in {name} ({', '.join(v['fields'])}): "
                   f"scored against {v['measured'] or 'clean'}")
