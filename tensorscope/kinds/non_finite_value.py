@@ -367,8 +367,9 @@ def finding(ev, hazard: bool) -> dict | None:
             fix = ("Find the first non-finite value with `tensorscope explain PROG.py`; then keep that op's input "
                    "inside its domain (eps in a division or norm, clamp before log/sqrt/acos).")
         else:  # the origins were looked for and none was pinned (docs/kinds.md, "Non-finite values")
-            parts.append("No op was pinned as its origin (the known cases: a float32 gradient that overflowed "
-                         "within one backward in a node that is not hooked, and a backward on a GPU).")
+            parts.append("No op was pinned as its origin (the known cases: a float32 gradient, or a sum of "
+                         "gradients, that overflowed within one later backward where not every node is hooked, and "
+                         "a backward on a GPU).")
             fix = ("Walk back from the value named above: a `register_hook` printing `g.abs().max()` on each layer's "
                    "output shows where gradients grow, and `torch.autograd.detect_anomaly(check_nan=True)` names "
                    "the backward node of a NaN. Then keep that op's input inside its domain (eps in a division or "
