@@ -215,10 +215,10 @@ def _sum_fix(origin: dict, dtype: str) -> str:
                 "(`(loss / accum_steps).backward()`), keep the parameters in float32 (under `torch.autocast` their "
                 "`.grad` is float32), or lower the loss scale (`torch.amp.GradScaler` checks the accumulated "
                 "gradients before the step and skips it when they overflowed).")
-    return (f"Each use's gradient was finite; their sum, which backward adds up itself, passed {dtype or 'the dtype'}'s "
-            f"range ({fmax}): lower the loss scale (`torch.amp.GradScaler` lowers it by itself and skips the steps "
-            "whose gradients overflowed), or keep the tensor and its gradient in float32 (float32 parameters under "
-            "`torch.autocast`).")
+    return (f"Each use's gradient was finite; their sum, which backward adds up itself, passed "
+            f"{dtype or 'the dtype'}'s range ({fmax}): lower the loss scale (`torch.amp.GradScaler` lowers it by "
+            "itself and skips the steps whose gradients overflowed), or keep the tensor and its gradient in float32 "
+            "(float32 parameters under `torch.autocast`).")
 
 
 def advise(fields: dict):
@@ -398,16 +398,17 @@ def _sum_text(ev, origin: dict, st: str, ins: str) -> str:
     lines = [u.get("line") for u in origin.get("summed") or [] if u.get("line") is not None]
     at = (f"line {lines[0]}" if len(lines) == 1 else
           "lines " + ", ".join(str(n) for n in lines[:-1]) + f" and {lines[-1]}") if lines else "its uses"
-    given = f" (each finite: {ins})" if ins else ""
     value = origin.get("value") or "a non-finite value"
+    when = f" ({st[2:]})" if st else ""
     if origin.get("sum") == "accumulated":
-        return (f"The first non-finite value ({value}) was made when backward (in backward{st}) added the gradient "
-                f"of {name}, from its use at {at}, to its `.grad`: the new gradient was finite{given}, but the sum "
-                f"with what earlier backward calls had left in `.grad` passed {origin.get('dtype')}'s range "
-                "(gradient accumulation).")
-    return (f"The first non-finite value ({value}) was made by backward's own sum (in backward{st}): the gradient of "
-            f"{name}{made} is the sum of the gradients of its uses at {at}{given}, and the engine's addition passed "
-            f"{origin.get('dtype')}'s range before {origin.get('node')} received it.")
+        return (f"The first non-finite value ({value}) was made when backward{when} added the gradient of {name}, "
+                f"from its use at {at}, to its `.grad`: the new gradient was finite" + (f" ({ins})" if ins else "")
+                + f", but its sum with what earlier backward calls had left in `.grad` passed "
+                f"{origin.get('dtype')}'s range (gradient accumulation).")
+    return (f"The first non-finite value ({value}) was made by backward's own sum{when}: the gradient of {name}{made} "
+            f"is the sum of the gradients of its uses at {at}" + (f" (each finite: {ins})" if ins else "")
+            + f", and the engine's addition passed {origin.get('dtype')}'s range before {origin.get('node')} "
+            "received it.")
 
 
 def _sink_view(sink):

@@ -5,11 +5,14 @@
 Independent of tensorscope: the forward side is a line tracer that, after each line of the
 program's file, looks for a tensor among the frame's locals that holds a NaN/Inf and was not
 non-finite before (a line that writes an infinity on purpose, ``masked_fill(mask, float("-inf"))``,
-is passed over: the NaN a softmax then makes of an all-masked row is born at the softmax); the backward side turns on anomaly mode (for each node's forward traceback,
-``check_nan`` off) and hooks every node of the graph given to backward(): the first node whose
-gradient outputs are non-finite while the gradients it received are finite, at the forward line
-anomaly mode recorded for it. Prints ``PROG: line=N phase=forward|backward node=NAME`` for the
-first of the two in time, or ``PROG: clean``.
+is passed over: the NaN a softmax then makes of an all-masked row is born at the softmax); the
+backward side turns on anomaly mode (for each node's forward traceback, ``check_nan`` off) and hooks
+every node of the graph given to backward(): the first node whose gradient outputs are non-finite
+while the gradients it received are finite, at the forward line anomaly mode recorded for it; or,
+seen by a pre hook, a node whose input (the engine's sum of its uses' gradients, each finite) is not
+finite, or a leaf's ``.grad`` that a finite gradient makes non-finite across backward calls: the
+first use's forward line, with every use's line (``summed=``). Prints
+``PROG: line=N phase=forward|backward node=NAME`` for the first of the two in time, or ``PROG: clean``.
 
     python tests/corpus_nonfinite/measure.py --sinks PROG.py [PROG.py ...]
 
@@ -25,8 +28,9 @@ global state changed (grad mode, default dtype) for the next.
 
 Both, as ``truth(path)`` gives them to score.py, in one process (torch's global state put back after each
 program): the fields a header states that the running torch can tell (``kind``, ``line``, ``phase``, ``node``
-for a backward origin, ``sink``, ``sink_line``, ``sink_step``), ``{}`` for a program in which torch made no
-NaN or Inf, or made one that reached no sink and that the program did not raise on (handled on purpose). The kind is ``non-finite-value`` when the program raised, ``silent-non-finite-value`` when it went
+for a backward origin, ``summed``, ``sink``, ``sink_line``, ``sink_step``), ``{}`` for a program in which
+torch made no NaN or Inf, or made one that reached no sink and that the program did not raise on (handled on
+purpose). The kind is ``non-finite-value`` when the program raised, ``silent-non-finite-value`` when it went
 on. The headers were measured on torch 2.13; a release whose own ops make no NaN where 2.13's did (``acos``
 at exactly 1 on 2.15) is told apart by this measure, not by tensorscope.
 """

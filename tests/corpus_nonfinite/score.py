@@ -3,9 +3,9 @@
 Runs each program through the same pipeline as ``tensorscope explain --json PROG`` (``Session``), all in
 one process so that torch is imported once (the corpus has 48 programs), and compares the finding with
 the program's ``# expect:`` header (measured with plain torch by measure.py): kind, origin line, op
-(the aten op, the backward node, or ``data``) and phase; for a gradient that the engine's sum made non-finite
-(``summed=``), the lines of the uses whose gradients it added, with the line. Buggy programs are scored; their ``_fixed``
-twins and the ``fine_`` programs must produce no non-finite finding.
+(the aten op, the backward node, or ``data``) and phase; for a gradient that the engine's sum made
+non-finite (``summed=``), the lines of the uses whose gradients it added, with the line. Buggy programs
+are scored; their ``_fixed`` twins and the ``fine_`` programs must produce no non-finite finding.
 
 ``score.py --run [--json]`` scores a plain ``tensorscope run`` instead: each buggy program's header names
 the first sink that held a NaN or Inf (``sink=loss|grad|parameter sink_line=N sink_step=K``, measured with
@@ -102,7 +102,8 @@ def score(path: Path, doc: dict) -> dict:
     lines = {int(want["line"]), int(want.get("alt_line", want["line"]))}
     line = (got.get("culprit") or {}).get("line") in lines
     if "summed" in want:  # a gradient the engine added up: the lines of the uses whose gradients it summed too
-        line = line and sorted({s["line"] for s in nf.get("summed") or []}) == [int(n) for n in want["summed"].split(",")]
+        got_lines = sorted({s["line"] for s in nf.get("summed") or []})
+        line = line and got_lines == [int(n) for n in want["summed"].split(",")]
     out = {"kind": got["kind"] == want["kind"], "line": line,
            "op": want["op"] in ops, "phase": nf.get("phase") == want["phase"]}
     if want["op"] is None:  # a forward op this release's measure cannot tell: not scored (listed in "differs")
