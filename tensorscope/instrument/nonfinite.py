@@ -245,9 +245,14 @@ class ValueWatch:
         return max(self.backward_calls, self.optimizer_steps)
 
     def before_backward(self, args, kwargs, frame):
-        """The loss given to backward() (or the outputs given to autograd.grad)."""
+        """The loss given to backward() (or the outputs given to autograd.grad); first, under gradient accumulation,
+        the gradients the backward before left (NOTE [Gradients checked where a step reads them])."""
         if self.sink is not None:
             return
+        if self.deferred is not None:  # a second backward before a step: read the first's before this one adds to them
+            self._deferred_grads(frame)
+            if self.sink is not None:
+                return
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
         roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or ()) if isinstance(r, _Tensor)]
         roots = [r for r in roots if _floating(r)]
@@ -301,7 +306,10 @@ class ValueWatch:
     # gradients were not finite; the step's line when the step made the parameters so). Gradients that no step
     # reads (a backward after the last step) are checked at the end; a step that never runs (a loss scaler
     # skipping it) reads none, as when they were checked at each backward and later ones were finite. With
-    # gradient accumulation the backward named is the last before the step.
+    # gradient accumulation (a backward while the one before is still unread by a step) the gradients are read
+    # before the next backward adds to them: one fused check per micro-batch, none in a program that steps after
+    # each backward. So the backward named is the first whose gradients were not finite (an earlier micro-batch's
+    # NaN, or the running sum in ``.grad`` that passed the dtype's range), as when every backward is checked.
 
     def _deferred_grads(self, frame, every=False):
         """The gradients of this thread's last backward call that no check has read yet, checked on their own;

@@ -125,6 +125,8 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
         return (f"The non-finite value came in with the input made at {where_}: clean it where it is loaded "
                 "(`x = torch.nan_to_num(x)`, or drop the rows where `~torch.isfinite(x).all(dim=1)`), and check "
                 "it once with `assert torch.isfinite(x).all()`.")
+    if origin.get("sum"):
+        return _sum_fix(origin, dtype)
     if origin.get("phase") == "optimizer":
         return ("The optimizer step made the parameters non-finite: the updates diverged. Lower the learning "
                 "rate, clip the gradients before `step()` with `torch.nn.utils.clip_grad_norm_(model.parameters(), "
@@ -201,6 +203,22 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
                 "forward ops, and compare it with `torch.autograd.gradcheck` on small inputs.")
     return (f"Guard the inputs of `{op}`{at}: clamp them into its domain, or check them with "
             "`torch.isfinite(x).all()` where they are made.")
+
+
+def _sum_fix(origin: dict, dtype: str) -> str:
+    """The fix for a gradient that backward's own sum made non-finite (NOTE [Gradients the engine adds up] in
+    instrument/origin_walk.py)."""
+    fmax = "65504" if dtype == "float16" else f"{_FMAX[dtype]:.3g}" if dtype in _FMAX else "its largest value"
+    if origin.get("sum") == "accumulated":
+        return (f"Each backward's gradient was finite; their running sum in `.grad` passed {dtype or 'the dtype'}'s "
+                f"range ({fmax}): divide each micro-batch's loss by the number of micro-batches before backward "
+                "(`(loss / accum_steps).backward()`), keep the parameters in float32 (under `torch.autocast` their "
+                "`.grad` is float32), or lower the loss scale (`torch.amp.GradScaler` checks the accumulated "
+                "gradients before the step and skips it when they overflowed).")
+    return (f"Each use's gradient was finite; their sum, which backward adds up itself, passed "
+            f"{dtype or 'the dtype'}'s range ({fmax}): lower the loss scale (`torch.amp.GradScaler` lowers it by "
+            "itself and skips the steps whose gradients overflowed), or keep the tensor and its gradient in float32 "
+            "(float32 parameters under `torch.autocast`).")
 
 
 def advise(fields: dict):
@@ -295,7 +313,7 @@ def finding(ev, hazard: bool) -> dict | None:
     culprit = None
     backward = None
     nonfinite = {"op": None, "aten": None, "node": None, "phase": None, "step": None, "tensor": None, "inputs": [],
-                 "value": None, "data": False,
+                 "value": None, "data": False, "summed": None,
                  "checked": nf.get("checked"), "sink": _sink_view(sink)}
     if origin:
         code = source.code(origin.get("file"), origin.get("line")) if origin.get("line") else ""
@@ -311,6 +329,9 @@ def finding(ev, hazard: bool) -> dict | None:
                          + (f" (made at line {origin['data_line']}, `{data_code}`)" if origin.get("data_line") else "")
                          + ".")
             culprit = where(origin.get("data_file") or origin.get("file"), at)
+        elif origin.get("sum"):
+            parts.append(_sum_text(ev, origin, st, ins))
+            culprit = where(origin.get("file"), origin.get("line"))
         else:
             phase = origin.get("phase")
             how = f"{what} ({phase}{st})"
@@ -338,7 +359,9 @@ def finding(ev, hazard: bool) -> dict | None:
                          step=origin.get("step") if loop else None,
                          tensor={"id": origin.get("tensor"), "names": ev.tensor_names(origin.get("tensor"))},
                          inputs=[_input_view(ev, i) for i in origin.get("inputs") or []], value=origin.get("value"),
-                         data=bool(origin.get("data")))
+                         data=bool(origin.get("data")),
+                         summed=[{"file": display_path(u.get("file")), "line": u.get("line")}
+                                 for u in origin["summed"]] if origin.get("summed") is not None else None)
     else:
         if nf.get("checked") == "sinks":
             parts.append("Run `tensorscope explain` (or `tensorscope run --check-values`) to name the op and line that "
@@ -347,8 +370,9 @@ def finding(ev, hazard: bool) -> dict | None:
             fix = ("Find the first non-finite value with `tensorscope explain PROG.py`; then keep that op's input "
                    "inside its domain (eps in a division or norm, clamp before log/sqrt/acos).")
         else:  # the origins were looked for and none was pinned (docs/kinds.md, "Non-finite values")
-            parts.append("No op was pinned as its origin (the known cases: a float32 gradient that overflowed "
-                         "within one backward in a node that is not hooked, and a backward on a GPU).")
+            parts.append("No op was pinned as its origin (the known cases: a float32 gradient, or a sum of "
+                         "gradients, that overflowed within one later backward where not every node is hooked, and "
+                         "a backward on a GPU).")
             fix = ("Walk back from the value named above: a `register_hook` printing `g.abs().max()` on each layer's "
                    "output shows where gradients grow, and `torch.autograd.detect_anomaly(check_nan=True)` names "
                    "the backward node of a NaN. Then keep that op's input inside its domain (eps in a division or "
@@ -366,6 +390,28 @@ def finding(ev, hazard: bool) -> dict | None:
                             if nonfinite["op"] else "non-finite value at a sink"])
     d["nonfinite"] = nonfinite
     return d
+
+
+def _sum_text(ev, origin: dict, st: str, ins: str) -> str:
+    """The sentence for a gradient that backward's own sum made non-finite."""
+    fline = origin.get("forward_line")
+    fcode = source.code(origin.get("forward_file"), fline) if fline else ""
+    name = _label(ev, origin.get("tensor"), {}, fcode)
+    made = f" (made at line {fline}, `{fcode}`)" if fline and fcode else ""
+    lines = [u.get("line") for u in origin.get("summed") or [] if u.get("line") is not None]
+    at = (f"line {lines[0]}" if len(lines) == 1 else
+          "lines " + ", ".join(str(n) for n in lines[:-1]) + f" and {lines[-1]}") if lines else "its uses"
+    value = origin.get("value") or "a non-finite value"
+    when = f" ({st[2:]})" if st else ""
+    if origin.get("sum") == "accumulated":
+        return (f"The first non-finite value ({value}) was made when backward{when} added the gradient of {name}, "
+                f"from its use at {at}, to its `.grad`: the new gradient was finite" + (f" ({ins})" if ins else "")
+                + f", but its sum with what earlier backward calls had left in `.grad` passed "
+                f"{origin.get('dtype')}'s range (gradient accumulation).")
+    return (f"The first non-finite value ({value}) was made by backward's own sum{when}: the gradient of {name}{made} "
+            f"is the sum of the gradients of its uses at {at}" + (f" (each finite: {ins})" if ins else "")
+            + f", and the engine's addition passed {origin.get('dtype')}'s range before {origin.get('node')} "
+            "received it.")
 
 
 def _sink_view(sink):

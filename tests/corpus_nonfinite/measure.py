@@ -4,11 +4,15 @@
 
 Independent of tensorscope: the forward side is a line tracer that, after each line of the
 program's file, looks for a tensor among the frame's locals that holds a NaN/Inf and was not
-non-finite before; the backward side turns on anomaly mode (for each node's forward traceback,
-``check_nan`` off) and hooks every node of the graph given to backward(): the first node whose
-gradient outputs are non-finite while the gradients it received are finite, at the forward line
-anomaly mode recorded for it. Prints ``PROG: line=N phase=forward|backward node=NAME`` for the
-first of the two in time, or ``PROG: clean``.
+non-finite before (a line that writes an infinity on purpose, ``masked_fill(mask, float("-inf"))``,
+is passed over: the NaN a softmax then makes of an all-masked row is born at the softmax); the
+backward side turns on anomaly mode (for each node's forward traceback, ``check_nan`` off) and hooks
+every node of the graph given to backward(): the first node whose gradient outputs are non-finite
+while the gradients it received are finite, at the forward line anomaly mode recorded for it; or,
+seen by a pre hook, a node whose input (the engine's sum of its uses' gradients, each finite) is not
+finite, or a leaf's ``.grad`` that a finite gradient makes non-finite across backward calls: the
+first use's forward line, with every use's line (``summed=``). Prints
+``PROG: line=N phase=forward|backward node=NAME`` for the first of the two in time, or ``PROG: clean``.
 
     python tests/corpus_nonfinite/measure.py --sinks PROG.py [PROG.py ...]
 
@@ -19,15 +23,33 @@ reached) and after each optimizer ``step()`` (every parameter of the optimizer).
 counts only if the step after it did not leave the parameters finite (the program skipped or repaired
 it, as a loss scaler does), or ``PROG: clean``. Run one program per process: a program may leave torch's
 global state changed (grad mode, default dtype) for the next.
+
+    python tests/corpus_nonfinite/measure.py --truth PROG.py [PROG.py ...]
+
+Both, as ``truth(path)`` gives them to score.py, in one process (torch's global state put back after each
+program): the fields a header states that the running torch can tell (``kind``, ``line``, ``phase``, ``node``
+for a backward origin, ``summed``, ``sink``, ``sink_line``, ``sink_step``), ``{}`` for a program in which
+torch made no NaN or Inf, or made one that reached no sink and that the program did not raise on (handled on
+purpose). The kind is ``non-finite-value`` when the program raised, ``silent-non-finite-value`` when it went
+on. The headers were measured on torch 2.13; a release whose own ops make no NaN where 2.13's did (``acos``
+at exactly 1 on 2.15) is told apart by this measure, not by tensorscope.
 """
 
 from __future__ import annotations
 
+import functools
+import io
+import linecache
 import os
+import re
 import runpy
 import sys
 
 import torch
+
+
+# a line that writes an infinity on purpose (a mask before a softmax): its -inf is not where a NaN was born
+_WRITES_INF = re.compile(r"\b(masked_fill_?|fill_|full|full_like|new_full|where)\(.*\binf\b")
 
 
 def _bad(t) -> bool:
@@ -35,7 +57,7 @@ def _bad(t) -> bool:
         and not bool(torch.isfinite(t.detach()).all())
 
 
-def measure(path: str) -> str:
+def measure(path: str, raised: list | None = None) -> str:
     path = os.path.abspath(path)
     found: list = []
     seen_bad: set = set()
@@ -45,11 +67,13 @@ def measure(path: str) -> str:
         if frame.f_code.co_filename != path:
             return tracer
         if event in ("line", "return") and not found:
+            line = last_line.get(id(frame), frame.f_lineno)
             for name, v in list(frame.f_locals.items()):
                 if _bad(v) and id(v) not in seen_bad:
                     seen_bad.add(id(v))
-                    found.append(("forward", last_line.get(id(frame), frame.f_lineno), None))
-                    break
+                    if not _WRITES_INF.search(linecache.getline(path, line)):
+                        found.append(("forward", line, None, None))
+                        break
         last_line[id(frame)] = frame.f_lineno
         return tracer
 
@@ -58,12 +82,14 @@ def measure(path: str) -> str:
     def backward(tensors, *args, **kwargs):
         roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
         stack = [r.grad_fn for r in roots if r.grad_fn is not None]
-        seen = set()
+        seen: dict = {}  # the nodes kept: before torch 2.3 a node's Python object dies with its last reference
+        producers: dict = {}  # id(node) -> the nodes whose gradients the engine adds up as its input, one per edge
+        handles = []
         while stack:
             node = stack.pop()
             if node is None or id(node) in seen:
                 continue
-            seen.add(id(node))
+            seen[id(node)] = node
 
             def hook(grad_inputs, grad_outputs, node=node):
                 if found:
@@ -71,13 +97,24 @@ def measure(path: str) -> str:
                 if any(_bad(g) for g in grad_inputs if g is not None) and \
                         not any(_bad(g) for g in grad_outputs if g is not None):
                     line = _forward_line(node.metadata.get("traceback_") or [], path)
-                    found.append(("backward", line, node.name()))
+                    found.append(("backward", line, node.name(), None))
             try:
-                node.register_hook(hook)
+                handles.append(node.register_hook(hook))
             except Exception:
                 pass
-            stack.extend(n for n, _ in node.next_functions if n is not None)
-        return real_backward(tensors, *args, **kwargs)
+            for n, _ in node.next_functions:
+                if n is not None:
+                    producers.setdefault(id(n), []).append(node)
+                    stack.append(n)
+        for key, node in seen.items():
+            made_by = producers.get(key, [])
+            if len(made_by) >= 2 or (made_by and hasattr(node, "variable")):
+                handles.append(node.register_prehook(functools.partial(_summed, node, made_by, found, path)))
+        try:
+            return real_backward(tensors, *args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
 
     torch.autograd.backward = backward
     torch.autograd.set_detect_anomaly(True, check_nan=False)
@@ -85,14 +122,34 @@ def measure(path: str) -> str:
     try:
         runpy.run_path(path, run_name="__main__")
     except BaseException:
-        pass
+        if raised is not None:
+            raised.append(True)
     finally:
         sys.settrace(None)
         torch.autograd.backward = real_backward
     if not found:
         return "clean"
-    phase, line, node = found[0]
-    return f"line={line} phase={phase}" + (f" node={node}" if node else "")
+    phase, line, node, summed = found[0]
+    return f"line={line} phase={phase}" + (f" node={node}" if node else "") \
+        + (f" summed={','.join(map(str, summed))}" if summed else "")
+
+
+def _summed(node, made_by, found, path, grad_outputs):
+    """A node's pre hook: the gradient it received is the engine's sum of its producers' (each checked finite by
+    its own hook first); a leaf's ``.grad`` also adds it to what earlier backward calls left there."""
+    if found:
+        return
+    got = [g for g in grad_outputs if g is not None]
+    first = min(made_by, key=lambda n: n._sequence_nr())  # the use made first in the forward pass
+    lines = sorted({_forward_line(n.metadata.get("traceback_") or [], path) for n in made_by} - {None})
+    line = _forward_line(first.metadata.get("traceback_") or [], path)
+    if any(_bad(g) for g in got):
+        if len(made_by) >= 2:  # finite contributions, a non-finite sum: the engine's addition made it
+            found.append(("backward", line, node.name(), lines))
+    elif hasattr(node, "variable"):
+        old = node.variable.grad
+        if old is not None and not _bad(old) and any(_bad(old + g) for g in got):
+            found.append(("backward", line, node.name(), lines))  # accumulated into .grad across backward calls
 
 
 def _forward_line(tb_text, path):
@@ -113,13 +170,13 @@ def _caller_line(path):
 
 
 def _leaves(roots):
-    out, seen, stack = [], set(), [r.grad_fn for r in roots if r.grad_fn is not None]
+    out, seen, stack = [], {}, [r.grad_fn for r in roots if r.grad_fn is not None]
     out += [r for r in roots if r.grad_fn is None and r.requires_grad]
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node  # kept, so that no other node reuses its id (see measure)
         v = getattr(node, "variable", None)
         if v is not None:
             out.append(v)
@@ -177,8 +234,54 @@ def sinks(path: str) -> str:
     return f"sink={first[0]} line={first[1]} step={first[2]}"
 
 
+def _fields(text: str) -> dict:
+    return {} if text == "clean" else dict(part.split("=", 1) for part in text.split())
+
+
+def _isolated(fn, *args):
+    """``fn(*args)`` with torch's global state (grad mode, default dtype, anomaly mode) and the process's
+    output put back after it: one program must not change the next one's truth."""
+    grad, dtype, anomaly = torch.is_grad_enabled(), torch.get_default_dtype(), torch.is_anomaly_enabled()
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = io.StringIO()
+    try:
+        return fn(*args)
+    finally:
+        sys.stdout, sys.stderr = out, err
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)
+        torch.autograd.set_detect_anomaly(anomaly)
+
+
+def truth(path: str) -> dict:
+    """What the running torch says of the program: the header's fields it can measure (see the module's doc)."""
+    raised: list = []
+    origin = _fields(_isolated(measure, path, raised))
+    if not origin:
+        return {}
+    sink = _fields(_isolated(sinks, path))
+    if not sink and not raised:  # made and dropped on purpose (a mask's -inf under a softmax): no finding
+        return {}
+    out = {"kind": "non-finite-value" if raised else "silent-non-finite-value", "line": origin["line"],
+           "phase": origin["phase"]}
+    if "node" in origin:
+        out["node"] = origin["node"]
+    if "summed" in origin:
+        out["summed"] = origin["summed"]
+    if sink:
+        out.update(sink=sink["sink"], sink_line=sink["line"], sink_step=sink["step"])
+    else:
+        out["sink"] = "none"
+    return out
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args and args[0] == "--truth":
+        for p in args[1:]:
+            t = truth(p)
+            print(f"{os.path.basename(p)}: " + (" ".join(f"{k}={v}" for k, v in t.items()) or "clean"), flush=True)
+        sys.exit(0)
     fn = sinks if args and args[0] == "--sinks" else measure
     for p in args[1:] if fn is sinks else args:
         print(f"{os.path.basename(p)}: {fn(p)}", flush=True)
