@@ -249,7 +249,7 @@ class ValueWatch:
         the gradients the backward before left (NOTE [Gradients checked where a step reads them])."""
         if self.sink is not None:
             return
-        if self.deferred is not None:  # a second backward before a step: read the first's before this one adds to them
+        if _get_ident() in self.deferred:  # a second backward before a step: read the first's before this adds to them
             self._deferred_grads(frame)
             if self.sink is not None:
                 return
