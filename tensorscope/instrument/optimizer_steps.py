@@ -64,7 +64,7 @@ class _Step:
     """One step recorded whole: where it runs, the tensors it may write, the writes made so far."""
 
     __slots__ = ("rec", "opt", "frame", "inner", "uf", "line", "site", "aseq", "index", "writes", "detail",
-                 "budget", "watched", "grad_enabled")
+                 "budget", "watched", "grad_enabled", "plain")
 
     def __init__(self, rec, opt, frame, uf, line, site, index):
         self.rec, self.opt, self.frame, self.uf, self.line, self.site = rec, opt, frame, uf, line, site
@@ -78,6 +78,9 @@ class _Step:
         self.watched = _watched(rec, index)
         self.detail = True  # some write may need the write-by-write way: ``needs_detail`` says which
         self.grad_enabled = None
+        # True once no write of the step needs more than its tuple and the grad mode is read: the write wrapper
+        # then does what ``write`` does itself, for a write from ``inner`` (patches.make_write)
+        self.plain = False
 
     def inside(self, frame) -> bool:
         """Whether ``frame`` (a write's caller) runs inside this step. A step that raised ran no post-hook:
@@ -122,6 +125,8 @@ class _Step:
             return NOT_WHOLE
         if self.grad_enabled is None:
             self.grad_enabled = _is_grad_enabled()  # torch's step runs all its writes in one mode
+        if not self.detail:
+            self.plain = True
         v0 = target._version
         _IN_WRITE.add(ident)  # a wrapper re-entered under a TorchFunctionMode records nothing twice
         try:
