@@ -220,6 +220,9 @@ class OptimizerSteps:
         step = IN_STEP.pop(ident, None)
         if step is None:
             return
+        # the frame of torch's that ran the writes, ended now, held the last temporaries it wrote (Adam's last
+        # ``denom``): let it go first, so that the log finds them dead and reads no state
+        step.inner = None
         try:
             self.log(step)
         except Exception:
