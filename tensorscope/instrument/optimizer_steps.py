@@ -264,32 +264,38 @@ class OptimizerSteps:
         code, lasti = uf.f_code, uf.f_lasti
         aseq, grad_enabled = step.aseq, step.grad_enabled
         log = rec.write_log
+        get, last = log.get, log.move_to_end
         made = None  # ids of the state tensors the step made (only looked for when one was written)
         keys = {}  # id -> storage key, read once a tensor
+        prev = recs = None  # the tensor of the write before and its storage's entries
         for t, op, lib, v0, v1 in writes:
-            if type(t) is _RefType:  # a tensor not in the index: a state tensor the step made, or a temporary
-                t = t()
-                if t is None:
-                    continue
-                if made is None:
-                    made = _state_ids(step.opt)
-                if id(t) not in made:
-                    continue
-            key = keys.get(id(t))
-            if key is None:
-                try:
-                    key = keys[id(t)] = _storage_key(t)
-                except Exception:  # no storage: the wrappers log none either
-                    continue
-            recs = log.get(key)
-            if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
-                if len(log) >= _MAX_LOGGED_STORAGES:
-                    log.popitem(last=False)
-                recs = log[key] = []
-            else:
-                log.move_to_end(key)
-                if len(recs) >= _MAX_WRITES_PER_STORAGE:
-                    del recs[0]
+            if t is not prev:
+                if type(t) is _RefType:  # a tensor not in the index: a state tensor the step made, or a temporary
+                    t = t()
+                    if t is None:
+                        continue
+                    if made is None:
+                        made = _state_ids(step.opt)
+                    if id(t) not in made:
+                        continue
+                key = keys.get(id(t))
+                if key is None:
+                    try:
+                        key = keys[id(t)] = _storage_key(t)
+                    except Exception:  # no storage: the wrappers log none either
+                        continue
+                recs = get(key)
+                if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
+                    if len(log) >= _MAX_LOGGED_STORAGES:
+                        log.popitem(last=False)
+                    recs = log[key] = []
+                else:
+                    last(key)
+                prev = t
+            # the same tensor as the write before (Adam's ``exp_avg_sq.mul_().addcmul_``): its storage is the
+            # last written already, and its entries are ``recs``
+            if len(recs) >= _MAX_WRITES_PER_STORAGE:
+                del recs[0]
             recs.append((aseq, v0, v1, op, grad_enabled, code, lasti, line, lib, None))
         n = len(writes)
         counts = rec.site_counts
