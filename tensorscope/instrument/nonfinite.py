@@ -344,7 +344,7 @@ class ValueWatch:
             # parameters that a step left finite were updated from finite gradients, or the step left the others
             # out (as a loss scaler does): only when they are not finite are the gradients read, to name the sink.
             # On a GPU the flags wait to be read in batches: the two checks as before, nothing read now.
-            if all(t.device.type == "cpu" for t in params) and _all_finite_now(params):
+            if all(t.is_cpu for t in params) and _all_finite_now(params):
                 del self.deferred[_get_ident()]
                 self.pending_grad = None
                 return
@@ -842,25 +842,22 @@ def _all_finite(tensors, peak=None):
     With ``peak`` (a list), how close the largest 2-norm of the CPU tensors is to their dtype's largest value
     (``_relative_peak``) is appended to it (NOTE [Gradients that may overflow]), from the norms the check takes
     anyway."""
-    if peak is None and all(t.device.type == "cpu" for t in tensors):
+    if peak is None and all(t.is_cpu for t in tensors):
         # the common case, read at once: a Python bool from the fewest ops (a run's sinks: a small model's step
-        # pays them twice, so each op counts); the sum of the 2-norms is finite when each value is
+        # pays them twice, so each op counts); see NOTE [Summing many small tensors at once]
         if len(tensors) == 1 and tensors[0].numel() == 1:  # a scalar loss: its one value, read directly
             try:
                 v = _TB.item(tensors[0])
                 return v - v == 0
             except Exception:
                 pass
-        group = [_detach(t) for t in tensors]
         try:
-            if len(group) == 1:
-                return _finite(group[0])
-            v = _TB.item(torch.stack(torch._foreach_norm(group, 2)).sum())
-            if v - v == 0:
+            if _sums_finite(tensors):
                 return True
         except Exception:
             pass
-        return _truth(_all_finite(group, []))  # a square or a sum that overflowed: the exact check settles it
+        group = [_detach(t) for t in tensors]
+        return _truth(_all_finite(group, []))  # a sum that overflowed, or no sum: the exact check settles it
     by_device: dict = {}
     for t in tensors:
         by_device.setdefault(t.device, []).append(_detach(t))  # torch's own method: no wrapper of ours to enter
@@ -892,6 +889,50 @@ def _all_finite(tensors, peak=None):
     if len(flags) == 1:
         return flags[0]
     return torch.stack([_TB.cpu(f) for f in flags]).all()
+
+
+# NOTE [Summing many small tensors at once]
+# A finite sum proves every value finite (a NaN or an infinity makes it NaN or infinite; a sum that overflowed
+# is settled by the exact check). A model's parameters or gradients are many small tensors, and on the CPU each
+# reduction costs more in its call than in its arithmetic: a small GPT's 52 parameters (208,256 values) took
+# about 112 us as ``_foreach_norm`` (one norm each), 16 us as one sum over the same number of values. So tensors
+# under ``_FLAT_BELOW`` values are copied into one flat tensor (``flatten_dense_tensors``, one C call) of at most
+# ``_FLAT_CHUNK`` values and summed at once; larger ones are summed each on their own (no copy: the call is
+# cheap beside their arithmetic, and the copy is bounded at 4 MB of float32). No autograd graph is built (grad
+# mode off, in C) and no wrapper is entered (C functions and TensorBase's methods only).
+_FLAT_BELOW = 1 << 16
+_FLAT_CHUNK = 1 << 20
+_flatten = torch._C._nn.flatten_dense_tensors
+_set_grad_enabled = torch._C._set_grad_enabled
+_is_grad_enabled = torch._C.is_grad_enabled
+_sum = _TB.sum
+
+
+def _sums_finite(tensors) -> bool:
+    """Whether the sums of ``tensors`` (CPU tensors) are all finite: see NOTE [Summing many small tensors at once]."""
+    prev = _is_grad_enabled()
+    _set_grad_enabled(False)
+    try:
+        sums, small, n = [], [], 0
+        for t in tensors:
+            k = t.numel()
+            if k >= _FLAT_BELOW:
+                sums.append(_sum(t))
+                continue
+            small.append(t)
+            n += k
+            if n >= _FLAT_CHUNK:
+                sums.append(_sum(_flatten(small)))
+                small, n = [], 0
+        if small:
+            sums.append(_sum(_flatten(small)) if len(small) > 1 else _sum(small[0]))
+    finally:
+        _set_grad_enabled(prev)
+    for s in sums:
+        v = _TB.item(s)
+        if v - v != 0:  # nan or +-inf, real or complex
+            return False
+    return True
 
 
 def _grads_of(leaves) -> tuple[list, list]:

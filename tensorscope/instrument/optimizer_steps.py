@@ -64,7 +64,7 @@ class _Step:
     """One step recorded whole: where it runs, the tensors it may write, the writes made so far."""
 
     __slots__ = ("rec", "opt", "frame", "inner", "uf", "line", "site", "aseq", "index", "writes", "detail",
-                 "budget", "watched", "grad_enabled")
+                 "budget", "watched", "grad_enabled", "plain")
 
     def __init__(self, rec, opt, frame, uf, line, site, index):
         self.rec, self.opt, self.frame, self.uf, self.line, self.site = rec, opt, frame, uf, line, site
@@ -78,6 +78,9 @@ class _Step:
         self.watched = _watched(rec, index)
         self.detail = True  # some write may need the write-by-write way: ``needs_detail`` says which
         self.grad_enabled = None
+        # True once no write of the step needs more than its tuple and the grad mode is read: the write wrapper
+        # then does what ``write`` does itself, for a write from ``inner`` (patches.make_write)
+        self.plain = False
 
     def inside(self, frame) -> bool:
         """Whether ``frame`` (a write's caller) runs inside this step. A step that raised ran no post-hook:
@@ -122,6 +125,8 @@ class _Step:
             return NOT_WHOLE
         if self.grad_enabled is None:
             self.grad_enabled = _is_grad_enabled()  # torch's step runs all its writes in one mode
+        if not self.detail:
+            self.plain = True
         v0 = target._version
         _IN_WRITE.add(ident)  # a wrapper re-entered under a TorchFunctionMode records nothing twice
         try:
@@ -215,6 +220,9 @@ class OptimizerSteps:
         step = IN_STEP.pop(ident, None)
         if step is None:
             return
+        # the frame of torch's that ran the writes, ended now, held the last temporaries it wrote (Adam's last
+        # ``denom``): let it go first, so that the log finds them dead and reads no state
+        step.inner = None
         try:
             self.log(step)
         except Exception:
@@ -256,32 +264,38 @@ class OptimizerSteps:
         code, lasti = uf.f_code, uf.f_lasti
         aseq, grad_enabled = step.aseq, step.grad_enabled
         log = rec.write_log
+        get, last = log.get, log.move_to_end
         made = None  # ids of the state tensors the step made (only looked for when one was written)
         keys = {}  # id -> storage key, read once a tensor
+        prev = recs = None  # the tensor of the write before and its storage's entries
         for t, op, lib, v0, v1 in writes:
-            if type(t) is _RefType:  # a tensor not in the index: a state tensor the step made, or a temporary
-                t = t()
-                if t is None:
-                    continue
-                if made is None:
-                    made = _state_ids(step.opt)
-                if id(t) not in made:
-                    continue
-            key = keys.get(id(t))
-            if key is None:
-                try:
-                    key = keys[id(t)] = _storage_key(t)
-                except Exception:  # no storage: the wrappers log none either
-                    continue
-            recs = log.get(key)
-            if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
-                if len(log) >= _MAX_LOGGED_STORAGES:
-                    log.popitem(last=False)
-                recs = log[key] = []
-            else:
-                log.move_to_end(key)
-                if len(recs) >= _MAX_WRITES_PER_STORAGE:
-                    del recs[0]
+            if t is not prev:
+                if type(t) is _RefType:  # a tensor not in the index: a state tensor the step made, or a temporary
+                    t = t()
+                    if t is None:
+                        continue
+                    if made is None:
+                        made = _state_ids(step.opt)
+                    if id(t) not in made:
+                        continue
+                key = keys.get(id(t))
+                if key is None:
+                    try:
+                        key = keys[id(t)] = _storage_key(t)
+                    except Exception:  # no storage: the wrappers log none either
+                        continue
+                recs = get(key)
+                if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
+                    if len(log) >= _MAX_LOGGED_STORAGES:
+                        log.popitem(last=False)
+                    recs = log[key] = []
+                else:
+                    last(key)
+                prev = t
+            # the same tensor as the write before (Adam's ``exp_avg_sq.mul_().addcmul_``): its storage is the
+            # last written already, and its entries are ``recs``
+            if len(recs) >= _MAX_WRITES_PER_STORAGE:
+                del recs[0]
             recs.append((aseq, v0, v1, op, grad_enabled, code, lasti, line, lib, None))
         n = len(writes)
         counts = rec.site_counts

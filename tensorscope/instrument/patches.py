@@ -47,6 +47,7 @@ import sys
 import threading
 import types
 import warnings
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -65,6 +66,7 @@ from tensorscope.instrument.transparent import Transparent, named, transparent_p
 
 _Tensor = torch.Tensor
 _TensorBase = torch._C.TensorBase
+_ref = weakref.ref
 
 # In-place Tensor methods that are not writes of data, or are handled apart.
 _NOT_WRITES = {
@@ -157,6 +159,20 @@ def make_write(op, orig):
         if _IN_STEP:  # see NOTE [An optimizer step as one write record]
             step = _IN_STEP.get(ident)
             if step is not None:
+                if frame is step.inner and step.plain:  # _Step.write, inlined for a write that needs nothing more
+                    v0 = target._version
+                    _IN_WRITE.add(ident)  # a wrapper re-entered under a TorchFunctionMode records nothing twice
+                    try:
+                        out = orig(*args, **kwargs)
+                    except BaseException as e:
+                        strip_for_reraise(e)
+                        raise
+                    finally:
+                        _IN_WRITE.discard(ident)
+                    known = step.index.get(id(target))
+                    step.writes.append((known if known is not None else _ref(target), op, frame.f_code, v0,
+                                        target._version))
+                    return out
                 try:
                     out = step.write(orig, op, target, args, kwargs, frame, ident)
                 except BaseException as e:

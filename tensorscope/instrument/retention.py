@@ -52,6 +52,9 @@ _EMPTY_SKIPPED = frozenset({dict, list, tuple, set, frozenset, collections.Order
 _SAVED_NAMES: dict = {}  # node type -> its `_raw_saved_*` attribute names
 _USER_TYPES: dict = {}  # type -> whether it is one of the program's own classes
 _HAS_DICT: dict = {}  # type -> whether its instances may have a __dict__ (see _instance_dict)
+_KINDS: dict = {}  # type -> what Walk._children reads of its instances (Walk._kind)
+(_K_NONE, _K_TENSOR, _K_DICT, _K_SEQUENCE, _K_SET, _K_NODE, _K_MODULE, _K_FUNCTION, _K_METHOD, _K_PYMODULE, _K_CELL,
+ _K_OBJECT, _K_PARTIAL) = range(13)
 
 # Module attributes that hold hooks: the walk names them as PyTorch's register_* calls do.
 HOOK_DICTS = frozenset({"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
@@ -70,10 +73,6 @@ def _saved_names(node) -> tuple:
             names = ()
         _SAVED_NAMES[kind] = names
     return names
-
-
-def _is_node(obj) -> bool:
-    return hasattr(type(obj), "next_functions")
 
 
 class Walk:
@@ -163,39 +162,43 @@ class Walk:
 
     def _children(self, obj, r):
         """(step, child) pairs; a step is ``(via, format, argument)``, its label made only when a path is
-        read (see ``step``): a walk makes thousands of steps and reads a few paths."""
+        read (see ``step``): a walk makes thousands of steps and reads a few paths. Which of the kinds below
+        an object is depends on its type alone, decided once a type (``_kind``)."""
         cls = type(obj)
-        if issubclass(cls, _Tensor):
+        kind = _KINDS.get(cls)
+        if kind is None:
+            kind = _KINDS[cls] = self._kind(cls)
+        if kind == _K_NODE:
+            yield from self._node(obj, r)
+        elif kind == _K_TENSOR:
             yield from self._tensor(obj, r)
-        elif issubclass(cls, dict):
+        elif kind == _K_DICT:
             for k, v in list(dict.items(obj)):
                 yield ("item", _key_label, k), v
-        elif issubclass(cls, (list, tuple)):
+        elif kind == _K_SEQUENCE:
             for i, v in enumerate(list(obj) if cls is not tuple else obj):
                 yield ("item", _index_label, i), v
-        elif issubclass(cls, (set, frozenset)):
+        elif kind == _K_SET:
             for v in list(obj):
                 yield ("item", None, "{...}"), v
-        elif _is_node(obj):
-            yield from self._node(obj, r)
-        elif issubclass(cls, _Module):
+        elif kind == _K_MODULE:
             yield from self._module(obj)
-        elif cls is types.FunctionType:
+        elif kind == _K_FUNCTION:
             yield from self._function(obj)
-        elif cls is types.MethodType:
+        elif kind == _K_METHOD:
             yield ("attr", None, ".__self__"), obj.__self__
             yield ("attr", None, ".__func__"), obj.__func__
-        elif cls is types.ModuleType:
+        elif kind == _K_PYMODULE:
             if obj.__dict__.get("__file__") in self.user:
                 for k, v in list(obj.__dict__.items()):
                     if not (k.startswith("__") and k.endswith("__")):
                         yield ("attr", _attr_label, k), v
-        elif cls is types.CellType:
+        elif kind == _K_CELL:
             try:
                 yield ("closure", None, ""), obj.cell_contents
             except ValueError:
                 pass
-        elif issubclass(cls, _Optimizer) or self._user_type(cls) or _tensorscope_packed(cls):
+        elif kind == _K_OBJECT:
             d = _instance_dict(obj)
             state = issubclass(cls, _Optimizer)
             for k, v in list(d.items()):
@@ -205,11 +208,39 @@ class Walk:
                     yield ("attr", _attr_label, k), object.__getattribute__(obj, k)
                 except AttributeError:
                     pass
-        elif cls.__module__ == "functools" and cls.__name__ == "partial":
+        elif kind == _K_PARTIAL:
             for i, v in enumerate(obj.args):
                 yield ("item", None, f".args[{i}]"), v
             for k, v in (obj.keywords or {}).items():
                 yield ("item", None, f".keywords[{k!r}]"), v
+
+    def _kind(self, cls) -> int:
+        """Which of ``_children``'s kinds the instances of ``cls`` are (the first that fits, in this order)."""
+        if issubclass(cls, _Tensor):
+            return _K_TENSOR
+        if issubclass(cls, dict):
+            return _K_DICT
+        if issubclass(cls, (list, tuple)):
+            return _K_SEQUENCE
+        if issubclass(cls, (set, frozenset)):
+            return _K_SET
+        if hasattr(cls, "next_functions"):
+            return _K_NODE
+        if issubclass(cls, _Module):
+            return _K_MODULE
+        if cls is types.FunctionType:
+            return _K_FUNCTION
+        if cls is types.MethodType:
+            return _K_METHOD
+        if cls is types.ModuleType:
+            return _K_PYMODULE
+        if cls is types.CellType:
+            return _K_CELL
+        if issubclass(cls, _Optimizer) or self._user_type(cls) or _tensorscope_packed(cls):
+            return _K_OBJECT
+        if cls.__module__ == "functools" and cls.__name__ == "partial":
+            return _K_PARTIAL
+        return _K_NONE
 
     def _user_type(self, cls) -> bool:
         verdict = _USER_TYPES.get(cls)
