@@ -228,9 +228,14 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     # before the hazards are frozen: a NaN at a sink adds its hazard fact (instrument/nonfinite.py)
     nonfinite = tracker.values.facts() if tracker.values is not None else None
     facts = tracker.tensor_facts
-    tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
-    if release:
-        tracker.tensor_facts = facts = {}
+    if release:  # each record goes as its frozen tensor is made: one per-tensor table at a time, not two
+        tracker.tensor_facts = {}
+        tensors = [_tensor(*facts.popitem()) for _ in range(len(facts))]
+        tensors.reverse()  # popitem takes the last one first
+        tensors = tuple(tensors)
+    else:
+        tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
+    del facts
     seqs: set = set()
     referenced_seqs(tracker.failure, seqs)
     referenced_seqs(tracker.saved_failure, seqs)
