@@ -421,6 +421,7 @@ def _build(block: _Block, exc, scope) -> dict:
 
     from tensorscope import report
     from tensorscope import diagnose
+    from tensorscope.compact import expand
     from tensorscope.instrument import session as instrument
     from tensorscope.session import exception_info
 
@@ -434,6 +435,7 @@ def _build(block: _Block, exc, scope) -> dict:
     doc = report.build(recording, command=command, program=program,
                        torch_version=torch.__version__, device_mode=device)
     diagnose.attach(doc, recording)
+    doc = expand(doc)  # Report.doc is the full document (NOTE [The document's tensors as rows])
     if block.since:
         _keep_events_since(doc, block.since)
     if block.options != block.recording.options:

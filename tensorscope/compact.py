@@ -88,6 +88,20 @@ def expand(doc: dict) -> dict:
     return out
 
 
+def tensor_ids(doc: dict):
+    """The ids of a document's tensors, in order, in either form."""
+    if doc.get("form") == "compact":
+        return [row[0] for row in doc.get("tensors") or ()]
+    return [t["id"] for t in doc.get("tensors") or ()]
+
+
+def tensor_records(doc: dict):
+    """A document's full tensor records, in order, in either form (one at a time for a compact one)."""
+    if doc.get("form") == "compact":
+        return _records(doc)
+    return iter(doc.get("tensors") or ())
+
+
 def _records(doc: dict):
     """The full tensor records of a compact document, one at a time, in order."""
     kinds = doc.get("tensor_kinds") or []

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from tensorscope import source
+from tensorscope.compact import expand, tensor_ids, tensor_records
 from tensorscope.recording import Facts, Recording, Source
 from tensorscope.report import SCHEMA_VERSION
 from tensorscope.source import display_path
@@ -29,7 +30,7 @@ def attach(doc: dict, recording: Recording) -> Facts:
     The diagnosis is made from the facts written into the report (See NOTE [The recording in the
     report]), so that re-explaining the saved report gives the same one.
     """
-    facts = recording.facts((t["id"] for t in doc["tensors"]))
+    facts = recording.facts(tensor_ids(doc))
     if _may_read_source(facts, doc):
         facts = replace(facts, sources=_sources(facts, doc))
     # the files are read as they are now, which is what was just recorded: linecache is left alone
@@ -77,8 +78,10 @@ def explain(doc: dict, facts: Facts, recorded: bool = True) -> None:
         return  # nothing failed and nothing is hazardous (NOTE [A clean run loads no kind])
     from tensorscope import verdict  # See NOTE [A clean run loads no kind]
 
+    full = expand(doc)  # the explanations read one record per tensor (NOTE [The document's tensors as rows])
     with recorded_source(facts.sources if recorded else ()):
-        verdict.explain(doc, facts)
+        verdict.explain(full, facts)
+    doc["diagnosis"], doc["hazards"] = full["diagnosis"], full["hazards"]
 
 
 def _may_read_source(facts: Facts, doc: dict) -> bool:
@@ -92,7 +95,7 @@ def _sources(facts: Facts, doc: dict) -> tuple:
     _files_in(facts.to_json(), files)
     exc = doc["program"].get("exception") or {}
     for f in [exc.get("file")] + [e.get("file") for e in doc.get("events") or ()] \
-            + [t["created"]["file"] for t in doc.get("tensors") or () if t.get("created")]:
+            + [t["created"]["file"] for t in tensor_records(doc) if t.get("created")]:
         if f:
             files[f] = None
     installed = tuple({os.path.join(p, "") for k, p in sysconfig.get_paths().items()

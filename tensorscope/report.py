@@ -96,9 +96,40 @@ def memory_ids(spans) -> list[str]:
     return out
 
 
+# NOTE [The document's tensors as rows]
+# ``build`` writes the tensors, storages and version counters in the compact form (NOTE [The compact
+# form] in compact.py) as it goes: one row per tensor, and one shared record per kind of tensor (its
+# geometry, flags, role and creation site), made the first time a tensor of that kind is met. A full
+# record per tensor (a dict of 21 keys and three lists, ~1.2 KB) made first and folded by the JSON
+# writer afterwards was the largest part of the report's memory on a model of 20,000 live tensors
+# (+19 MB over the recording it is built from). A reader that wants one record per tensor (the
+# explanations, the text and HTML forms, ``--full``, the Python API's ``Report.doc``) calls
+# ``compact.expand``, which gives back the full document key for key; tests/test_json_writer.py
+# compares the two.
+
+#: The fields of a tensor's facts that its kind holds (the others, ``storage`` and ``data_ptr``, its row).
+_KIND_FACTS = tuple(f for f in PUBLIC_TENSOR_FIELDS if f not in ("storage", "data_ptr"))
+
+
+def _kind(alive, facts, view_of, has_grad, role, created) -> dict:
+    """A tensor kind of the compact form: the fields of a full record that are not the tensor's own."""
+    kind = {"alive": alive}
+    for f in _KIND_FACTS:
+        v = getattr(facts, f)
+        kind[f] = list(v) if type(v) is tuple else v
+    kind["view_of"] = view_of
+    kind["has_grad"] = has_grad
+    kind["role"] = role
+    kind["created"] = ({"file": display_path(created["file"]), "line": created["line"],
+                        "code": code_at(created["file"], created["line"]), "how": created["how"]}
+                       if created else None)
+    return kind
+
+
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,
           distributed: dict | None = None) -> dict:
-    """Assemble the report document of a run (schema_version 3, see NOTE [One document skeleton]).
+    """Assemble the report document of a run (schema_version 3, see NOTE [One document skeleton]), its
+    tensors in the compact form (NOTE [The document's tensors as rows]; ``compact.expand`` gives the full).
 
     ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by diagnose.attach.
     """
@@ -131,42 +162,57 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
             chosen[base] = None
     chosen = sorted(chosen, key=lambda s: int(s[1:]))
 
-    tensors = []
     counters_of, has_grad, roles = snap.counters, snap.has_grad, snap.roles
+    created_at = recording.created
+    # See NOTE [The document's tensors as rows]
+    kinds: list[dict] = []
+    index: dict = {}  # a kind's fields (hashable) -> its place in kinds
+    rows = []
+    storages: dict[str, tuple] = {}  # sid -> (device, data_ptr, nbytes, first tensor's id) of a live tensor's
+    more: dict[str, list] = {}  # sid -> the ids of its other live tensors
+    implied: set = set()  # sids whose one tensor spans all of it (NOTE [The compact form])
+    counters: dict[str, list] = {}
     for tid in chosen:
         facts = facts_of[tid]
         names = list(named.get(tid, ()))
         for n in names_seen.get(tid, ()):
             if n not in names:
                 names.append(n)
-        entry = {"id": tid, "names": names, "alive": tid in alive}
-        for f in PUBLIC_TENSOR_FIELDS:
-            v = getattr(facts, f)
-            entry[f] = list(v) if type(v) is tuple else v
-        entry["view_of"] = view_of.get(tid)
-        entry["version_counter"] = counters_of.get(tid)
-        entry["has_grad"] = has_grad.get(tid) if tid in alive else None
-        entry["role"] = roles.get(tid)
-        created = recording.created.get(tid)
-        entry["created"] = ({"file": display_path(created["file"]), "line": created["line"],
-                             "code": code_at(created["file"], created["line"]), "how": created["how"]}
-                            if created else None)
-        tensors.append(entry)
-
-    storages: dict[str, dict] = {}
-    for entry in tensors:
-        sid = entry["storage"]
-        if not sid or not entry["alive"]:
-            continue
-        facts = facts_of[entry["id"]]
-        s = storages.setdefault(sid, {"id": sid, "device": entry["device"], "nbytes": facts.storage_nbytes,
-                                      "data_ptr": facts.storage_ptr, "tensors": []})
-        s["tensors"].append(entry["id"])
-    memory_groups(storages.values())
-    counters: dict[str, list] = {}
-    for entry in tensors:
-        if entry["version_counter"]:
-            counters.setdefault(entry["version_counter"], []).append(entry["id"])
+        live = tid in alive
+        created = created_at.get(tid)
+        shared = (live, *[getattr(facts, f) for f in _KIND_FACTS], view_of.get(tid),
+                  has_grad.get(tid) if live else None, roles.get(tid),
+                  (created["file"], created["line"], created["how"]) if created else None)
+        try:
+            k = index.get(shared)
+        except TypeError:  # a hand-built recording with lists in it
+            shared = repr(shared)
+            k = index.get(shared)
+        if k is None:
+            k = index[shared] = len(kinds)
+            kinds.append(_kind(live, facts, view_of.get(tid), has_grad.get(tid) if live else None, roles.get(tid),
+                               created))
+        counter = counters_of.get(tid)
+        rows.append([tid, names, facts.storage, counter, facts.data_ptr, k])
+        if counter:
+            counters.setdefault(counter, []).append(tid)
+        sid = facts.storage
+        if sid and live:
+            if sid in storages:
+                more.setdefault(sid, []).append(tid)
+                implied.discard(sid)
+            else:
+                storages[sid] = (facts.device, facts.storage_ptr, facts.storage_nbytes, tid)
+                if facts.nbytes == facts.storage_nbytes and facts.data_ptr == facts.storage_ptr:
+                    implied.add(sid)
+    ids = sorted(storages, key=lambda s: int(s[1:]))
+    listed = []
+    for sid, m in zip(ids, memory_ids([storages[sid][:3] for sid in ids])):
+        if sid not in implied:
+            device, ptr, nbytes, first = storages[sid]
+            listed.append({"id": sid, "device": device, "nbytes": nbytes, "data_ptr": ptr,
+                           "tensors": [first, *more.get(sid, ())], "memory": m})
+    del storages, more, implied
 
     events = []
     for e in recording.events:
@@ -188,9 +234,12 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     doc = skeleton(command=command, program=program, torch_version=torch_version, device_mode=device_mode,
                    notes=recording.notes, distributed=distributed)
     doc.update(
-        tensors=tensors,
-        storages=sorted(storages.values(), key=lambda s: int(s["id"][1:])),
-        version_counters=[{"id": k, "tensors": v} for k, v in sorted(counters.items(), key=lambda kv: int(kv[0][1:]))],
+        form="compact" if rows else "full",  # no tensors: the two forms are one
+        tensor_kinds=kinds,
+        tensors=rows,
+        storages=listed,
+        version_counters=[{"id": k, "tensors": v} for k, v in sorted(counters.items(), key=lambda kv: int(kv[0][1:]))
+                          if len(v) > 1],
         events=events,
         events_summary={"recorded": len(events), "aggregated": recording.aggregated,
                         "per_site_limit": recording.per_site, "max_events": recording.max_events, "sites": sites},

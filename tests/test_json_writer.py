@@ -254,3 +254,54 @@ def test_the_compact_form_is_written_only_where_it_expands_back_exactly():
     # and one that folds after an edit the rules do give back: a dead tensor's storage is not listed
     d = changed(lambda d: d["tensors"][3].update(storage="s9"))
     assert compact(d)["form"] == "compact" and tables(expand(compact(d))) == tables(d)
+
+
+def test_the_document_is_built_as_rows_that_fold_and_expand_like_the_full_form():
+    """report.build writes the compact form as it goes (NOTE [The document's tensors as rows]): the rows,
+    kinds, storages and counters are what compact() folds from the full records, and expand() gives
+    those full records back. A hand-built recording: a tensor and its view on one storage (shared counter),
+    two parameters alike but for their own fields (one kind), one alone on a larger storage, a dead one."""
+    from tensorscope import report
+    from tensorscope.compact import compact, expand
+    from tensorscope.recording import Recording, Snapshot, Tensor
+
+    def t(tid, storage, ptr, nbytes, storage_nbytes=None, **kw):
+        return Tensor(id=tid, shape=(nbytes // 4,), stride=(1,), dtype="float32", device="cpu", storage=storage,
+                      storage_offset=0, data_ptr=ptr, nbytes=nbytes, byte_range=(0, nbytes), version=0,
+                      requires_grad=False, is_leaf=True, grad_fn=None, storage_nbytes=storage_nbytes or nbytes,
+                      storage_ptr=ptr, **kw)
+
+    rec = Recording(
+        tensors=(t("t1", "s1", 1000, 48), t("t2", "s1", 1000, 48, is_view=True, view_of="t1"),
+                 t("t3", "s2", 2000, 16), t("t4", "s3", 3000, 16), t("t5", "s4", 4000, 8, storage_nbytes=400),
+                 t("t6", "s5", 5000, 8)),
+        names={"t6": ("tmp",)},
+        created={"t5": {"file": "/nowhere/p.py", "line": 3, "how": "zeros", "source": None}},
+        snapshot=Snapshot(named={"t1": ("w",), "t2": ("v",), "t3": ("a",), "t4": ("b",), "t5": ("row",)},
+                          alive=("t1", "t2", "t3", "t4", "t5"), view_of={"t2": "t1"},
+                          counters={"t1": "v1", "t2": "v1", "t3": "v2", "t4": "v3", "t5": "v4"},
+                          roles={"t3": "parameter", "t4": "parameter"}))
+    doc = report.build(rec, command="run", program={"path": "p.py"}, torch_version="2.13.0", device_mode="auto")
+    assert doc["form"] == "compact"
+    full = expand(doc)
+    by_id = {r["id"]: r for r in full["tensors"]}
+    assert [r["id"] for r in full["tensors"]] == ["t1", "t2", "t3", "t4", "t5", "t6"]
+    assert by_id["t2"] == {"id": "t2", "names": ["v"], "alive": True, "shape": [12], "stride": [1], "dtype": "float32",
+                           "device": "cpu", "storage": "s1", "storage_offset": 0, "data_ptr": 1000, "nbytes": 48,
+                           "byte_range": [0, 48], "version": 0, "requires_grad": False, "is_leaf": True,
+                           "grad_fn": None, "view_of": "t1", "version_counter": "v1", "has_grad": None, "role": None,
+                           "created": None}
+    assert by_id["t6"]["alive"] is False and by_id["t6"]["names"] == ["tmp"]
+    assert by_id["t5"]["created"] == {"file": "/nowhere/p.py", "line": 3, "code": "", "how": "zeros"}
+    assert [(s["id"], s["tensors"], s["nbytes"]) for s in full["storages"]] == [
+        ("s1", ["t1", "t2"], 48), ("s2", ["t3"], 16), ("s3", ["t4"], 16), ("s4", ["t5"], 400)]
+    assert [s["memory"] for s in full["storages"]] == ["m1", "m2", "m3", "m4"]
+    assert full["version_counters"] == [{"id": "v1", "tensors": ["t1", "t2"]}, {"id": "v2", "tensors": ["t3"]},
+                                        {"id": "v3", "tensors": ["t4"]}, {"id": "v4", "tensors": ["t5"]}]
+    # only the shared storage and the larger one are listed, only the shared counter; the two parameters
+    # are one kind
+    assert [s["id"] for s in doc["storages"]] == ["s1", "s4"] and len(doc["version_counters"]) == 1
+    assert doc["tensors"][2][-1] == doc["tensors"][3][-1] and len(doc["tensor_kinds"]) == 5
+    # the rows are exactly what folding the full form gives, and they write the same JSON
+    assert compact(full) == doc
+    assert json_form.render(doc) == json_form.render(full) and json_form.render(doc, full=True) == json_form.render(full, full=True)

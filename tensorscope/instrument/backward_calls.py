@@ -112,9 +112,9 @@ class BackwardCalls:
                         self.site_leaves[site] = _weak(leaves)
                 else:
                     leaves = [v for v in (r() for r in known) if v is not None]
-                ctx["event"] = rec.emit("backward", uf, op=op, roots=[f["tensor"] for f in root_facts],
-                                         retain_graph=bool(retain), create_graph=bool(create),
-                                         leaves_with_grad=[], ok=None)
+                ctx["event"] = rec.emit_open("backward", uf, op=op, roots=[f["tensor"] for f in root_facts],
+                                              retain_graph=bool(retain), create_graph=bool(create),
+                                              leaves_with_grad=[], ok=None)
                 if not walked:
                     ctx["event"]["leaves_walked"] = False
             ctx["leaves"] = leaves

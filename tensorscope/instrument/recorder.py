@@ -212,6 +212,27 @@ def _forgetter(ids: dict):
 _FAILURES_WITH_GRAPHS = 32  # see NOTE [The last failure, not the first]
 _RECENT_FAILURES = 4
 
+# NOTE [Events as packed tuples]
+# A program of 20,000 lines logs up to 20,000 events while it runs (max_events), and they stay until
+# it ends: as a dict of 15 to 18 keys each took 464 bytes, plus 56 for each empty list in it (a
+# write's names, also_changed, also_bumped, saved_hits). ``emit`` logs a tuple instead: the values in
+# order, then the tuple of their keys (one per distinct key sequence, shared: ``_SHAPES``), 160
+# bytes for a write, with an empty sequence written as ``()``. ``event_dict`` gives the dict back
+# when the recording is frozen (instrument.session.record), so everything after it reads the same
+# dicts as before, key for key and in order. An event completed after it is logged (a backward
+# call's outcome, a decorator's grad mode) is a dict from the start (``emit_open``). Nothing reads
+# the log while the program runs but its length.
+_HEAD = ("seq", "kind", "file", "line")
+_SHAPES: dict[tuple, tuple] = {}
+
+
+def event_dict(event) -> dict:
+    """An event of the log as a dict (see NOTE [Events as packed tuples])."""
+    if type(event) is tuple:
+        return dict(zip(event[-1], event))
+    return event
+
+
 class Recorder:
     """Holds what one run of a program recorded."""
 
@@ -400,7 +421,21 @@ class Recorder:
             self.note(f"the event log is full: the first {self.max_events:,} events were recorded, later ones "
                       f"only counted")
 
-    def emit(self, kind: str, frame, **data) -> dict:
+    def emit(self, kind: str, frame, **data) -> None:
+        """Log an event: its number, kind, the program's file and line, then ``data`` (see NOTE [Events
+        as packed tuples])."""
+        self.seq += 1
+        keys = tuple(data)
+        shape = _SHAPES.get(keys)
+        if shape is None:
+            shape = _SHAPES[keys] = (*_HEAD, *keys)
+        self.events.append((self.seq, kind, frame.f_code.co_filename if frame else None,
+                            line_of(frame) if frame else None, *data.values(), shape))
+        if frame is not None and threading.current_thread() is _MAIN:
+            self.mark(_get_sequence_nr(), frame)
+
+    def emit_open(self, kind: str, frame, **data) -> dict:
+        """``emit`` for an event its caller completes later (a backward call's outcome): a dict, returned."""
         self.seq += 1
         event = {"seq": self.seq, "kind": kind, "file": frame.f_code.co_filename if frame else None,
                  "line": line_of(frame) if frame else None}

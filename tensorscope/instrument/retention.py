@@ -573,9 +573,11 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
             out.append(entry)
         pinned = _pinned_views(tracker, walk)
         paths = {}  # tid -> the path that holds it, for the tensors tracked in the run (`--tensor NAME`)
+        steps: dict = {}  # (via, label) -> one step dict shared by every path through it: 5,000 paths of a
+        # model go through a few hundred distinct steps, and they are made while the walk's tables are held
         for tid, t in tracker.live_tensors().items():
             if id(t) in walk._objs and len(paths) < MAX_PATHS:
-                paths[tid] = json_steps(walk.path(id(t)))
+                paths[tid] = [steps.setdefault((s["via"], s["label"]), s) for s in json_steps(walk.path(id(t)))]
         total = sum(nbytes for nbytes, _, _ in walk.storages.values())
         doc = {"device": "cpu", "total_bytes": total, "storages": len(walk.storages), "holders": out,
                "pinned_views": pinned, "paths": paths, "visited": walk.visited, "truncated": walk.truncated,

@@ -15,6 +15,7 @@ from tensorscope.instrument import (ddp, device as _device, nonfinite, ops as _o
 from tensorscope import compat
 from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
 from tensorscope.instrument.patches import Patcher
+from tensorscope.instrument.recorder import event_dict
 from tensorscope.instrument.tracker import Tracker, make_tracker
 from torch.utils._device import _device_constructors  # device: see active()
 
@@ -229,9 +230,14 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     # before the hazards are frozen: a NaN at a sink adds its hazard fact (instrument/nonfinite.py)
     nonfinite = tracker.values.facts() if tracker.values is not None else None
     facts = tracker.tensor_facts
-    tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
-    if release:
-        tracker.tensor_facts = facts = {}
+    if release:  # each record goes as its frozen tensor is made: one per-tensor table at a time, not two
+        tracker.tensor_facts = {}
+        tensors = [_tensor(*facts.popitem()) for _ in range(len(facts))]
+        tensors.reverse()  # popitem takes the last one first
+        tensors = tuple(tensors)
+    else:
+        tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
+    del facts
     seqs: set = set()
     referenced_seqs(tracker.failure, seqs)
     referenced_seqs(tracker.saved_failure, seqs)
@@ -240,7 +246,8 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         fl = tracker.node_lines.get(seq)
         if fl is not None:
             node_lines.append((seq, fl[0], fl[1]))
-    names, created, events = freeze(tracker.tensor_names), freeze(tracker.tensor_created), freeze(tracker.events)
+    names, created = freeze(tracker.tensor_names), freeze(tracker.tensor_created)
+    events = tuple(freeze(event_dict(e)) for e in tracker.events)  # NOTE [Events as packed tuples]
     if release:  # hooks of graphs still alive keep working on empty tables
         tracker.tensor_names, tracker.tensor_created, tracker.events = {}, {}, []
     recording = Recording(

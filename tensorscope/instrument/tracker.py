@@ -349,10 +349,11 @@ class Tracker(Recorder):
                 self.add_names(tid, names)
             also, bumped = self._also_changed(target, mates)
             extra = {"source": self.note_tensor(source)} if isinstance(source, _Tensor) and inspectable(source) else {}
-            self.emit("write", uf, op=op, tensor=tid, alias=alias, names=names, version_before=v0, **extra,
-                      version_after=v1, also_changed=also, also_bumped=bumped, library=loc["library"],
+            # an empty list as () (NOTE [Events as packed tuples])
+            self.emit("write", uf, op=op, tensor=tid, alias=alias, names=names or (), version_before=v0, **extra,
+                      version_after=v1, also_changed=also or (), also_bumped=bumped or (), library=loc["library"],
                       grad_enabled=grad_enabled, saved_hits=[
-                          {"saved": p.tid, "bumped": b} for p, b in hits])
+                          {"saved": p.tid, "bumped": b} for p, b in hits] if hits else ())
 
     def _also_changed(self, target, mates):
         """Ids of the other live tensors whose bytes the write touched, and those whose version moved."""
@@ -497,7 +498,7 @@ class Tracker(Recorder):
                 self.site_counts[site] = n
                 if n > self.per_site or len(self.events) >= self.max_events:
                     return
-                event = self.emit("grad_mode", caller, mode=mode, action=action, enabled=torch.is_grad_enabled(),
+                event = self.emit_open("grad_mode", caller, mode=mode, action=action, enabled=torch.is_grad_enabled(),
                                   decorator=True, function=decorated.co_name)
                 event["file"], event["line"] = decorated.co_filename, decorated.co_firstlineno
                 return

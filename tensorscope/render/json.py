@@ -31,7 +31,7 @@ from __future__ import annotations
 import io
 import json
 
-from tensorscope.compact import compact
+from tensorscope.compact import compact, expand
 
 _KEY = json.JSONEncoder(default=str).encode  # a key of the top-level dict, as json.dumps writes it
 
@@ -66,12 +66,12 @@ def render(doc, *, full: bool = False) -> str:
 
 def write(doc, fp, *, full: bool = False) -> None:
     """Write ``doc`` (see NOTE [JSON layout: one record per line]), streamed: no whole-document
-    string is held in memory. A report is written in its compact form unless ``full``."""
+    string is held in memory. A report is written in its compact form unless ``full``, whichever form
+    ``doc`` is in."""
     if type(doc) is not dict and not isinstance(doc, dict) or not doc:
         fp.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
-    if not full:
-        doc = compact(doc)
+    doc = expand(doc) if full else compact(doc)
     sep = "{\n  "
     for k, v in doc.items():
         key = _key(k)

@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tensorscope.compact import expand
 from tensorscope.render import focus, summary
 from tensorscope.render.fold import repeats
 
@@ -33,6 +34,7 @@ def renderables(doc: dict, *, full: bool = False, tensor: str | None = None, lin
     """
     if doc.get("message") is not None:
         return [message_panel(doc)]
+    doc = expand(doc)  # one record per tensor (a run's document, or a saved report, may be compact)
     if tensor is not None:
         return [Group(*focus.tensor_view(doc, tensor, _describe_event))]
     if line is not None:
