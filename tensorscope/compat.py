@@ -112,14 +112,31 @@ def in_fresh_thread(fn) -> None:
 # NOTE [Storage keys on releases without _storage_address]
 # tensorscope keys a storage by its StorageImpl address (see NOTE [Storage keys without storage
 # objects] in recorder.py). ``torch._C._storage_address(t)`` reads it without making a Python
-# storage object; it exists from 2.3 on (measured on 2.6.0 to 2.15.0) and not on 2.2.2. There
-# ``t.untyped_storage()._cdata`` gives the same address, at the cost of one storage object per
-# storage that torch keeps alive with the storage (visible in the program's ``gc.get_objects()``).
-try:
-    storage_key = torch._C._storage_address
-except AttributeError:
-    def storage_key(t) -> int:
-        return t.untyped_storage()._cdata
+# storage object; it exists from 2.3 on (measured on 2.3.1 to 2.15.0) and not on 2.2.2. There
+# ``torch._C._storage_id(t)`` (present on 2.2.2 to 2.15.0) reads the same address, also without a
+# storage object: equal to ``t.untyped_storage()._cdata`` on plain, empty, zero-dimensional, meta and
+# nested tensors, and raising the same NotImplementedError on sparse tensors and inside ``vmap``
+# (measured on 2.2.2 and 2.15.0). ``t.untyped_storage()._cdata`` is the last resort: it costs one
+# storage object per storage that torch keeps alive with the storage (visible in the program's
+# ``gc.get_objects()``: 23 on a small Adam loop on 2.2.2 before ``_storage_id`` was used).
+def _untyped_storage_address(t) -> int:
+    return t.untyped_storage()._cdata
+
+
+storage_key = (getattr(torch._C, "_storage_address", None) or getattr(torch._C, "_storage_id", None)
+               or _untyped_storage_address)
+
+
+# NOTE [A tensor's use count]
+# A gradient that a tensor hook wrote in place reached another branch of the graph only if something
+# else still holds that gradient when the hook runs (NOTE [Gradient hooks writing in place] in
+# instrument/gradhooks.py): ``Tensor._use_count()``, the count of owners of its TensorImpl. It exists
+# from 2.4 on (measured on 2.4.1 to 2.15.0) and not on 2.2.2 or 2.3.1, where no other reading tells
+# the owners apart (``torch._C._WeakTensorRef`` says only whether any is left). There the check is
+# not made and the report says so in its notes.
+tensor_use_count = getattr(torch._C.TensorBase, "_use_count", None)
+NO_USE_COUNT_NOTE = ("gradient hooks that write their argument in place are not checked: this torch has no "
+                     "Tensor._use_count (torch 2.4 and later have it)")
 
 
 # NOTE [Reading a saved tensor without its checks]

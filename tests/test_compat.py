@@ -274,6 +274,14 @@ def through_a_view(write=True):
     z.sum().backward()
 
 
+def written_itself(write=True):
+    x = torch.ones(3, requires_grad=True)
+    z = (x * 2).tanh()  # TanhBackward0 saves its output
+    if write:
+        z.add_(1)  # culprit: rebases z onto AddBackward0 (torch before 2.10 names TanhBackward0)
+    z.sum().backward()
+
+
 def saved_constant(write=True):
     x = torch.ones(3, requires_grad=True)
     c = torch.ones(3)
@@ -292,7 +300,8 @@ def view_remade_after_write(write=True):
     z.backward()
 
 
-STALE_CASES = [saved_output, saved_input, two_alike, through_a_view, saved_constant, view_remade_after_write]
+STALE_CASES = [saved_output, saved_input, two_alike, through_a_view, written_itself, saved_constant,
+               view_remade_after_write]
 
 
 @pytest.mark.parametrize("case", STALE_CASES)

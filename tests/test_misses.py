@@ -167,6 +167,7 @@ CASES = {
         """},
         "kind": HAZARD,
         "fix": ("main.py", "g.clamp_(-0.01, 0.01)", "g.clamp(-0.01, 0.01)"),
+        "needs_use_count": True,  # NOTE [A tensor's use count] in compat.py
     },
     # the same in-place hook where no other branch holds the gradient: it only rescales its own: fine
     "grad_hook_inplace_unshared_is_fine": {
@@ -298,6 +299,11 @@ def test_diagnosis_from_what_ran(runs, name):
     d = doc["diagnosis"]
     if case["kind"] is None:
         assert code == 0 and d is None and doc["hazards"] == [], (d, doc["hazards"])
+        return
+    import torch
+
+    if case.get("needs_use_count") and not hasattr(torch.Tensor, "_use_count"):  # torch 2.2, 2.3: not checked
+        assert d is None and doc["hazards"] == [] and any("_use_count" in n for n in doc["notes"]), doc["notes"]
         return
     if case["kind"] == HAZARD:
         assert d is None and doc["hazards"], (d, doc["hazards"])  # BatchNorm: running_mean and running_var

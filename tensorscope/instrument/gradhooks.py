@@ -10,13 +10,15 @@ registered right after it (it runs after it, on the gradient the program's hook 
 gradient whose version moved, that something else still holds (the tensor's use count: the
 engine's reference and the hook argument's, plus another branch's), and whose last in-place
 write was recorded at a line of the program (``Tracker.write_log``) is a silent write of a
-gradient. Only under explain / --check-values; ``run`` registers nothing.
+gradient. Only under explain / --check-values; ``run`` registers nothing. torch 2.2 and 2.3 have no
+use count: no check there, a note instead (NOTE [A tensor's use count] in compat.py).
 """
 
 from __future__ import annotations
 
 import sys
 
+from tensorscope import compat
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import strip_for_reraise
 from tensorscope.instrument.recorder import storage_key
@@ -39,7 +41,10 @@ def make_register_hook(orig):
         try:
             frame = sys._getframe(1)
             if frame.f_code.co_filename in rec.user:
-                orig(self, _checker(rec))
+                if compat.tensor_use_count is None:  # NOTE [A tensor's use count] in compat.py
+                    rec.note(compat.NO_USE_COUNT_NOTE)
+                else:
+                    orig(self, _checker(rec))
         except Exception:
             pass
         return handle

@@ -208,12 +208,13 @@ def _made_by(gf, output_nr, output, maker, makers, writes) -> bool:
     ``grad_fn`` when the error was raised), and, when ``makers`` (the saving node and its next functions)
     are known, reached from one of them: ``gf`` itself, or a node up to ``writes`` in-place writes back
     (a write autograd records rebases the tensor's history onto the write's node, whose next functions
-    hold the one before). A write through a view rebases the base onto ``CopySlices``, whose first next
-    function is the base's node before the write: the error (raised on releases before 2.10 with the
+    hold the one before). A write of the tensor itself rebases it onto the write's node (``AddBackward0``
+    for ``a.add_(1)``), a write through a view rebases the base onto ``CopySlices``; the first next
+    function of either is the node before the write: the error (raised on releases before 2.10 with the
     saving-time name) still names that node, which is then looked for up to ``writes`` rebases back
     (output 0 only: a rebased tensor's ``output_nr`` no longer tells the outputs apart)."""
     name, node, hops = node_name(gf), gf, 0
-    while name == "CopySlices" and name not in (maker, maker + "Backward0") and hops < max(writes, 0):
+    while name not in (maker, maker + "Backward0") and hops < max(writes, 0):
         node = node.next_functions[0][0] if node.next_functions else None
         if node is None:
             return False

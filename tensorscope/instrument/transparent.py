@@ -8,7 +8,6 @@ wrapper function as the original so that the program cannot tell them apart by `
 from __future__ import annotations
 
 import copy
-import functools
 import types
 
 import torch
@@ -30,9 +29,9 @@ _TensorBase = torch._C.TensorBase
 #   original (its ``_orig`` slot), and ``__class__`` is the original's type (what
 #   ``isinstance`` and ``inspect`` look at); it can be weakly referenced where the original can;
 # - as a descriptor it binds as the original does: a C method gives a bound object that
-#   reads like ``<built-in method add_ of Tensor object at 0x...>`` (a ``functools.partial``,
-#   so the call stays in C), a Python function gives a bound method, a builtin function does
-#   not bind;
+#   reads like ``<built-in method add_ of Tensor object at 0x...>`` (its call stays in C: NOTE
+#   [Bound wrappers are not partials]), a Python function gives a bound method, a builtin
+#   function does not bind;
 # - properties (``.data``, ``requires_grad``) are data descriptors whose getter, setter and
 #   deleter are the recording ones and the original's (a class each: the interpreter looks
 #   ``__get__`` and ``__set__`` up on the type).
@@ -130,7 +129,11 @@ class _TransparentMethod(_TransparentCallable):
     _bound_cls = None
 
     def __get__(self, obj, cls=None):
-        return self if obj is None else self._bound_cls(self, obj)
+        if obj is None:
+            return self
+        out = _NEW(self._bound_cls)
+        _SET_BOUND(out, _MethodType(self, obj))
+        return out
 
 
 class _TransparentClassMethod(_TransparentCallable):
@@ -141,16 +144,20 @@ class _TransparentClassMethod(_TransparentCallable):
     _binds = "classmethod"
 
     def __get__(self, obj, cls=None):
-        return _BoundToClass(self, cls if cls is not None else type(obj))
+        return _bind(_BoundToClass, self, cls if cls is not None else type(obj))
 
 
-class _BoundBuiltin(functools.partial):
-    """``x.add_`` under tensorscope: calls the wrapper with ``x``, reads like the original's bound method."""
+class _BoundBuiltin:
+    """``x.add_`` under tensorscope: calls the wrapper with ``x``, reads like the original's bound method.
 
-    __slots__ = ()
+    Its ``__call__`` slot holds ``MethodType(wrapper, x)`` (see NOTE [Bound wrappers are not partials]).
+    """
+
+    __slots__ = ("__call__",)
 
     def _bound(self):
-        return self.func._orig.__get__(self.args[0])
+        method = self.__call__
+        return method.__func__._orig.__get__(method.__self__)
 
     def __repr__(self):
         return repr(self._bound())
@@ -160,36 +167,58 @@ class _BoundBuiltin(functools.partial):
 
     def __eq__(self, other):
         if isinstance(other, _BoundBuiltin):
-            return self.func is other.func and self.args[0] is other.args[0]
+            return self.__call__ == other.__call__  # the same wrapper bound to the same object (`is`)
         return NotImplemented
 
     def __hash__(self):
-        return hash((id(self.func), id(self.args[0])))
+        return hash(self.__call__)
 
     def __reduce_ex__(self, protocol):
         return self._bound().__reduce_ex__(protocol)
 
     def __copy__(self):  # as the original bound method copies: itself, or a new one (a method-wrapper)
         bound = self._bound()
-        return self if copy.copy(bound) is bound else type(self)(self.func, self.args[0])
+        return self if copy.copy(bound) is bound else _bind(type(self), self.__call__.__func__, bound.__self__)
 
     def __deepcopy__(self, memo):  # a method-wrapper deep-copies its tensor: bind to the copy
         bound = self._bound()
         out = copy.deepcopy(bound, memo)
-        return self if out is bound else type(self)(self.func, out.__self__)
+        return self if out is bound else _bind(type(self), self.__call__.__func__, out.__self__)
 
     __doc__ = property(lambda self: self._bound().__doc__)
     __module__ = property(lambda self: self._bound().__module__)
     __class__ = property(lambda self: type(self._bound()))
 
 
+# NOTE [Bound wrappers are not partials]
+# ``x.add_`` under tensorscope is an instance of a small class whose ``__call__`` slot holds
+# ``MethodType(wrapper, x)``: the call stays in C (the interpreter calls what the slot holds, as for
+# ``Transparent``) and the object is nothing but that, so ``inspect`` takes it for the original bound
+# method on every Python. It was a ``functools.partial`` subclass, and Python 3.13's
+# ``inspect._signature_from_callable`` tests ``isinstance(obj, functools.partial)`` (the real type)
+# before ``_signature_is_builtin(obj)`` (3.10-3.12 the other way round): it then asked the signature
+# of ``partial.func``, the unbound wrapper, and a C method with no ``__text_signature__`` raised
+# "no signature found for builtin <method 'add_' of 'torch._C.TensorBase' objects>" where python
+# names "<built-in method add_ of Tensor object at 0x...>". A partial also answered
+# ``isinstance(x.add_, functools.partial)`` and ``x.add_.func``/``.args``, which the original does not.
+_SET_BOUND = _BoundBuiltin.__call__.__set__
+_NEW = object.__new__
+
+
+def _bind(cls, wrapper, obj):
+    out = _NEW(cls)
+    _SET_BOUND(out, _MethodType(wrapper, obj))
+    return out
+
+
 class _BoundToClass(_BoundBuiltin):
     """``Fn.apply`` under tensorscope where ``apply`` is a C classmethod: reads like the original bound to ``Fn``."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)  # a builtin method can be weakly referenced
 
     def _bound(self):
-        return self.func._orig.__get__(None, self.args[0])
+        method = self.__call__
+        return method.__func__._orig.__get__(None, method.__self__)
 
     def __setattr__(self, name, value):  # a builtin method has no __dict__: raise what it raises
         setattr(self._bound(), name, value)
@@ -209,15 +238,18 @@ _BoundToClass.__doc__ = vars(_BoundBuiltin)["__doc__"]  # the bound original's, 
 _BoundToClass.__module__ = vars(_BoundBuiltin)["__module__"]
 
 
-def _bound_class(name):
+def _bound_class(bound):
+    """A subclass of ``_BoundBuiltin`` named as the bound type ``bound``, weakly referable where it is."""
     own = vars(_BoundBuiltin)
-    return type(name, (_BoundBuiltin,), {"__slots__": (), "__qualname__": name, "__doc__": own["__doc__"],
-                                         "__module__": own["__module__"]})
+    slots = ("__weakref__",) if bound.__weakrefoffset__ else ()
+    return type(bound.__name__, (_BoundBuiltin,), {"__slots__": slots, "__qualname__": bound.__name__,
+                                                   "__doc__": own["__doc__"], "__module__": own["__module__"]})
 
 
-# the type names of C methods bound to a tensor: `x.add_` and `x.__setitem__`
-_BOUND_CLASSES = {type(_TensorBase.add_): _bound_class("builtin_function_or_method"),
-                  type(_TensorBase.__setitem__): _bound_class("method-wrapper")}
+# the types of C methods bound to a tensor: `x.add_` (builtin_function_or_method) and `x.__setitem__`
+# (method-wrapper)
+_BOUND_CLASSES = {type(_TensorBase.add_): _bound_class(types.BuiltinMethodType),
+                  type(_TensorBase.__setitem__): _bound_class(types.MethodWrapperType)}
 
 
 def named(wrapper, orig):

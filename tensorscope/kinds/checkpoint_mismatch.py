@@ -31,12 +31,19 @@ KIND = Kind(
 # "saved metadata: {'shape': torch.Size([3]), ...}" then "recomputed metadata: {...}", one line each
 _METADATA = r"saved\s+metadata:\s+\{[^\n]{0,4000}\}\s+recomputed\s+metadata:\s+\{[^\n]{0,4000}\}"
 
+# the tip that ends both messages: on 2.8.0, 2.9.1, 2.10.0 and 2.11.0 (measured) its last words are
+# "enable checkpoint-debug mode globally." (a non-breaking hyphen); 2.13 adds a paragraph on torch.compile
+# ending "workaround examples."; 2.2.2 to 2.6.0 have no tip. The longer ending is tried first.
+def _tip_end(span: int) -> str:
+    return (r"(?:[\s\S]{0,%d}?" % span + w("workaround examples.") + r"|[\s\S]{0,%d}?" % span
+            + w("mode globally.") + r")")
+
 PATTERNS = (
     Pattern(w("torch.utils.checkpoint: A different number of tensors was saved during the original forward and "
               "recomputation.")
             + r"(?:\s+" + w("Number of tensors saved during forward:") + r"\s+(?P<f>\d{1,9})\s+"
             + w("Number of tensors saved during recomputation:") + r"\s+(?P<r>\d{1,9})\.?)?"
-            + r"(?:\s+Tip:[\s\S]{0,3000}?" + w("workaround examples.") + r")?",
+            + r"(?:\s+Tip:" + _tip_end(3000) + r")?",
             lambda m: {"reason": "count", "saved_forward": int(m["f"]) if m["f"] else None,
                        "saved_recompute": int(m["r"]) if m["r"] else None}),
     Pattern(w("torch.utils.checkpoint: Recomputed values for the following tensors have different metadata "
@@ -44,7 +51,7 @@ PATTERNS = (
             + r"(?:\s+tensor\s+at\s+position\s+(?P<pos>\d{1,9}):)?"
             # each tensor's two metadata lines: the end of the message where no tip follows (2.2.2 to 2.6.0; 2.11 adds one)
             + r"(?:\s+" + _METADATA + r"(?:\s+tensor\s+at\s+position\s+\d{1,9}:\s+" + _METADATA + r"){0,64})?"
-            + r"(?:[\s\S]{0,20000}?" + w("workaround examples.") + r")?",
+            + r"(?:" + _tip_end(20000) + r")?",
             lambda m: {"reason": "metadata", "position": int(m["pos"]) if m["pos"] else None}),
 )
 

@@ -32,12 +32,14 @@ if len(sys.argv) == 2:
             print(json.dumps([m.group(1), int(lines[-1])]))
     sys.exit(0)
 root = sys.argv[2]
-out, seen, stack = [], set(), [scope[root].grad_fn]
+# `seen` keeps each node's Python object: `next_functions` may make a new one at each read (2.2.2 to 2.9.1),
+# and the id of one freed is soon another node's
+out, seen, stack = [], {}, [scope[root].grad_fn]
 while stack:
     node = stack.pop()
     if node is None or id(node) in seen or hasattr(node, "variable"):
         continue
-    seen.add(id(node))
+    seen[id(node)] = node
     lines = [int(m) for entry in node.metadata.get("traceback_", [])
              for m in re.findall(r'File "(?:[^"]*)", line (\d+)', entry) if f'"{path}"' in entry]
     out.append([type(node).__name__, lines[-1] if lines else None])
