@@ -75,6 +75,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mod
 from tensorscope import compat, source
 from tensorscope.instrument.failure_graph import accumulated_leaves, leaves_key, same_leaves
 from tensorscope.instrument.frames import line_of, user_frame
+from tensorscope.instrument.grad_sums import GradSums
 from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin, root_line,
                                                 stats, value_of)
 from tensorscope.instrument.quiet import quiet_from_modes
@@ -142,6 +143,8 @@ class ValueWatch:
             mode = os.environ.get("TENSORSCOPE_ORIGIN_MODE") == "1"
         self.use_mode = bool(origins and mode)
         self.grads = GradCheck(self) if origins and not self.use_mode else None
+        if self.grads is not None:
+            self.grads.sums = GradSums(self.grads)  # NOTE [Gradients the engine adds up] in grad_sums.py
         self.births: list[dict] = []
         self.carried: dict[int, int] = {}  # storage address -> index into births
         self.sink: dict | None = None  # the first sink that held a non-finite value

@@ -86,31 +86,13 @@ A gradient that jumps from below that size to past the dtype's largest value wit
 reported at the gradient sink without its node. The first backward's full hooks cost once per run (figures in
 benchmarks/RESULTS.md, "Non-finite: remaining misses").
 
-NOTE [Gradients the engine adds up]
-A tensor used twice (a residual's skip and branch, tied input and output embeddings) gets as its gradient the sum
-of its uses' gradients, and the engine adds them up itself (its input buffer) before it calls the tensor's node,
-so no node's output is that sum: each use's gradient can be finite and the sum not (float16: 40000 + 60000). A
-leaf's ``.grad`` is a sum too, across backward calls (gradient accumulation over micro-batches). Both overflow
-like any product of the backwards of NOTE [Gradients that may overflow], so they are checked in those backwards
-only (every node hooked: the run's first, after a large gradient, with float16/bfloat16 or a non-finite saved
-value), where every producer's own output is checked by its post hook first:
-- each node that receives gradients along two edges or more gets a pre hook, which sees the sum the engine made
-  (torch runs a node's pre hooks on its summed input). Non-finite there while every contribution was finite is
-  the origin: the op is the engine's ``add``, the node the one whose input it was, the line the first use's
-  forward line (the use made first in the forward pass), beside all the uses' lines (``summed``) and the
-  backward line. The contributions are kept (a reference each, from the producers' post hooks) until that pre
-  hook runs, for their statistics;
-- each AccumulateGrad node gets a post hook (run after it added the gradient into ``.grad``): a ``.grad`` that is
-  not finite after a finite gradient was added to it, when the gradients checked after the backward before were
-  finite, is the origin: ``.grad`` accumulated past the dtype's range across backward calls.
-A float32 sum that overflows within one later backward is reported at the gradient sink without its node, as for
-the nodes of NOTE [Gradients that may overflow].
+The gradients that backward adds up itself are checked in those same backwards:
+NOTE [Gradients the engine adds up] in grad_sums.py.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import re
 import sys
 
@@ -567,30 +549,6 @@ def assignment(file, name, before, after=0) -> dict | None:
     return {"file": file, "line": last.lineno, "how": "computed without autograd", "op": op}
 
 
-_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
-             ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def use_lines(file, name, after, stop=None) -> list:
-    """The lines of the simple statements of one scope after line ``after`` (and before ``stop``) that read ``name``,
-    until a statement binds it again (NOTE [Gradients the engine adds up])."""
-    stmt = source.statement_at(file, after + 1) or source.statement_at(file, after)
-    scope = source.scope_of(stmt) if stmt is not None else None
-    if scope is None:
-        return []
-    out = []
-    for s in source.scope_statements(scope):
-        if s.lineno <= after or isinstance(s, _COMPOUND):
-            continue
-        if stop is not None and s.lineno >= stop:
-            break
-        if name in source.reads(s):
-            out.append(s.lineno)
-        if name in source.assigned(s)[0]:
-            break
-    return out
-
-
 def root_line(file, line, op) -> tuple | None:
     """The statement that made the tensor given to ``backward()`` at ``file:line``, for a root node that saved
     nothing (``(loss * scale).backward()``: ``MulBackward0`` of a Python number keeps no tensor, so no pack hook
@@ -631,9 +589,7 @@ class GradCheck:
         self.first = True  # the run's first backward: every node is hooked (NOTE [Gradients that may overflow])
         self.large = False  # a gradient's 2-norm passed finfo.max ** _LARGE
         self._in_custom = False
-        # NOTE [Gradients the engine adds up]: producer seq -> [(output index, target)], target -> contributions
-        self._feeds: dict = {}
-        self._given: dict = {}
+        self.sums = None  # grad_sums.GradSums (NOTE [Gradients the engine adds up]), set by nonfinite.ValueWatch
 
     def arm(self, roots) -> None:
         self.disarm()
@@ -653,136 +609,8 @@ class GradCheck:
                 self.handles.append(node.register_hook(hook))
             except Exception:
                 pass
-        if every:
-            self._arm_sums(graph)
-
-    def _arm_sums(self, graph: dict) -> None:
-        """The hooks of NOTE [Gradients the engine adds up] on the nodes of ``graph`` (every one is hooked)."""
-        into: dict = {}  # target -> (node, [producer seq, one per edge])
-        for seq, (node, _) in graph.items():
-            try:
-                edges = node.next_functions
-            except Exception:
-                continue
-            for i, (child, _) in enumerate(edges):
-                key = _target(child)
-                if key is not None:
-                    into.setdefault(key, (child, []))[1].append(seq)
-        for key, (node, made_by) in into.items():
-            leaf = key[0] == "leaf"
-            try:
-                if len(made_by) >= 2:
-                    for seq in made_by:
-                        self._feeds.setdefault(seq, [])
-                    self.handles.append(node.register_prehook(functools.partial(self._pre_sum, key, node, made_by)))
-                if leaf:
-                    self.handles.append(node.register_hook(functools.partial(self._accumulated, node, made_by)))
-            except Exception:
-                continue
-        for seq, (node, _) in graph.items():
-            if seq not in self._feeds:
-                continue
-            try:
-                for i, (child, _) in enumerate(node.next_functions):
-                    key = _target(child)
-                    if key is not None and len(into[key][1]) >= 2:
-                        self._feeds[seq].append((i, key))
-                self.handles.append(node.register_hook(functools.partial(self._give, seq)))
-            except Exception:
-                continue
-
-    def _give(self, seq, grad_inputs, grad_outputs):
-        """A producer's post hook: keep the gradients it gives to a node that sums them (for their statistics)."""
-        if self.birth is not None or self.watch.busy:
-            return
-        for i, key in self._feeds.get(seq, ()):
-            g = grad_inputs[i] if i < len(grad_inputs) else None
-            if g is not None:
-                self._given.setdefault(key, []).append((seq, g))
-
-    def _pre_sum(self, key, node, made_by, grad_outputs):
-        """The engine summed the gradients of ``node``'s uses: non-finite from finite ones is the origin."""
-        given = self._given.pop(key, [])
-        if self.birth is not None or self.watch.busy:
-            return
-        try:
-            got = [g for g in grad_outputs if _cpu_floating(g)]
-            with quiet_from_modes((*got, *(g for _, g in given))):
-                bad = next((g for g in got if not _finite(g)), None)
-                if bad is None or any(_cpu_floating(g) and not _finite(g) for _, g in given):
-                    return  # finite, or a use passed on a gradient that was not: not the sum
-            self.birth = self._sum_birth(node, made_by, bad, [g for _, g in given], "backward")
-        except Exception:
-            pass
-
-    def _accumulated(self, node, made_by, grad_inputs, grad_outputs):
-        """AccumulateGrad's post hook: ``.grad`` not finite after a finite gradient was added to it."""
-        w = self.watch
-        if self.birth is not None or w.busy or w.pending_grad is not None:
-            return  # the gradients after the backward before were not finite: that backward is the first
-        try:
-            grad = node.variable.grad
-            if not _cpu_floating(grad):
-                return
-            got = [g for g in grad_outputs if _cpu_floating(g)]
-            with quiet_from_modes((grad, *got)):
-                if _finite(grad) or not all(_finite(g) for g in got):
-                    return
-            self.birth = self._sum_birth(node, made_by, grad, got, "accumulated")
-        except Exception:
-            pass
-
-    def _read_uses(self, uses, count, leaf, ffile, fline, cur) -> list:
-        """The uses' lines where some of their nodes have none recorded (a node that saved nothing, on Python before
-        3.12): the statements that read the tensor's name in its scope, after the line that made it (or its
-        first known use) and before the backward line, until the name is bound again."""
-        tr = self.watch.tracker
-        if leaf is not None:
-            names = tr.tensor_names.get(tr.tid(leaf)) or []
-            made = tr.tensor_created.get(tr.tid(leaf)) or {}
-            file = uses[0][0] if uses else made.get("file")
-            after = made.get("line") if made.get("file") == file and made.get("line") else None
-            if after is None and uses:
-                after = uses[0][1] - 1
-            elif not names and after:
-                names = [source.bound_name(file, after)]  # names are read later, at the report: the line that made it
-        else:
-            file, after = ffile, fline
-            names = [source.bound_name(ffile, fline)] if fline else []
-        if not file or after is None or not names or not names[0]:
-            return uses
-        stop = cur.get("line") if cur.get("file") == file and (cur.get("line") or 0) > after else None
-        found = sorted(set(uses) | {(file, n) for n in use_lines(file, names[0], after, stop)}, key=lambda u: u[1])
-        return found if len(found) <= count else uses + [u for u in found if u not in uses][:count - len(uses)]
-
-    def _sum_birth(self, node, made_by, made, given, how) -> dict:
-        w = self.watch
-        tr = w.tracker
-        cur = tr.backward_calls.current or {}
-        uses = []
-        for seq in sorted(set(made_by)):  # in forward order
-            try:
-                f, line = tr.node_line(seq)
-            except Exception:
-                f = line = None
-            if line is not None and (f, line) not in uses:
-                uses.append((f, line))
-        leaf = getattr(node, "variable", None)
-        try:
-            ffile, fline = (None, None) if leaf is not None else tr.node_line(node._sequence_nr())
-        except Exception:
-            ffile = fline = None
-        if len(uses) < len(set(made_by)) and (uses or fline):
-            uses = self._read_uses(uses, len(set(made_by)), leaf, ffile, fline, cur)
-        first = uses[0] if uses else (cur.get("file"), cur.get("line"))
-        return {"op": "aten.add", "aten": "aten.add.Tensor", "node": node.name(), "phase": "backward",
-                "file": first[0], "line": first[1], "step": w.backward_calls,
-                "tensor": tr.tid(leaf) if leaf is not None else None, "value": value_of(made),
-                "dtype": str(made.dtype).replace("torch.", ""), "shape": list(made.shape),
-                "inputs": [dict(stats(g), tensor=None) for g in given[:_MAX_INPUTS] if _cpu_floating(g)],
-                "data": False, "intended": False, "forward_file": ffile, "forward_line": fline,
-                "backward_file": cur.get("file"), "backward_line": cur.get("line"), "found_by": "node hook",
-                "summed": [{"file": f, "line": line} for f, line in uses], "sum": how}
+        if every and self.sums is not None:
+            self.sums.arm(graph)
 
     def note_peak(self, relative: float) -> None:
         """How close the largest gradient 2-norm at the sink after a backward came to its dtype's largest value, in
@@ -829,8 +657,8 @@ class GradCheck:
 
     def disarm(self) -> None:
         self.custom.clear()
-        self._feeds.clear()
-        self._given.clear()  # the gradients kept for a sum's statistics: released with the hooks
+        if self.sums is not None:
+            self.sums.clear()
         handles, self.handles = self.handles, []
         for h in handles:
             try:
@@ -903,19 +731,6 @@ def _may_make(node) -> bool:
         v = _MAKES[kind] = (isinstance(node, torch.autograd.function.BackwardCFunction)
                             or _BACKWARD.sub("", node.name()) not in _FINITE_GRAD)
     return v
-
-
-def _target(child):
-    """The key of a node that receives gradients: ("leaf", id of its tensor) for an AccumulateGrad (whose sequence
-    number is the same for every one), else ("node", its sequence number); None for no node."""
-    if child is None:
-        return None
-    try:
-        if type(child).__name__ == "AccumulateGrad":
-            return ("leaf", id(child.variable))
-        return ("node", child._sequence_nr())
-    except Exception:
-        return None
 
 
 def _seq(node):

@@ -207,7 +207,7 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
 
 def _sum_fix(origin: dict, dtype: str) -> str:
     """The fix for a gradient that backward's own sum made non-finite (NOTE [Gradients the engine adds up] in
-    instrument/origin_walk.py)."""
+    instrument/grad_sums.py)."""
     fmax = "65504" if dtype == "float16" else f"{_FMAX[dtype]:.3g}" if dtype in _FMAX else "its largest value"
     if origin.get("sum") == "accumulated":
         return (f"Each backward's gradient was finite; their running sum in `.grad` passed {dtype or 'the dtype'}'s "

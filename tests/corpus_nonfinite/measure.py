@@ -82,7 +82,7 @@ def measure(path: str, raised: list | None = None) -> str:
     def backward(tensors, *args, **kwargs):
         roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
         stack = [r.grad_fn for r in roots if r.grad_fn is not None]
-        seen: dict = {}  # the nodes kept: before torch 2.3 a node's Python object dies with its last reference
+        seen: dict = {}  # the nodes kept: a node's Python object dies with its last reference, and its id is reused
         producers: dict = {}  # id(node) -> the nodes whose gradients the engine adds up as its input, one per edge
         handles = []
         while stack:
