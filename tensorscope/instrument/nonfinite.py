@@ -391,6 +391,8 @@ class ValueWatch:
             # the loss's flag is read at once where origins are read from its graph (NOTE [Origins from the
             # graph]): the graph is gone by the time a batch of flags is read (one read per backward on CUDA)
             if now:
+                if self.due:  # CUDA: the checks before this one, still on the device, are settled first, in order
+                    self.flush()
                 self._settle(False, facts, held, own)
             else:
                 self.due.append((flag, facts, held, own))
