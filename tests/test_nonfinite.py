@@ -103,6 +103,8 @@ def _jobs(folder: Path) -> dict:
             "explain": cli("explain", "--json", own["sqrt_where.py"], cwd=folder)},
         "test_a_log_whose_gradient_overflows_names_its_tiny_input": {
             "explain": cli("explain", "--json", "log_prob_underflow.py")},
+        "test_a_cross_entropy_whose_targets_are_all_ignored_says_so": {
+            "explain": cli("explain", "--json", "cross_entropy_all_ignored.py")},
         "test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned": {
             "padded_deep.py": cli("explain", "--json", own["padded_deep.py"], cwd=folder),
             "loss_scaler.py": cli("explain", "--json", own["loss_scaler.py"], cwd=folder)},
@@ -559,6 +561,22 @@ def test_a_log_whose_gradient_overflows_names_its_tiny_input(schema, runs):
     assert (h["nonfinite"]["node"], h["culprit"]["line"]) == ("LogBackward0", 14)
     assert "negative" not in h["fix"] and f"{p.item():.3g}" in h["fix"] and "clamp_min" in h["fix"], h["fix"]
 
+
+def test_a_cross_entropy_whose_targets_are_all_ignored_says_so(schema, runs):
+    """`F.cross_entropy(..., ignore_index=PAD)` over a batch of padding only: finite logits, a NaN loss (the mean
+    over no counted target). The fix names the cause, not 'clamp the inputs into its domain'. Truth from torch:
+    the mean is NaN and the sum over the same targets is 0."""
+    import torch
+    import torch.nn.functional as F
+    logits, y = torch.randn(4, 5), torch.full((4,), -100)
+    assert torch.isnan(F.cross_entropy(logits, y)) and F.cross_entropy(logits, y, reduction="sum").item() == 0
+    (out,) = runs["test_a_cross_entropy_whose_targets_are_all_ignored_says_so"].values()
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    assert h["culprit"]["line"] == 13 and h["nonfinite"]["phase"] == "forward", h["culprit"]
+    assert "every target here is -100" in h["fix"] and "ignore_index" in h["fix"], h["fix"]
+    assert "clamp them into its domain" not in h["fix"], h["fix"]
 
 def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, schema, runs):
     """NOTE [Gradients that may overflow]: NativeLayerNormBackward0 and AddmmBackward0 are on the no-hook list, and
