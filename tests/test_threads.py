@@ -215,3 +215,42 @@ def test_one_backward_line_that_runs_two_graphs_checks_each_ones_gradients(tmp_p
         assert (sink["what"], sink["line"], sink["step"]) == ("grad", backward_line, 1), (command, sink)
         if command == "explain":
             assert hazard["culprit"]["line"] == sqrt_line, hazard["culprit"]
+
+
+POOL = textwrap.dedent("""\
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    w = torch.randn(4, 3, requires_grad=True)
+
+
+    def per_sample_grad(x):
+        h = torch.tanh(x @ w)
+        h.add_(1)
+        (g,) = torch.autograd.grad(h.pow(2).sum(), w)
+        return g
+
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        grads = [f.result() for f in [pool.submit(per_sample_grad, torch.randn(4)) for _ in range(4)]]
+""")
+
+
+def test_a_workers_failure_raised_by_future_result_is_diagnosed_under_explain(tmp_path):
+    """A version error in a pool's worker thread, raised again in the main thread by `Future.result()`: the
+    diagnosis names the write; explain's saved-tensor hooks act on the main thread only, so the saving line
+    is not known, and the report must not send the user to `tensorscope explain`, which they ran."""
+    path = tmp_path / "pool.py"
+    path.write_text(POOL)
+    lines = POOL.splitlines()
+    rc_py, _, err_py = run_python(path, cwd=tmp_path, fresh=False)
+    assert rc_py == 1 and "which is output 0 of Tanh" in err_py.strip().splitlines()[-1], err_py
+    rc, _, err, doc = run_cli("explain", "--json", str(path), cwd=tmp_path)
+    assert rc == 1 and doc is not None, err[-2000:]
+    d = doc["diagnosis"]
+    assert d["kind"] == "inplace-modified-saved-tensor", d
+    assert (d["culprit"]["line"], d["culprit"]["alias"]) == (lines.index("    h.add_(1)") + 1, "h"), d["culprit"]
+    assert d["backward"]["line"] == lines.index("    (g,) = torch.autograd.grad(h.pow(2).sum(), w)") + 1
+    assert "`tensorscope explain` names it" not in d["explanation"], d["explanation"]
+    assert "main thread only" in d["explanation"], d["explanation"]
