@@ -344,6 +344,8 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
             b.update(op=f"aten.{inline['op']}", file=inline["file"], line=inline["line"], inputs=[], tensor=None,
                      read_by=None, value=b.get("value") or None)
             return b
+        if not saved:  # no saved tensor seen (a graph built on another thread): an op that cannot make it is no origin
+            return None
     if found is None:
         return None
     return _birth(tracker, graph, saved, found[0], found[1], step)

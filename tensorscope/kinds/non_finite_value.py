@@ -360,7 +360,8 @@ def finding(ev, hazard: bool) -> dict | None:
                    "inside its domain (eps in a division or norm, clamp before log/sqrt/acos).")
         else:  # the origins were looked for and none was pinned (docs/kinds.md, "Non-finite values")
             parts.append("No op was pinned as its origin (the known cases: a float32 gradient that overflowed "
-                         "within one backward in a node that is not hooked, and a backward on a GPU).")
+                         "within one backward in a node that is not hooked, a backward on a GPU, and a graph "
+                         "built in a thread other than the main one, where explain's saved-tensor hooks do not act).")
             fix = ("Walk back from the value named above: a `register_hook` printing `g.abs().max()` on each layer's "
                    "output shows where gradients grow, and `torch.autograd.detect_anomaly(check_nan=True)` names "
                    "the backward node of a NaN. Then keep that op's input inside its domain (eps in a division or "
