@@ -65,11 +65,25 @@ def plain(name, cwd=CORPUS):
     return ("python", name, {"cwd": cwd})
 
 
+# Rows normalised by their sum outside autograd, one row blank (0/0), then a log read inline by a matmul.
+RATIO_THEN_LOG = """import torch
+
+torch.manual_seed(0)
+w = torch.randn(3, 1, requires_grad=True)
+x = torch.rand(8, 3)
+x[0] = 0.0
+p = x / x.sum(dim=1, keepdim=True)
+loss = -(torch.log(p) @ w.abs()).mean()
+loss.backward()
+print(torch.isfinite(w.grad).all().item())
+"""
+
+
 def _jobs(folder: Path) -> dict:
     """Each test's runs by name: {test name: {run name: job}}; programs of the tests' own are written to FOLDER."""
     programs = {"func_nan.py": FUNC_NAN, "shape_error_on_nan.py": SHAPE_ERROR_ON_NAN, "no_mode.py": NO_MODE,
                 "dropped_inf.py": DROPPED_INF, "sqrt_where.py": SQRT_WHERE_PRINTS, "padded_deep.py": PADDED_DEEP,
-                "loss_scaler.py": LOSS_SCALER}
+                "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG}
     for name, text in programs.items():
         (folder / name).write_text(text)
     own = {name: str(folder / name) for name in programs}
@@ -103,6 +117,8 @@ def _jobs(folder: Path) -> dict:
             "explain": cli("explain", "--json", own["sqrt_where.py"], cwd=folder)},
         "test_a_log_whose_gradient_overflows_names_its_tiny_input": {
             "explain": cli("explain", "--json", "log_prob_underflow.py")},
+        "test_a_log_of_a_named_nan_is_not_the_origin": {
+            "explain": cli("explain", "--json", own["ratio_then_log.py"], cwd=folder)},
         "test_a_cross_entropy_whose_targets_are_all_ignored_says_so": {
             "explain": cli("explain", "--json", "cross_entropy_all_ignored.py")},
         "test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned": {
@@ -561,6 +577,24 @@ def test_a_log_whose_gradient_overflows_names_its_tiny_input(schema, runs):
     assert (h["nonfinite"]["node"], h["culprit"]["line"]) == ("LogBackward0", 14)
     assert "negative" not in h["fix"] and f"{p.item():.3g}" in h["fix"] and "clamp_min" in h["fix"], h["fix"]
 
+
+def test_a_log_of_a_named_nan_is_not_the_origin(schema, runs):
+    """`torch.log(p)` read inline by a matmul, where `p = x / x.sum(1)` (no gradient) is already NaN in a blank
+    row: the origin is the division at its line, not the log that read `p` (it was named). Truth from torch: the
+    row sum is 0 and `p`'s row is 0/0 = NaN before any log; measure.py names line 7 and nothing later."""
+    import torch
+    torch.manual_seed(0)
+    torch.randn(3, 1)
+    x = torch.rand(8, 3)
+    x[0] = 0.0
+    assert x.sum(dim=1)[0].item() == 0 and torch.isnan(x / x.sum(dim=1, keepdim=True))[0].all()
+    (out,) = runs["test_a_log_of_a_named_nan_is_not_the_origin"].values()
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    lines = RATIO_THEN_LOG.splitlines()
+    assert h["culprit"]["line"] == lines.index("p = x / x.sum(dim=1, keepdim=True)") + 1, h["culprit"]
+    assert h["nonfinite"]["aten"] == "aten.div" and "division by 0" in h["fix"], (h["nonfinite"], h["fix"])
 
 def test_a_cross_entropy_whose_targets_are_all_ignored_says_so(schema, runs):
     """`F.cross_entropy(..., ignore_index=PAD)` over a batch of padding only: finite logits, a NaN loss (the mean
