@@ -57,13 +57,30 @@ finally:
         print("caught:", str(e)[:40])
 """
 
+# A worker thread dies of a version error (sigmoid's saved output doubled in place) while the main
+# thread goes on and exits 0: python prints the thread's traceback through threading.excepthook.
+THREAD_DIES = """import threading
+import torch
+
+def work():
+    a = torch.randn(3, requires_grad=True)
+    out = a.sigmoid()
+    out.mul_(2)
+    out.sum().backward()
+
+t = threading.Thread(target=work, name="worker")
+t.start()
+t.join()
+print("main went on")
+"""
+
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
     root = tmp_path_factory.mktemp("caught")
     paths = {}
     for name, source in (("then_assert", THEN_ASSERT), ("then_clean", THEN_CLEAN), ("then_version", THEN_VERSION),
-                         ("fatal_then_caught", FATAL_THEN_CAUGHT)):
+                         ("fatal_then_caught", FATAL_THEN_CAUGHT), ("thread_dies", THREAD_DIES)):
         paths[name] = root / f"{name}.py"
         paths[name].write_text(source)
     return paths
@@ -100,7 +117,20 @@ def test_caught_failure_then_exit_0(programs, tmp_path):
     # the verdict neither diagnoses the caught failure nor says every backward call succeeded
     rc, out, err, _ = run_cli("explain", str(report))
     assert rc == 0, err[-500:]
-    assert "1 failed and the program caught it" in out and "all succeeded" not in out, out
+    assert "1 failed and the program went on" in out and "all succeeded" not in out, out
+
+
+def test_thread_died_of_a_failure_is_not_said_caught(programs):
+    """The thread did not catch its failure: the verdict must not say the program caught it."""
+    path = programs["thread_dies"]
+    rc_py, out_py, err_py = run_python(path, fresh=False)
+    assert rc_py == 0 and out_py == "main went on\n", (rc_py, out_py)
+    assert "Exception in thread worker" in err_py and "modified by an inplace operation" in err_py, err_py
+    rc, out, err, _ = run_cli("explain", str(path))
+    assert rc == 0 and out.startswith(out_py) and err == err_py, (rc, out, err[-800:])
+    words = " ".join(out.split())  # the verdict wraps at the terminal's width
+    assert "1 backward call, 1 failed and the program went on (caught, or a thread died of it)" in words, out
+    assert "caught it" not in words and "all succeeded" not in words, out
 
 
 def _line(source: str, code: str) -> int:

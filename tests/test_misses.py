@@ -53,6 +53,33 @@ CASES = {
         "error": "backward through the graph a second time",
         "fix": ("main.py", "self.slots * gate", "self.slots.detach() * gate"),
     },
+    # backward-twice: the loop's detach (`hidden = repackage_hidden(hidden)`) sits in a branch that did not
+    # run; the carry is the model call that stores `hidden`, not that earlier self-update of the name
+    "twice_repackage_skipped": {
+        "files": {"main.py": """
+            import torch
+
+            DETACH = False
+
+
+            def repackage_hidden(h):
+                return tuple(v.detach() for v in h)
+
+
+            torch.manual_seed(0)
+            rnn = torch.nn.LSTM(4, 8)
+            hidden = (torch.zeros(1, 2, 8), torch.zeros(1, 2, 8))
+            data = torch.randn(9, 2, 4)
+            for i in range(0, 8, 3):
+                if DETACH:
+                    hidden = repackage_hidden(hidden)
+                output, hidden = rnn(data[i:i + 3], hidden)  # <- culprit
+                output.square().mean().backward()  # <- backward
+        """},
+        "kind": "backward-twice",
+        "error": "backward through the graph a second time",
+        "fix": ("main.py", "DETACH = False", "DETACH = True"),
+    },
     # a shape-only in-place op (squeeze_) on a saved softmax output, inside a package beside the script
     "metadata_squeeze_in_package": {
         "files": {"heads/__init__.py": "", "heads/pool.py": """
@@ -328,3 +355,13 @@ def test_freeing_backward_stays_a_related_line(runs):
     lines = [c["line"] for c in d["alias_chain"]]
     assert _marks({"main.py": textwrap.dedent(CASES["twice_memory_slots"]["files"]["main.py"]).lstrip("\n")})[
         "backward"][1] in lines
+
+
+def test_a_carry_in_a_branch_that_did_not_run_is_not_named(runs):
+    """The sentence on the carried state quotes the self-update that stored it (the culprit line), not
+    `hidden = repackage_hidden(hidden)`, which detaches and did not run."""
+    d = runs["twice_repackage_skipped"][1][3]["diagnosis"]
+    line = _marks({"main.py": textwrap.dedent(CASES["twice_repackage_skipped"]["files"]["main.py"]).lstrip("\n")})[
+        "culprit"][1]
+    assert f"carried from one iteration to the next (line {line}: " in d["explanation"], d["explanation"]
+    assert "repackage_hidden" not in d["explanation"], d["explanation"]

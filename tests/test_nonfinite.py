@@ -65,11 +65,25 @@ def plain(name, cwd=CORPUS):
     return ("python", name, {"cwd": cwd})
 
 
+# Rows normalised by their sum outside autograd, one row blank (0/0), then a log read inline by a matmul.
+RATIO_THEN_LOG = """import torch
+
+torch.manual_seed(0)
+w = torch.randn(3, 1, requires_grad=True)
+x = torch.rand(8, 3)
+x[0] = 0.0
+p = x / x.sum(dim=1, keepdim=True)
+loss = -(torch.log(p) @ w.abs()).mean()
+loss.backward()
+print(torch.isfinite(w.grad).all().item())
+"""
+
+
 def _jobs(folder: Path) -> dict:
     """Each test's runs by name: {test name: {run name: job}}; programs of the tests' own are written to FOLDER."""
     programs = {"func_nan.py": FUNC_NAN, "shape_error_on_nan.py": SHAPE_ERROR_ON_NAN, "no_mode.py": NO_MODE,
                 "dropped_inf.py": DROPPED_INF, "sqrt_where.py": SQRT_WHERE_PRINTS, "padded_deep.py": PADDED_DEEP,
-                "loss_scaler.py": LOSS_SCALER}
+                "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG}
     for name, text in programs.items():
         (folder / name).write_text(text)
     own = {name: str(folder / name) for name in programs}
@@ -106,6 +120,10 @@ def _jobs(folder: Path) -> dict:
         "test_a_gradient_sum_that_overflows_is_named_and_the_program_unchanged": {
             "python": plain("grad_sum_tied_embedding_fp16.py"),
             "explain": cli("explain", "--json", "grad_sum_tied_embedding_fp16.py")},
+        "test_a_log_of_a_named_nan_is_not_the_origin": {
+            "explain": cli("explain", "--json", own["ratio_then_log.py"], cwd=folder)},
+        "test_a_cross_entropy_whose_targets_are_all_ignored_says_so": {
+            "explain": cli("explain", "--json", "cross_entropy_all_ignored.py")},
         "test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned": {
             "padded_deep.py": cli("explain", "--json", own["padded_deep.py"], cwd=folder),
             "loss_scaler.py": cli("explain", "--json", own["loss_scaler.py"], cwd=folder)},
@@ -598,6 +616,40 @@ def test_a_gradient_sum_that_overflows_is_named_and_the_program_unchanged(schema
     assert sorted(i["max"] for i in nf["inputs"]) == sorted([by_lookup.max().item(), by_head.max().item()])
     assert "loss scale" in h["fix"] and "float32" in h["fix"]
 
+
+def test_a_log_of_a_named_nan_is_not_the_origin(schema, runs):
+    """`torch.log(p)` read inline by a matmul, where `p = x / x.sum(1)` (no gradient) is already NaN in a blank
+    row: the origin is the division at its line, not the log that read `p` (it was named). Truth from torch: the
+    row sum is 0 and `p`'s row is 0/0 = NaN before any log; measure.py names line 7 and nothing later."""
+    import torch
+    torch.manual_seed(0)
+    torch.randn(3, 1)
+    x = torch.rand(8, 3)
+    x[0] = 0.0
+    assert x.sum(dim=1)[0].item() == 0 and torch.isnan(x / x.sum(dim=1, keepdim=True))[0].all()
+    (out,) = runs["test_a_log_of_a_named_nan_is_not_the_origin"].values()
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    lines = RATIO_THEN_LOG.splitlines()
+    assert h["culprit"]["line"] == lines.index("p = x / x.sum(dim=1, keepdim=True)") + 1, h["culprit"]
+    assert h["nonfinite"]["aten"] == "aten.div" and "division by 0" in h["fix"], (h["nonfinite"], h["fix"])
+
+def test_a_cross_entropy_whose_targets_are_all_ignored_says_so(schema, runs):
+    """`F.cross_entropy(..., ignore_index=PAD)` over a batch of padding only: finite logits, a NaN loss (the mean
+    over no counted target). The fix names the cause, not 'clamp the inputs into its domain'. Truth from torch:
+    the mean is NaN and the sum over the same targets is 0."""
+    import torch
+    import torch.nn.functional as F
+    logits, y = torch.randn(4, 5), torch.full((4,), -100)
+    assert torch.isnan(F.cross_entropy(logits, y)) and F.cross_entropy(logits, y, reduction="sum").item() == 0
+    (out,) = runs["test_a_cross_entropy_whose_targets_are_all_ignored_says_so"].values()
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    assert h["culprit"]["line"] == 13 and h["nonfinite"]["phase"] == "forward", h["culprit"]
+    assert "every target here is -100" in h["fix"] and "ignore_index" in h["fix"], h["fix"]
+    assert "clamp them into its domain" not in h["fix"], h["fix"]
 
 def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, schema, runs):
     """NOTE [Gradients that may overflow]: NativeLayerNormBackward0 and AddmmBackward0 are on the no-hook list, and

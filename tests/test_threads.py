@@ -215,3 +215,83 @@ def test_one_backward_line_that_runs_two_graphs_checks_each_ones_gradients(tmp_p
         assert (sink["what"], sink["line"], sink["step"]) == ("grad", backward_line, 1), (command, sink)
         if command == "explain":
             assert hazard["culprit"]["line"] == sqrt_line, hazard["culprit"]
+
+
+POOL = textwrap.dedent("""\
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    w = torch.randn(4, 3, requires_grad=True)
+
+
+    def per_sample_grad(x):
+        h = torch.tanh(x @ w)
+        h.add_(1)
+        (g,) = torch.autograd.grad(h.pow(2).sum(), w)
+        return g
+
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        grads = [f.result() for f in [pool.submit(per_sample_grad, torch.randn(4)) for _ in range(4)]]
+""")
+
+
+def test_a_workers_failure_raised_by_future_result_is_diagnosed_under_explain(tmp_path):
+    """A version error in a pool's worker thread, raised again in the main thread by `Future.result()`: the
+    diagnosis names the write; explain's saved-tensor hooks act on the main thread only, so the saving line
+    is not known, and the report must not send the user to `tensorscope explain`, which they ran."""
+    path = tmp_path / "pool.py"
+    path.write_text(POOL)
+    lines = POOL.splitlines()
+    rc_py, _, err_py = run_python(path, cwd=tmp_path, fresh=False)
+    assert rc_py == 1 and "which is output 0 of Tanh" in err_py.strip().splitlines()[-1], err_py
+    rc, _, err, doc = run_cli("explain", "--json", str(path), cwd=tmp_path)
+    assert rc == 1 and doc is not None, err[-2000:]
+    d = doc["diagnosis"]
+    assert d["kind"] == "inplace-modified-saved-tensor", d
+    assert (d["culprit"]["line"], d["culprit"]["alias"]) == (lines.index("    h.add_(1)") + 1, "h"), d["culprit"]
+    assert d["backward"]["line"] == lines.index("    (g,) = torch.autograd.grad(h.pow(2).sum(), w)") + 1
+    assert "`tensorscope explain` names it" not in d["explanation"], d["explanation"]
+    assert "main thread only" in d["explanation"], d["explanation"]
+
+
+# A worker thread's loss goes NaN: a blank row gives p = 0/0, computed without autograd, then log(p) @ w, negated.
+NEG_OF_NAN = textwrap.dedent("""\
+    import threading
+
+    import torch
+
+
+    def train():
+        torch.manual_seed(0)
+        w = torch.randn(3, 1, requires_grad=True)
+        x = torch.rand(8, 3)
+        x[0] = 0.0
+        p = x / x.sum(dim=1, keepdim=True)
+        loss = -(torch.log(p) @ w.abs()).mean()
+        loss.backward()
+        print(torch.isnan(loss).item(), torch.isfinite(w.grad).all().item())
+
+
+    t = threading.Thread(target=train)
+    t.start()
+    t.join()
+""")
+
+
+def test_a_threads_nan_is_not_blamed_on_an_op_that_cannot_make_one(tmp_path):
+    """In a thread explain's saved-tensor hooks do not act, so no saved tensor tells which node made the NaN. The
+    loss's own node (`neg`) cannot make one from finite inputs: it was named as the origin. Truth from torch: the
+    loss is NaN and the NaN came before `neg` (the 0/0 division: tests/corpus_nonfinite/measure.py names it when `train()`
+    runs in the main thread)."""
+    path = tmp_path / "neg_of_nan.py"
+    path.write_text(NEG_OF_NAN)
+    rc_py, out_py, _ = run_python(path, cwd=tmp_path, fresh=False)
+    assert (rc_py, out_py) == (0, "True False\n"), out_py
+    rc, out, err, doc = run_cli("explain", "--json", str(path), cwd=tmp_path)
+    assert doc is not None, err[-2000:]
+    (h,) = doc["hazards"]
+    assert h["kind"] == "silent-non-finite-value" and h["nonfinite"]["sink"]["what"] == "loss", h
+    assert h["nonfinite"]["aten"] != "aten.neg" and "aten.neg" not in h["explanation"], h["explanation"]
+    assert h["culprit"]["line"] == NEG_OF_NAN.splitlines().index("    loss.backward()") + 1, h["culprit"]

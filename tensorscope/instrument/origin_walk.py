@@ -347,6 +347,8 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
             b.update(op=f"aten.{inline['op']}", file=inline["file"], line=inline["line"], inputs=[], tensor=None,
                      read_by=None, value=b.get("value") or None)
             return b
+        if not saved:  # no saved tensor seen (a graph built on another thread): an op that cannot make it is no origin
+            return None
     if found is None:
         return None
     return _birth(tracker, graph, saved, found[0], found[1], step)
@@ -405,6 +407,8 @@ def _birth(tracker, graph, saved, seq, out, step, data=None, scopes=None) -> dic
                  shape=list(data.shape))
         made = tracker.tensor_created.get(tid) or outside_made(tracker, data) or assigned(tracker, data, scopes) \
             or _inline(file, line, aten_name(name))
+        if made and made.get("how", "").endswith("same statement"):
+            made = _named_input_origin(tracker, made, scopes) or made
         if made:
             b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
             if made.get("op"):  # computed outside autograd by the program: that op is the origin, at its line
@@ -478,7 +482,9 @@ _CAN_MAKE = frozenset({"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "div", 
 # subexpression. The reading line's syntax tree is searched for the calls and operators in it that can
 # make a non-finite value from finite inputs (_CAN_MAKE), other than the reading op itself; exactly one
 # is named as the origin (its op, at that line). With none or several, nothing is claimed beyond the
-# reading op and the line.
+# reading op and the line. When that one op read a name (``torch.log(p)``) whose tensor, computed outside
+# autograd, is already not finite, the statement that assigned the name is the origin instead
+# (``p = x / x.sum(1)`` over a blank row: ``div``), found as ``assigned`` finds a data tensor's statement.
 
 
 def _inline(file, line, reader: str) -> dict | None:
@@ -502,6 +508,43 @@ def _inline(file, line, reader: str) -> dict | None:
     if len(found) != 1:
         return None
     return {"file": file, "line": line, "how": "computed without autograd in the same statement", "op": found.pop()}
+
+
+def _named_input_origin(tracker, made: dict, scopes=None) -> dict | None:
+    """The inline op found (NOTE [An origin inside the reading line]) read a name (``torch.log(p)``, ``p.log()``)
+    whose tensor, computed outside autograd, is already not finite: the origin is the statement that assigned
+    it (``p = x / x.sum(1)``: ``div``), not the op that read it. None when no such name is found."""
+    tree = source.tree(made["file"])
+    if tree is None:
+        return None
+    names = []
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) != made["line"] or not isinstance(node, ast.Call):
+            continue
+        fn = node.func
+        op = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else None)
+        if op != made["op"]:
+            continue
+        args = list(node.args) + ([fn.value] if isinstance(fn, ast.Attribute) else [])
+        names += [a.id for a in args if isinstance(a, ast.Name)]
+    if not names:
+        return None
+    values = []
+    for _file, _line, scope in scopes or ():
+        values += [scope[n] for n in names if n in scope]
+    if scopes is None:
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_filename == made["file"]:
+                local = peek_locals(f)
+                values += [local[n] for n in names if n in local]
+            f = f.f_back
+    for v in values:
+        if isinstance(v, _Tensor) and v.grad_fn is None and _floating(v) and _bad(v):
+            found = assigned(tracker, v, scopes)
+            if found is not None and found.get("op"):
+                return found
+    return None
 
 
 def _inline_below(tracker, graph, top) -> dict | None:

@@ -79,14 +79,17 @@ def _freeing_backward(earlier: list[dict], node: dict | None) -> dict | None:
     return freeing[-1] if freeing else (earlier[-1] if earlier else None)
 
 
-def _carried(f: dict, graph: dict, culprit: dict | None, prefer: str | None = None) -> tuple[str | None, str, int | None]:
+def _carried(f: dict, graph: dict, culprit: dict | None, prefer: str | None = None,
+             prefer_line: int | None = None) -> tuple[str | None, str, int | None]:
     """The tensor that links the failing graph to the freed one: (name, how, line of the link).
 
     how: "same" (backward on the very same tensor), "carried" (a variable updated from itself in a
     loop, e.g. an RNN hidden state or a running sum), "shared" (an intermediate both losses use).
     ``prefer``: the name the retention walk found holding the freed graph; its own update is the carry
     (a loop's other self-updates are read from the source and may sit in a branch that never ran:
-    ``output = output.view(...)`` in word_language_model's Transformer branch).
+    ``output = output.view(...)`` in word_language_model's Transformer branch). ``prefer_line``: the
+    line that walk found storing it; of the name's self-updates that one is the link, not an earlier
+    one in a branch that did not run (``hidden = repackage_hidden(hidden)`` under an ``if``).
     """
     horizon = (culprit or {}).get("seq_now") or 0
     local = graph.get("locals") or []
@@ -107,9 +110,10 @@ def _carried(f: dict, graph: dict, culprit: dict | None, prefer: str | None = No
         if prefer and any(u[0] == prefer for u in updates):  # a tuple (h, c) is no tensor local: the walk saw it
             names = {prefer}
         names &= source.carried_names(loop)  # `output = output.view(...)` updates this iteration's own value
-        for name, s in updates:
-            if name in names:
-                return name, "carried", s.lineno
+        found = [(name, s) for name, s in updates if name in names]
+        if found:
+            name, s = next(((n, s) for n, s in found if s.lineno == prefer_line), found[0])
+            return name, "carried", s.lineno
     shared = [loc for loc in local if loc.get("in_failing_graph") and earlier(loc)]
     if shared:
         best = max(shared, key=lambda loc: loc["seq"])
@@ -171,7 +175,9 @@ def explain(ev: Evidence) -> dict | None:
     first = _freeing_backward(earlier, top)
     node_file, node_line = ev.node_lines.get(top["seq"], (None, None)) if top else (None, None)
     held_by = _held_into_freed(ev, f)
-    name, how, link_line = _carried(f, graph, first, prefer=held_by[2].split(".")[0] if held_by else None)
+    held_line = held_by[1].lineno if held_by and held_by[0] == f.get("file") else None
+    name, how, link_line = _carried(f, graph, first, prefer=held_by[2].split(".")[0] if held_by else None,
+                                    prefer_line=held_line)
     bline = f.get("line")
     op = "torch.autograd.grad" if first and first.get("op") == "grad" else "backward()"
     parts = []

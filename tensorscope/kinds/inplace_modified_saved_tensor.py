@@ -289,8 +289,13 @@ def explain(ev: Evidence) -> dict | None:
         parts[0] += f" when line {sf['saved_line']} ran (`{saved_code}`)"
     parts[0] += f", at version {sf.get('version_at_save')}."
     if not sf.get("saved_line") and sf.get("from") == "graph":
-        parts.append("The forward line that built it is not known under `tensorscope run` (it registers no "
-                     "saved-tensor hooks); `tensorscope explain` names it.")
+        if (ev.doc or {}).get("command") == "explain":  # explain's hooks were on, yet did not see this save
+            parts.append("The forward line that built it is not known: explain's saved-tensor hooks did not see "
+                         "it saved (PyTorch keeps them per thread: they act on the main thread only, and not "
+                         "under saved-tensor hooks of the program's own).")
+        else:
+            parts.append("The forward line that built it is not known under `tensorscope run` (it registers no "
+                         "saved-tensor hooks); `tensorscope explain` names it.")
     parts += _what_wrote(culprit_write, others)
     parts.append(f"It is now at version {sf.get('version_now')}; backward needs the saved values, so autograd "
                  "refuses to compute a wrong gradient.")

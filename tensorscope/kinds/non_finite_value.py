@@ -83,6 +83,8 @@ _TRIG = {"acos", "asin", "atanh", "acosh", "arccos", "arcsin"}
 _DIV = {"div", "true_divide", "reciprocal", "remainder", "fmod", "floor_divide"}
 _SOFTMAX = {"_softmax", "softmax", "_log_softmax", "log_softmax", "logsumexp"}
 _VAR = {"std", "var", "std_mean", "var_mean"}
+_NLL = {"nll_loss", "nll_loss_forward", "nll_loss2d", "nll_loss2d_forward", "nll_loss_nd", "cross_entropy",
+        "cross_entropy_loss"}
 _NORMS = {"native_layer_norm", "layer_norm", "native_group_norm", "group_norm", "native_batch_norm", "batch_norm",
           "rms_norm", "_fused_rms_norm"}
 _FMAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "bfloat16": 3.3895313892515355e38}
@@ -172,6 +174,16 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
     if op in _VAR:
         return (f"`{op}` with the default unbiased correction divides by n - 1, which is 0 for a single element{at}: "
                 "pass `correction=0` (`unbiased=False`) or reduce over more than one element.")
+    if (op in _NLL or aten in _NLL) and origin.get("phase") == "forward" \
+            and not any(i.get("nonfinite") for i in inputs):
+        # finite log-probabilities and a NaN loss: the mean divided 0 by a total weight of 0 (pytorch#70348)
+        targets = [i for i in inputs if str(i.get("dtype") or "").startswith(("int", "uint"))]
+        same = targets and targets[0].get("numel") and targets[0].get("min") == targets[0].get("max")
+        said = f" (every target here is {targets[0]['min']:g})" if same else ""
+        return (f"No target given to `{op}`{at} counts{said}: each equals `ignore_index` or has a class weight of 0, "
+                "so reduction='mean' divides 0 by 0. Skip such a batch (`if (y != ignore_index).any():`), or "
+                "average yourself: `F.cross_entropy(x, y, ignore_index=i, reduction='sum') / (y != i).sum()."
+                "clamp_min(1)`.")
     if dtype in _LOW and origin.get("value") in ("inf", "-inf", "nan"):
         return (f"`{op}`{at} overflowed {dtype} (largest finite value 65504 for float16): compute it in float32 "
                 "(`x.float()`, or under `torch.autocast`, which keeps such ops in float32), scale the values down, "
@@ -371,8 +383,9 @@ def finding(ev, hazard: bool) -> dict | None:
                    "inside its domain (eps in a division or norm, clamp before log/sqrt/acos).")
         else:  # the origins were looked for and none was pinned (docs/kinds.md, "Non-finite values")
             parts.append("No op was pinned as its origin (the known cases: a float32 gradient, or a sum of "
-                         "gradients, that overflowed within one later backward where not every node is hooked, and "
-                         "a backward on a GPU).")
+                         "gradients, that overflowed within one later backward where not every node is hooked, a "
+                         "backward on a GPU, and a graph built in a thread other than the main one, where explain's "
+                         "saved-tensor hooks do not act).")
             fix = ("Walk back from the value named above: a `register_hook` printing `g.abs().max()` on each layer's "
                    "output shows where gradients grow, and `torch.autograd.detect_anomaly(check_nan=True)` names "
                    "the backward node of a NaN. Then keep that op's input inside its domain (eps in a division or "

@@ -100,8 +100,10 @@ def verdict(doc, counts=None) -> Text:
                  f"{_plural(n, 'backward call')} here, hazards: none")
     else:
         t.append("clean", style="bold green")
-        if n and failed:  # a failure the program caught is not the diagnosis, but it did happen
-            t.append(f": {_plural(n, 'backward call')}, {failed:,} failed and the program caught it; hazards: none")
+        if n and failed:  # a failure that did not end the program is not the diagnosis, but it did happen:
+            # caught, or raised in a thread that died of it while the main thread went on
+            t.append(f": {_plural(n, 'backward call')}, {failed:,} failed and the program went on "
+                     "(caught, or a thread died of it); hazards: none")
         elif n:
             t.append(f": {_plural(n, 'backward call')}, all succeeded; hazards: none")
         else:
