@@ -635,6 +635,7 @@ def test_a_log_of_a_named_nan_is_not_the_origin(schema, runs):
     assert h["culprit"]["line"] == lines.index("p = x / x.sum(dim=1, keepdim=True)") + 1, h["culprit"]
     assert h["nonfinite"]["aten"] == "aten.div" and "division by 0" in h["fix"], (h["nonfinite"], h["fix"])
 
+
 def test_a_cross_entropy_whose_targets_are_all_ignored_says_so(schema, runs):
     """`F.cross_entropy(..., ignore_index=PAD)` over a batch of padding only: finite logits, a NaN loss (the mean
     over no counted target). The fix names the cause, not 'clamp the inputs into its domain'. Truth from torch:
@@ -650,6 +651,7 @@ def test_a_cross_entropy_whose_targets_are_all_ignored_says_so(schema, runs):
     assert h["culprit"]["line"] == 13 and h["nonfinite"]["phase"] == "forward", h["culprit"]
     assert "every target here is -100" in h["fix"] and "ignore_index" in h["fix"], h["fix"]
     assert "clamp them into its domain" not in h["fix"], h["fix"]
+
 
 def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, schema, runs):
     """NOTE [Gradients that may overflow]: NativeLayerNormBackward0 and AddmmBackward0 are on the no-hook list, and
