@@ -46,10 +46,31 @@ def leaves_key(site) -> tuple:
 def same_leaves(roots, known: list) -> bool:
     """Whether ``known`` (weak references, in ``accumulated_leaves``' order) are the leaves of ``roots``' graph
     (NOTE [Leaves cached per backward line and thread])."""
-    first, _ = accumulated_leaves(roots, _PROBE)
-    if not first:
+    first = _first_leaf(roots, _PROBE)
+    if first is None:
         return True
-    return bool(known) and known[0]() is first[0]
+    return bool(known) and known[0]() is first
+
+
+def _first_leaf(roots, limit: int):
+    """``accumulated_leaves(roots, limit)[0][0]`` (or None), found without walking past it: the same order."""
+    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+    visited = {id(node): node for node in stack}
+    n = 0
+    while stack and n < limit:
+        node = stack.pop()
+        n += 1
+        try:
+            for nxt, _ in node.next_functions:
+                if nxt is None or id(nxt) in visited:
+                    continue
+                visited[id(nxt)] = nxt
+                if hasattr(nxt, "variable"):
+                    return nxt.variable
+                stack.append(nxt)
+        except Exception:
+            continue
+    return None
 
 
 def accumulated_leaves(roots, limit: int = _MAX_WALK) -> tuple[list, int]:
