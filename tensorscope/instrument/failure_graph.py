@@ -53,24 +53,8 @@ def same_leaves(roots, known: list) -> bool:
 
 
 def _first_leaf(roots, limit: int):
-    """``accumulated_leaves(roots, limit)[0][0]`` (or None), found without walking past it: the same order."""
-    stack = [r.grad_fn for r in roots if r.grad_fn is not None]
-    visited = {id(node): node for node in stack}
-    n = 0
-    while stack and n < limit:
-        node = stack.pop()
-        n += 1
-        try:
-            for nxt, _ in node.next_functions:
-                if nxt is None or id(nxt) in visited:
-                    continue
-                visited[id(nxt)] = nxt
-                if hasattr(nxt, "variable"):
-                    return nxt.variable
-                stack.append(nxt)
-        except Exception:
-            continue
-    return None
+    """``accumulated_leaves(roots, limit)[0][0]`` (or None), found without walking past it."""
+    return next(_leaves_in_order(roots, limit, {}), None)
 
 
 def accumulated_leaves(roots, limit: int = _MAX_WALK) -> tuple[list, int]:
@@ -80,9 +64,16 @@ def accumulated_leaves(roots, limit: int = _MAX_WALK) -> tuple[list, int]:
     Each node once: a graph with residual connections reaches a node along many paths. The nodes are
     kept (the dict's values) so that no id is reused by another node during the walk.
     """
-    out, seen = [], set()
+    visited: dict = {}
+    out = list(_leaves_in_order(roots, limit, visited))
+    return out, len(visited)
+
+
+def _leaves_in_order(roots, limit: int, visited: dict):
+    """Yield ``accumulated_leaves``' leaves in its order, each once, filling ``visited`` (id -> node) as it walks."""
+    seen = set()
     stack = [r.grad_fn for r in roots if r.grad_fn is not None]
-    visited = {id(node): node for node in stack}
+    visited.update((id(node), node) for node in stack)
     n = 0
     while stack and n < limit:
         node = stack.pop()
@@ -96,12 +87,11 @@ def accumulated_leaves(roots, limit: int = _MAX_WALK) -> tuple[list, int]:
                     v = nxt.variable
                     if id(v) not in seen:
                         seen.add(id(v))
-                        out.append(v)
+                        yield v
                 else:
                     stack.append(nxt)
         except Exception:
             continue
-    return out, len(visited)
 
 
 def _saved_values(entry) -> list:
