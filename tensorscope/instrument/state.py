@@ -13,5 +13,6 @@ recorder = None
 IN_WRITE: set = set()
 # idents of the threads whose calls are tensorscope's own work (a sink's check, a growth sample): their
 # wrappers record nothing, while the program's other threads are recorded (NOTE [Pausing the recorder]
-# in tracker.py). Set by Tracker.pause and resume; an empty set is one truth test on the hot path.
-PAUSED: set = set()
+# in tracker.py): ident -> pauses open in that thread. Set by Tracker.pause and resume; an empty dict is one
+# truth test on the hot path.
+PAUSED: dict = {}

@@ -58,8 +58,6 @@ class Tracker(Recorder):
 
     def __init__(self, program_path, **kwargs):
         super().__init__(program_path, **kwargs)
-        self._pauses: dict[int, int] = {}  # thread ident -> pauses open in it (NOTE [Pausing the recorder])
-        self._pause_lock = threading.Lock()
         self.swaps: dict[str, dict] = {}  # tid -> the `x.data = y` that moved it to another storage
         # storage key -> its last in-place writes, as LoggedWrite (bounded; see NOTE [The shapes of a write])
         self.write_log: OrderedDict[int, list] = OrderedDict()
@@ -80,7 +78,7 @@ class Tracker(Recorder):
     # for its first non-finite op, the end-of-run snapshot) calls into torch, and must not be recorded
     # as the program's: it pauses the recorder, and the wrappers then go straight to torch. A pause is
     # the calling thread's alone: its ident in ``state.PAUSED``, counted (pauses nest), and each wrapper
-    # reads that set after ``active`` (one truth test while it is empty).
+    # reads that dict after ``active`` (one truth test while it is empty).
     # A pause used to switch ``active`` off for the whole process, saving the old value and writing it
     # back. A program that trains in threads checks each thread's loss in that thread, so pauses overlap:
     # thread A saved True and wrote False, thread B saved that False, A wrote back True, B wrote back
@@ -96,21 +94,18 @@ class Tracker(Recorder):
         self.active = on
 
     def pause(self) -> None:
-        """Stop recording this thread's calls until the matching ``resume`` (NOTE [Pausing the recorder])."""
+        """Stop recording this thread's calls until the matching ``resume`` (NOTE [Pausing the recorder]).
+        Each thread writes its own key only: no lock."""
         ident = _get_ident()
-        with self._pause_lock:
-            self._pauses[ident] = self._pauses.get(ident, 0) + 1
-            _PAUSED.add(ident)
+        _PAUSED[ident] = _PAUSED.get(ident, 0) + 1
 
     def resume(self) -> None:
         ident = _get_ident()
-        with self._pause_lock:
-            n = self._pauses.get(ident, 0) - 1
-            if n > 0:
-                self._pauses[ident] = n
-            else:
-                self._pauses.pop(ident, None)
-                _PAUSED.discard(ident)
+        n = _PAUSED.get(ident, 0) - 1
+        if n > 0:
+            _PAUSED[ident] = n
+        else:
+            _PAUSED.pop(ident, None)
 
     # --- in-place writes ----------------------------------------------------------
 
