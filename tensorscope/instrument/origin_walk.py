@@ -14,13 +14,20 @@ the forward line). The forward origin is read from them, at that moment only:
   (lowest sequence number) is where the value surfaced; the origin is the first node at or below it,
   through nodes whose output no saved tensor tells, that made a non-finite value from finite inputs.
   Where a node's inputs are saved and its op can be redone from them (``log``, ``sqrt``, ``acos``,
-  ``pow`` with its saved exponent, ``mul``, ``div``, ``mm``...: ``_REDO``) it is redone, which is
+  ``pow`` with its saved exponent, ``mul``, ``div``, ``mm``, ``addmm``'s product without its unsaved
+  bias, ``var``/``std`` with their saved dim and correction: ``_redo``) it is redone, which is
   exact; a division, ``std``/``var`` or a custom Function whose inputs hold a zero, or whose inputs are
   not all saved, may have made it; ops that cannot make a non-finite value from finite inputs in range
   (``neg``, ``add``, views, ``masked_fill``'s intended ``-inf``, ``where``) are passed through. With no
   such node below, the surfacing node itself is the origin (a softmax over an all-``-inf`` row), or a
   live tensor made from data holding a NaN (``torch.tensor`` of a list with a NaN) when that node
   cannot make one;
+- a saved result that needs no gradient (``native_layer_norm``'s mean and rstd) has no ``grad_fn``, yet it
+  is its node's value, not data: a non-finite one marks that node (``_result_of``);
+- a mask's node (``masked_fill`` of ``-inf``) that is the first known non-finite node is passed over when a
+  later known one is an op that turns such infinities back into finite values where a row keeps a finite
+  entry (``logsumexp``, ``softmax``, ``exp``, ``amax``: ``_ABSORBS``): the mask wrote its ``-inf`` on
+  purpose, and the all-masked row surfaced there (``_past_masks``), as in the dispatch mode's rule;
 - its inputs' statistics are those of the node's saved inputs.
 Nothing runs per op in the forward pass: the cost is the pack hooks ``explain`` already pushes.
 
@@ -127,6 +134,12 @@ _UNARY = {"Log": torch.log, "Log2": torch.log2, "Log10": torch.log10, "Log1p": t
 _BINARY = {"Mul": (torch.mul, "other"), "Div": (torch.div, "other"), "Mm": (torch.mm, "mat2"),
            "Mv": (torch.mv, "vec"), "Bmm": (torch.bmm, "mat2"), "Dot": (torch.dot, "tensor"),
            "Pow": (torch.pow, "exponent")}
+# reductions redone with their saved dim, keepdim and correction
+_REDUCE = {"Var": torch.var, "Std": torch.std}
+# nodes that write a value on purpose (a mask's -inf), and nodes that turn an infinity among their inputs into a
+# finite value where a row keeps one finite entry, or a new non-finite one where none does (an all-masked row)
+_MASK_NODES = frozenset({"MaskedFill", "Where", "IndexPut", "IndexFill", "Scatter", "Fill"})
+_ABSORBS = frozenset({"Softmax", "LogSoftmax", "Logsumexp", "Exp", "Amax", "Max", "MaxPool2DWithIndices"})
 # ops that make a non-finite value from finite inputs by dividing (a zero among the saved inputs) or whose
 # forward is the program's own; where they cannot be redone they may be the origin
 _MAY = ("Div", "Std", "Var", "Norm", "LinalgVectorNorm", "Prod", "Cumprod", "Xlogy", "Pow", "Remainder", "Fmod",
@@ -242,6 +255,14 @@ def _redo(node, base: str, packs: list):
     inputs = [p.tensor for p in packs if not p.is_output]
     if base in _UNARY and len(inputs) == 1:
         return _UNARY[base](inputs[0])
+    if base in _REDUCE and len(inputs) == 1:  # var/std: a correction past the count makes NaN from finite values
+        dim = getattr(node, "_saved_dim", None)
+        return _REDUCE[base](inputs[0], dim=list(dim) if dim else None, keepdim=bool(getattr(node, "_saved_keepdim", False)),
+                             correction=getattr(node, "_saved_correction", 1))
+    if base == "Addmm":  # a product past the dtype's range (float16: 65504), the bias left out (it is not saved)
+        a, b = _attr(node, "mat1"), _attr(node, "mat2")
+        if a is not None and b is not None:
+            return torch.mm(a, b)
     if base in _BINARY:
         fn, other = _BINARY[base]
         a, b = _attr(node, "self"), _attr(node, other)
@@ -285,7 +306,9 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
                 continue
             gf = t.grad_fn
             if gf is None:
-                if bad:
+                if bad and _result_of(graph.get(seq), t):  # a saved output that needs no gradient (layer_norm's
+                    status[seq] = True                     # mean and rstd): the node's own value, not data
+                elif bad:
                     data.append((seq, t))
                 continue
             try:
@@ -296,7 +319,7 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
     for r in roots:
         if isinstance(r, _Tensor) and r.grad_fn is not None:
             status[r.grad_fn._sequence_nr()] = True
-    bad_nodes = sorted(s for s, b in status.items() if b and s in graph)
+    bad_nodes = _past_masks(graph, sorted(s for s, b in status.items() if b and s in graph))
     surfaced = bad_nodes[0] if bad_nodes else None
     found = None  # (seq, redone output or None, exact)
     if surfaced is not None:
@@ -352,6 +375,31 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
     if found is None:
         return None
     return _birth(tracker, graph, saved, found[0], found[1], step)
+
+
+def _result_of(entry, t) -> bool:
+    """Whether ``t`` is one of the node's saved results (``_saved_result1``...), saved without a ``grad_fn``."""
+    if entry is None:
+        return False
+    node = entry[0]
+    for name in dir(node):
+        if name.startswith("_raw_saved_result") and _attr(node, name[len("_raw_saved_"):]) is t:
+            return True
+    return False
+
+
+def _past_masks(graph, bad_nodes: list) -> list:
+    """The known non-finite nodes in forward order, past a mask's node (a ``masked_fill`` of ``-inf``) when a later
+    one is an op that takes such infinities in and gives a finite value back while a row keeps a finite entry
+    (``logsumexp``, ``softmax``): the mask wrote its ``-inf`` on purpose, and the value surfaced where an
+    all-masked row made a new one (NOTE [Origins from the graph])."""
+    if len(bad_nodes) < 2:
+        return bad_nodes
+    base = {s: _BACKWARD.sub("", graph[s][0].name()) for s in bad_nodes}
+    if base[bad_nodes[0]] not in _MASK_NODES:
+        return bad_nodes
+    rest = [s for s in bad_nodes if base[s] not in _MASK_NODES]
+    return rest if rest and base[rest[0]] in _ABSORBS else bad_nodes
 
 
 def _can_make(graph, saved, found) -> bool:
