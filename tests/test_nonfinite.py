@@ -83,7 +83,7 @@ def _jobs(folder: Path) -> dict:
     """Each test's runs by name: {test name: {run name: job}}; programs of the tests' own are written to FOLDER."""
     programs = {"func_nan.py": FUNC_NAN, "shape_error_on_nan.py": SHAPE_ERROR_ON_NAN, "no_mode.py": NO_MODE,
                 "dropped_inf.py": DROPPED_INF, "sqrt_where.py": SQRT_WHERE_PRINTS, "padded_deep.py": PADDED_DEEP,
-                "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG}
+                "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG, "propensity.py": PROPENSITY}
     for name, text in programs.items():
         (folder / name).write_text(text)
     own = {name: str(folder / name) for name in programs}
@@ -126,7 +126,8 @@ def _jobs(folder: Path) -> dict:
             "explain": cli("explain", "--json", "cross_entropy_all_ignored.py")},
         "test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned": {
             "padded_deep.py": cli("explain", "--json", own["padded_deep.py"], cwd=folder),
-            "loss_scaler.py": cli("explain", "--json", own["loss_scaler.py"], cwd=folder)},
+            "loss_scaler.py": cli("explain", "--json", own["loss_scaler.py"], cwd=folder),
+            "propensity.py": cli("explain", "--json", own["propensity.py"], cwd=folder)},
     }
 
 
@@ -542,6 +543,28 @@ for step in range(5):
     print(step, f"{loss.item():.3g}", all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()))
 """
 
+# a weight of 1e38 from a propensity that underflowed, at step 3 only: the gradients of steps 0-2 are small (40),
+# so no backward before it is hooked in full by their size; x @ w's MmBackward0 overflows float32 within step 3
+PROPENSITY = """\
+import torch
+
+torch.manual_seed(0)
+w = torch.randn(3, 1, requires_grad=True)
+opt = torch.optim.SGD([w], lr=1e-3)
+for step in range(4):
+    x = torch.full((4, 3), 100.0)
+    y = x @ w.detach() + 0.1  # targets the model nearly fits
+    propensity = torch.full((4, 1), 0.5) if step < 3 else torch.tensor([[0.5], [1e-38], [0.5], [0.5]])
+    weights = 1.0 / propensity  # inverse propensity weights
+    pred = x @ w
+    sq = (pred - y) ** 2
+    loss = (weights * sq).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(step, loss.item())
+"""
+
 
 def _hook_every_node(root, step, made):
     """Truth with torch alone: post hooks on every node of this backward's graph record the first node whose
@@ -656,12 +679,16 @@ def test_a_cross_entropy_whose_targets_are_all_ignored_says_so(schema, runs):
 def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, schema, runs):
     """NOTE [Gradients that may overflow]: NativeLayerNormBackward0 and AddmmBackward0 are on the no-hook list, and
     their float32 products overflow from finite gradients: in the run's first backward (the padded deep model) and
-    in a backward after gradients past finfo.max ** 0.25 (the loss scaler, step 3). Truth from torch (hooks on
-    every node, anomaly mode's forward traceback), and ablations: the pads ignored, the scaler's growth stopped."""
+    in a backward after gradients past finfo.max ** 0.25 (the loss scaler, step 3); MmBackward0 within one later
+    backward after small gradients, against a saved weight past finfo.max ** 0.5 (the propensity, step 3). Truth
+    from torch (hooks on every node, anomaly mode's forward traceback), and ablations: the pads ignored, the
+    scaler's growth stopped, the propensities clipped."""
     cases = [("padded_deep.py", PADDED_DEEP, "    loss.backward()", "loss", "NativeLayerNormBackward0", "native_layer_norm",
               ("tokens.flatten())  # the pads are not ignored", "tokens.flatten(), ignore_index=0)")),
              ("loss_scaler.py", LOSS_SCALER, "    (loss * scale).backward()", "loss * scale", "AddmmBackward0", "mm",
-              ("    scale *= 2.0\n", ""))]
+              ("    scale *= 2.0\n", "")),
+             ("propensity.py", PROPENSITY, "    loss.backward()", "loss", "MmBackward0", "mm",
+              ("1.0 / propensity ", "1.0 / propensity.clamp_min(1e-3) "))]
     for name, src, backward_line, root_expr, want_node, want_op, (bug, fixed) in cases:
         truth = _truth(src, backward_line, root_expr)
         assert truth is not None and truth[1] == want_node, truth

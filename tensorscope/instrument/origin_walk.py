@@ -88,9 +88,16 @@ takes their 2-norms anyway (NOTE [Checking values at the sinks]). So every node 
   overflow from the first step (a gradient grown by a factor at each layer: maxtext#614's "around 100x",
   "hit float32_max at around the 18th layer");
 - in every backward after one whose largest gradient 2-norm passed ``finfo.max ** 0.25`` (4.3e9 in float32,
-  1e77 in float64; healthy gradients are many orders below), where gradients grow towards the overflow.
-A gradient that jumps from below that size to past the dtype's largest value within one later backward is still
-reported at the gradient sink without its node. The first backward's full hooks cost once per run (figures in
+  1e77 in float64; healthy gradients are many orders below), where gradients grow towards the overflow;
+- in every backward once a saved tensor's sum (which the pack hook takes anyway, for a NaN) passed
+  ``finfo.max ** 0.5`` (1.8e19 in float32; ``SavedChecks.large_saved``): a gradient jumps from a healthy size to
+  past the dtype's largest value within one later backward only by a product with such a value (an inverse
+  propensity weight of 1e38 from a propensity that underflowed, a glitched sensor reading), and healthy
+  activations and weights are many orders below. It costs one comparison per saved tensor; a later backward
+  then costs what the first one did.
+A gradient that jumps past the dtype's largest value within one later backward with no such saved value (a
+growth spread over many products, each below the bound; a sum that cancels) is still reported at the gradient
+sink without its node. The first backward's full hooks cost once per run (figures in
 benchmarks/RESULTS.md, "Non-finite: remaining misses").
 
 The gradients that backward adds up itself are checked in those same backwards:
@@ -690,7 +697,7 @@ class GradCheck:
             return  # the gradients are checked on the CPU only: no hook to run
         checks = self.watch.tracker.saved_checks
         # NOTE [Which nodes' gradients are checked], NOTE [Gradients that may overflow]
-        every = checks.low_precision or checks.nonfinite_saved or self.first or self.large
+        every = checks.low_precision or checks.nonfinite_saved or checks.large_saved or self.first or self.large
         self.first = False
         graph = _graph(roots)
         for node, _ in graph.values():
@@ -835,13 +842,24 @@ def _cpu_floating(g) -> bool:
     return _floating(g) and g.device.type == "cpu" and g.numel() > 0
 
 
-def saved_sum_finite(t) -> bool:
-    """Whether a floating CPU tensor saved for backward holds only finite values, read with one reduction (a
-    NaN or Inf makes the sum non-finite; an overflowing sum of finite values errs towards hooking every node).
-    Called by explain's pack hook (saved_checks) only while values are checked: NOTE [Which nodes' gradients
-    are checked]."""
-    v = _TensorBase.sum(_TensorBase.detach(t)).item()
-    return v - v == 0
+def saved_sum(t) -> float:
+    """The sum of a floating CPU tensor saved for backward, read with one reduction: not finite when the tensor
+    holds a NaN or Inf (an overflowing sum of finite values errs towards hooking every node), past
+    ``large_saved(dtype)`` when it holds values a gradient can overflow against. Called by explain's pack hook
+    (saved_checks) only while values are checked: NOTE [Which nodes' gradients are checked]."""
+    return _TensorBase.sum(_TensorBase.detach(t)).item()
+
+
+_LARGE_SAVED: dict = {}
+
+
+def large_saved(dtype) -> float:
+    """A saved value's size past which a float32 (float64) gradient of a listed node may overflow within the same
+    backward: ``finfo.max ** 0.5`` (1.8e19 in float32), NOTE [Gradients that may overflow]."""
+    v = _LARGE_SAVED.get(dtype)
+    if v is None:
+        v = _LARGE_SAVED[dtype] = float(torch.finfo(dtype).max) ** 0.5
+    return v
 
 
 def _finite(t) -> bool:

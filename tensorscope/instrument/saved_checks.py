@@ -13,7 +13,7 @@ import torch
 
 from tensorscope.instrument.fingerprint import checksum
 from tensorscope.instrument.frames import call_segment, line_of, user_frame
-from tensorscope.instrument.origin_walk import saved_sum_finite
+from tensorscope.instrument.origin_walk import large_saved, saved_sum
 from tensorscope.instrument.recorder import node_name, storage_key
 
 _current_node = torch._C._current_autograd_node
@@ -39,6 +39,7 @@ class SavedChecks:
         # float16/bfloat16 tensor, a saved tensor holding a NaN or an Inf
         self.low_precision = False
         self.nonfinite_saved = False
+        self.large_saved = False  # a saved value a float32 gradient may overflow against (NOTE [Gradients that may overflow])
 
     # --- saved tensors ----------------------------------------------------------------
 
@@ -66,7 +67,10 @@ class SavedChecks:
             self.low_precision = True
         if not self.nonfinite_saved and rec.values is not None and rec.values.grads is not None \
                 and t.device.type == "cpu" and t.is_floating_point():
-            if not saved_sum_finite(t):
+            v = saved_sum(t)
+            if not self.large_saved and v - v == 0 and abs(v) > large_saved(t.dtype):
+                self.large_saved = True
+            if v - v != 0:
                 self.nonfinite_saved = True
                 if uf is not None and t.grad_fn is None:  # NOTE [A value computed outside autograd, in a frame gone]
                     rec.values.note_saved_outside(t, uf)
