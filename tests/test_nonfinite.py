@@ -707,3 +707,49 @@ def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, sch
         assert "overflowed float32" in h["fix"]
         if want_node.startswith("NativeLayerNorm"):
             assert "ignore_index" in h["fix"] and any(abs(i["max"] - 316.2) < 0.1 for i in nf["inputs"])  # 1/sqrt(eps)
+
+
+CUDA_TIED = """\
+import torch
+
+emb = torch.full((4, 8), 0.25, dtype=torch.float16, device="cuda", requires_grad=True)
+tokens = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3], device="cuda")
+x = emb[tokens]
+logits = x @ emb.t()
+loss = logits.float().pow(2).mean()
+scale = 2.0 ** 19
+(loss * scale).backward()
+print("grad max", emb.grad.float().abs().max().item())
+"""
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_gradient_sum_that_overflows_on_cuda_is_named(tmp_path, schema):
+    """NOTE [Sums checked on a GPU]: the tied float16 embeddings on CUDA. Truth from torch on the GPU: each use's
+    gradient is finite, their float16 sum is not. The sums' hooks queue their flags on the device and the gradient
+    sink reads them only when its own check fails: explain names the engine's sum, both uses' lines and their
+    statistics, and the program prints what it prints under python."""
+    emb = torch.full((4, 8), 0.25, dtype=torch.float16, device="cuda", requires_grad=True)
+    tokens = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3], device="cuda")
+    x, t = emb[tokens], emb.t()
+    gx, gt = torch.autograd.grad((x @ t).float().pow(2).mean() * 2.0 ** 19, [x, t])
+    by_lookup = torch.zeros_like(emb).index_put_((tokens,), gx, accumulate=True)
+    by_head = gt.t()
+    assert torch.isfinite(by_lookup).all() and torch.isfinite(by_head).all()
+    assert torch.isinf(by_lookup + by_head).all()
+    prog = tmp_path / "cuda_tied.py"
+    prog.write_text(CUDA_TIED)
+    env = dict(os.environ, PYTHONPATH=str(REPO), TENSORSCOPE_NO_PROGRESS="1")
+    ref = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "tensorscope", "explain", "--json", str(prog)], capture_output=True,
+                         text=True, cwd=tmp_path, env=env, timeout=300)
+    assert out.stderr.replace("\r", "").startswith(ref.stdout), out.stderr
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, schema)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    nf = h["nonfinite"]
+    assert (nf["aten"], nf["phase"], nf["value"], h["culprit"]["line"], h["backward"]["line"]) == \
+        ("aten.add", "backward", "inf", 5, 9)
+    assert [u["line"] for u in nf["summed"]] == [5, 6]
+    assert sorted(i["max"] for i in nf["inputs"]) == sorted([by_lookup.max().item(), by_head.max().item()])

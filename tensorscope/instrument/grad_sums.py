@@ -19,12 +19,26 @@ value), where every producer's own output is checked by its post hook first:
   finite, is the origin: ``.grad`` accumulated past the dtype's range across backward calls.
 A float32 sum that overflows within one later backward is reported at the gradient sink without its node, as for
 the nodes of NOTE [Gradients that may overflow].
+
+NOTE [Sums checked on a GPU]
+On CUDA, reading a value waits for the GPU, and the sinks read their flags in batches (NOTE [Checking values at the
+sinks]); the node hooks, which read each gradient, do not go on. The sums' hooks do, in the same backwards, but read
+nothing: each pre hook (and AccumulateGrad's post hook) queues on the device one small float64 vector, whether the
+sum is non-finite while every contribution is finite, what the sum holds (NaN, +Inf) and each contribution's
+statistics (min and max of its finite values, zeros, negatives, non-finite count, size), beside what is known on
+the host without a read (the node, its uses, the backward line and step). The gradient sink's own check carries
+the queue; only when that check is read and failed are the vectors read, in one transfer, and the first whose
+flag is set is the origin, as on the CPU. A finite check drops them unread. The contributions are not kept past
+their sum's hook (their statistics are taken there), so nothing the program made lives longer.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import weakref
+
+import torch
 
 from tensorscope import source
 from tensorscope.instrument.origin_walk import _MAX_INPUTS, _cpu_floating, _finite, stats, value_of
@@ -39,13 +53,24 @@ class GradSums:
         self.check = check
         self._feeds: dict = {}  # producer seq -> [(output index, target)]
         self._given: dict = {}  # target -> [(producer seq, the gradient it gave)]
+        self.device = False  # NOTE [Sums checked on a GPU]: the hooks queue flags on the device, read at the sink
+        self.queued: list = []  # (device vector, host facts) of this backward's sums, in the order they ran
 
     def clear(self) -> None:
         self._feeds.clear()
         self._given.clear()  # the gradients kept for a sum's statistics: released with the hooks
 
-    def arm(self, graph: dict) -> None:
-        """The hooks of NOTE [Gradients the engine adds up] on the nodes of ``graph`` (every one is hooked)."""
+    def take(self) -> list:
+        """The device vectors this backward queued (NOTE [Sums checked on a GPU]), handed to the gradient sink."""
+        queued, self.queued = self.queued, []
+        return queued
+
+    def arm(self, graph: dict, device: bool = False) -> None:
+        """The hooks of NOTE [Gradients the engine adds up] on the nodes of ``graph`` (every one is hooked); with
+        ``device``, the hooks of NOTE [Sums checked on a GPU]."""
+        self.device = device
+        self.queued = []
+        pre, acc = (self._pre_sum_device, self._accumulated_device) if device else (self._pre_sum, self._accumulated)
         into: dict = {}  # target -> (node, [producer seq, one per edge])
         for seq, (node, _) in graph.items():
             try:
@@ -62,9 +87,9 @@ class GradSums:
                 if len(made_by) >= 2:
                     for seq in made_by:
                         self._feeds.setdefault(seq, [])
-                    handles.append(node.register_prehook(functools.partial(self._pre_sum, key, node, made_by)))
+                    handles.append(node.register_prehook(functools.partial(pre, key, node, made_by)))
                 if key[0] == "leaf":
-                    handles.append(node.register_hook(functools.partial(self._accumulated, node, made_by)))
+                    handles.append(node.register_hook(functools.partial(acc, node, made_by)))
             except Exception:
                 continue
         for seq, (node, _) in graph.items():
@@ -120,6 +145,86 @@ class GradSums:
         except Exception:
             pass
 
+    # --- NOTE [Sums checked on a GPU] ---------------------------------------------------------------------
+
+    def _pre_sum_device(self, key, node, made_by, grad_outputs):
+        given = self._given.pop(key, [])
+        if self.check.watch.busy:
+            return
+        got = [g for g in grad_outputs if _device_floating(g)]
+        if got:
+            self._queue(node, made_by, got[0], [g for _, g in given], "backward")
+
+    def _accumulated_device(self, node, made_by, grad_inputs, grad_outputs):
+        if self.check.watch.busy:
+            return
+        try:
+            grad = node.variable.grad
+        except Exception:
+            return
+        if _device_floating(grad):
+            self._queue(node, made_by, grad, [g for g in grad_outputs if _device_floating(g)], "accumulated")
+
+    def _queue(self, node, made_by, made, given, how) -> None:
+        """One vector on the device: [made non-finite from finite contributions, holds NaN, holds +Inf, then six
+        statistics per contribution]; no value is read here."""
+        if len(self.queued) >= _MAX_QUEUED:
+            return
+        try:
+            given = [g for g in given if _device_floating(g)][:_MAX_INPUTS]
+            with quiet_from_modes((made, *given)):
+                m = made.detach()
+                parts = [(~torch.isfinite(m).all()).view(1)]
+                for g in given:
+                    parts.append(torch.isfinite(g.detach()).all().view(1))
+                flag = torch.cat(parts).all().view(1) if given else parts[0]
+                vec = torch.cat([flag.double(), torch.isnan(m).any().double().view(1),
+                                 torch.isposinf(m).any().double().view(1), *(_device_stats(g) for g in given)])
+            facts = self._host_facts(node, made_by, made, len(given), how)
+            facts["shapes"] = [list(g.shape) for g in given]
+            self.queued.append((vec, facts))
+        except Exception:
+            pass
+
+    def _host_facts(self, node, made_by, made, count, how) -> dict:
+        """What a birth needs that is known on the host without reading a value (the node, its uses' sequence
+        numbers, the forward and backward lines, the step)."""
+        w = self.check.watch
+        leaf = getattr(node, "variable", None)
+        try:
+            fseq = None if leaf is not None else node._sequence_nr()
+        except Exception:
+            fseq = None
+        return {"node": node.name(), "made_by": list(made_by), "leaf": weakref.ref(leaf) if leaf is not None else None,
+                "forward_seq": fseq, "cur": dict(w.tracker.backward_calls.current or {}), "step": w.backward_calls,
+                "dtype": str(made.dtype).replace("torch.", ""), "shape": list(made.shape), "count": count, "how": how}
+
+    def read_queued(self, queued) -> dict | None:
+        """The failed gradient sink's queue read in one transfer: the first sum made non-finite from finite
+        contributions, as a birth (NOTE [Sums checked on a GPU]), or None."""
+        if not queued:
+            return None
+        try:
+            vecs = [v for v, _ in queued]
+            with quiet_from_modes(vecs):
+                rows = [v.tolist() for v in torch.cat(vecs).to("cpu").split([v.numel() for v in vecs])]
+        except Exception:
+            return None
+        for row, facts in zip(rows, queued):
+            if not row[0]:
+                continue
+            facts = facts[1]
+            value = "nan" if row[1] else ("inf" if row[2] else "-inf")
+            inputs = [_stats_of(row[3 + 6 * i:9 + 6 * i], facts["dtype"], facts["shapes"][i])
+                      for i in range(facts["count"])]
+            leaf = facts["leaf"]() if facts["leaf"] is not None else None
+            try:
+                return self._facts_birth(facts["node"], facts["made_by"], leaf, facts["forward_seq"], facts["cur"],
+                                         facts["step"], value, facts["dtype"], facts["shape"], inputs, facts["how"])
+            except Exception:
+                return None
+        return None
+
     def _read_uses(self, uses, count, leaf, ffile, fline, cur) -> list:
         """The uses' lines where some of their nodes have none recorded (a node that saved nothing, on Python before
         3.12): the statements that read the tensor's name in its scope, after the line that made it (or its
@@ -145,8 +250,18 @@ class GradSums:
 
     def _birth(self, node, made_by, made, given, how) -> dict:
         w = self.check.watch
-        tr = w.tracker
-        cur = tr.backward_calls.current or {}
+        leaf = getattr(node, "variable", None)
+        try:
+            fseq = None if leaf is not None else node._sequence_nr()
+        except Exception:
+            fseq = None
+        return self._facts_birth(node.name(), made_by, leaf, fseq, w.tracker.backward_calls.current or {},
+                                 w.backward_calls, value_of(made), str(made.dtype).replace("torch.", ""),
+                                 list(made.shape), [dict(stats(g), tensor=None) for g in given[:_MAX_INPUTS]
+                                                    if _cpu_floating(g)], how)
+
+    def _facts_birth(self, name, made_by, leaf, fseq, cur, step, value, dtype, shape, inputs, how) -> dict:
+        tr = self.check.watch.tracker
         uses = []
         for seq in sorted(set(made_by)):  # in forward order
             try:
@@ -155,22 +270,47 @@ class GradSums:
                 f = line = None
             if line is not None and (f, line) not in uses:
                 uses.append((f, line))
-        leaf = getattr(node, "variable", None)
         try:
-            ffile, fline = (None, None) if leaf is not None else tr.node_line(node._sequence_nr())
+            ffile, fline = (None, None) if fseq is None else tr.node_line(fseq)
         except Exception:
             ffile = fline = None
         if len(uses) < len(set(made_by)) and (uses or fline):
             uses = self._read_uses(uses, len(set(made_by)), leaf, ffile, fline, cur)
         first = uses[0] if uses else (cur.get("file"), cur.get("line"))
-        return {"op": "aten.add", "aten": "aten.add.Tensor", "node": node.name(), "phase": "backward",
-                "file": first[0], "line": first[1], "step": w.backward_calls,
-                "tensor": tr.tid(leaf) if leaf is not None else None, "value": value_of(made),
-                "dtype": str(made.dtype).replace("torch.", ""), "shape": list(made.shape),
-                "inputs": [dict(stats(g), tensor=None) for g in given[:_MAX_INPUTS] if _cpu_floating(g)],
-                "data": False, "intended": False, "forward_file": ffile, "forward_line": fline,
+        return {"op": "aten.add", "aten": "aten.add.Tensor", "node": name, "phase": "backward",
+                "file": first[0], "line": first[1], "step": step,
+                "tensor": tr.tid(leaf) if leaf is not None else None, "value": value,
+                "dtype": dtype, "shape": shape, "inputs": inputs, "data": False, "intended": False, "forward_file": ffile, "forward_line": fline,
                 "backward_file": cur.get("file"), "backward_line": cur.get("line"), "found_by": "node hook",
                 "summed": [{"file": f, "line": line} for f, line in uses], "sum": how}
+
+
+_MAX_QUEUED = 4096  # sums queued on the device in one backward (a vector of a few numbers each)
+
+
+def _device_floating(g) -> bool:
+    return isinstance(g, torch.Tensor) and (g.is_floating_point() or g.is_complex()) and g.numel() > 0 \
+        and g.device.type not in ("cpu", "meta")
+
+
+def _device_stats(g):
+    """min and max of the finite values, zeros, negatives, non-finite count and size, as float64 on g's device."""
+    x = g.detach()
+    if x.is_complex():
+        x = torch.view_as_real(x)
+    finite = torch.isfinite(x)
+    big = torch.finfo(x.dtype).max
+    return torch.stack([torch.where(finite, x, big).min().double(), torch.where(finite, x, -big).max().double(),
+                        (x == 0).sum().double(), (x < 0).sum().double(), (~finite).sum().double(),
+                        finite.sum().double()]).to(torch.float64)
+
+
+def _stats_of(row, dtype, shape) -> dict:
+    """``stats``'s fields from a vector ``_device_stats`` made (read on the host)."""
+    lo, hi, zeros, negatives, nonfinite, n_finite = row
+    return {"dtype": dtype, "shape": shape, "min": lo if n_finite else None, "max": hi if n_finite else None,
+            "zeros": int(zeros), "negatives": int(negatives), "nonfinite": int(nonfinite),
+            "numel": int(n_finite + nonfinite), "tensor": None}
 
 
 _COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,

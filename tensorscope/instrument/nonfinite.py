@@ -296,8 +296,9 @@ class ValueWatch:
                                            refs or [weakref.ref(v) for v in leaves])
             return
         grads, owners = _grads_of(leaves)
+        queued = self.grads.sums.take() if self.grads is not None and self.grads.sums is not None else None
         if grads:
-            self._check("grad", grads, frame, owners=owners)
+            self._check("grad", grads, frame, owners=owners, queued=queued)
 
     # NOTE [Gradients checked where a step reads them]
     # A plain run (no origins to find) reads the gradients of a backward call through the parameters of the
@@ -355,7 +356,7 @@ class ValueWatch:
         if params:
             self._check("parameter", params, frame, optimizer=type(optimizer).__name__)
 
-    def _check(self, what, tensors, frame, owners=None, optimizer=None, site=None, step=None):
+    def _check(self, what, tensors, frame, owners=None, optimizer=None, site=None, step=None, queued=None):
         tr = self.tracker
         tr.pause()  # NOTE [Pausing the recorder] in tracker.py
         self.busy = True
@@ -386,6 +387,8 @@ class ValueWatch:
             facts = {"what": what, "file": site[0], "line": site[1], "step": step}
             if optimizer:
                 facts["optimizer"] = optimizer
+            if queued:
+                facts["queued"] = queued  # NOTE [Sums checked on a GPU]: read only if this check fails
             held = [weakref.ref(t) for t in tensors]
             own = [weakref.ref(o) for o in owners] if owners else None
             # the loss's flag is read at once where origins are read from its graph (NOTE [Origins from the
@@ -419,6 +422,7 @@ class ValueWatch:
             self._settle(ok, facts, held, own)
 
     def _settle(self, ok, facts, held, owners):
+        queued = facts.pop("queued", None)  # NOTE [Sums checked on a GPU]: never part of the facts reported
         if facts["what"] == "grad":
             if ok:
                 self.pending_grad = None  # the program recovered: later gradients are finite
@@ -444,7 +448,7 @@ class ValueWatch:
                 if b is None:
                     b = self._walk_birth([t], facts["step"], sink=facts)
             elif facts["what"] == "grad":
-                b = self._last_backward
+                b = self._last_backward if not queued else self._queued_birth(queued)
             else:
                 b = None
             if b is None and facts["what"] == "parameter" and self.origins:
@@ -465,6 +469,16 @@ class ValueWatch:
             self.sink = facts
             if self.origins:
                 self.done = True  # NOTE [Origin of a non-finite value]: stop checking deep
+
+    def _queued_birth(self, queued) -> int | None:
+        """A failed gradient check's sums queued on the device, read now (NOTE [Sums checked on a GPU])."""
+        if len(self.births) >= _MAX_BIRTHS or self.grads is None or self.grads.sums is None:
+            return None
+        b = self.grads.sums.read_queued(queued)
+        if b is None:
+            return None
+        self.births.append(b)
+        return len(self.births) - 1
 
     def _grad_birth(self) -> int | None:
         """Take the birth the last backward's node hooks found (and take the hooks off): its index in births."""

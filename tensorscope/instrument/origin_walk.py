@@ -693,9 +693,16 @@ class GradCheck:
         self.disarm()
         self.birth = None
         hook = self._post
-        if not any(r.device.type == "cpu" for r in roots):
-            return  # the gradients are checked on the CPU only: no hook to run
         checks = self.watch.tracker.saved_checks
+        if not any(r.device.type == "cpu" for r in roots):
+            # the nodes' gradients are checked on the CPU only (a read at each node would wait for the GPU); the
+            # engine's sums are queued on the device in the backwards of NOTE [Gradients that may overflow]
+            # (NOTE [Sums checked on a GPU] in grad_sums.py)
+            every = checks.low_precision or self.first or self.large
+            self.first = False
+            if every and self.sums is not None:
+                self.sums.arm(_graph(roots), device=True)
+            return
         # NOTE [Which nodes' gradients are checked], NOTE [Gradients that may overflow]
         every = checks.low_precision or checks.nonfinite_saved or checks.large_saved or self.first or self.large
         self.first = False
