@@ -753,3 +753,30 @@ def test_a_gradient_sum_that_overflows_on_cuda_is_named(tmp_path, schema):
         ("aten.add", "backward", "inf", 5, 9)
     assert [u["line"] for u in nf["summed"]] == [5, 6]
     assert sorted(i["max"] for i in nf["inputs"]) == sorted([by_lookup.max().item(), by_head.max().item()])
+
+
+def test_fixes_fitted_to_ops_whose_node_names_hold_digits_and_to_tiny_denominators():
+    """The fix names the forward op of a node whose name holds a digit (torch's own node names: `Log1PBackward0`,
+    `Atan2Backward0`), says a `log1p` whose result an index kept from is the index's doing, a `pow` of a negative
+    base with a fractional exponent, and a division's gradient against a denominator torch made tiny, not 0."""
+    from tensorscope.kinds.non_finite_value import base_op, fix_for
+    a = torch.tensor([-1.0, 0.5], requires_grad=True)
+    assert base_op({"node": torch.log1p(a).grad_fn.name()}) == "log1p"
+    assert base_op({"node": torch.atan2(a, a).grad_fn.name()}) == "atan2"
+    assert base_op({"node": torch.log10(a.abs()).grad_fn.name()}) == "log10"
+    code = "l = torch.log1p(a)[keep].sum()"
+    fix = fix_for({"node": "Log1PBackward0", "phase": "backward", "line": 8, "value": "nan", "inputs": []}, code)
+    assert "torch.log1p(x[keep])" in fix, fix
+    v = torch.tensor([1.6, -0.6, 1.2])
+    assert torch.isnan(torch.pow(v, 1.0 / 3.0)).any()
+    s = {"negatives": int((v < 0).sum()), "zeros": 0, "min": v.min().item(), "max": v.max().item()}
+    fix = fix_for({"op": "aten.pow", "phase": "forward", "line": 10, "value": "nan", "inputs": [s]}, "root = v ** (1 / 3)")
+    assert "x.sign() * x.abs().pow(e)" in fix, fix
+    z = torch.tensor([-96.0, -112.0, -121.0])
+    e = torch.exp(z)
+    den = e.sum()
+    assert 0 < den.item() < 1e-38 and torch.isinf(1.0 / den ** 2)  # the division's gradient for the denominator
+    s = {"negatives": 0, "zeros": 0, "min": den.item(), "max": den.item(), "dtype": "float32"}
+    fix = fix_for({"node": "DivBackward0", "op": "DivBackward0", "phase": "backward", "line": 12, "value": "-inf",
+                   "dtype": "float32", "inputs": [s]}, "p = e / e.sum()")
+    assert "tiny" in fix and f"{den.item():.3g}" in fix and "division by 0" not in fix, fix

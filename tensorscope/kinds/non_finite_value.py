@@ -75,7 +75,7 @@ PATTERNS = (
 )
 
 # forward op -> backward node names seen in torch 2.x
-_NODE_OP = re.compile(r"^(?:Linalg)?(?P<op>[A-Z][A-Za-z]*?)(?:Backward\d*|Backward)$")
+_NODE_OP = re.compile(r"^(?:Linalg)?(?P<op>[A-Z][A-Za-z0-9]*?)(?:Backward\d*|Backward)$")
 
 _LOG = {"log", "log2", "log10", "log1p", "xlogy", "logit", "digamma", "lgamma", "polygamma"}
 _SQRT = {"sqrt", "rsqrt", "pow", "vector_norm", "norm", "linalg_vector_norm", "cdist", "dist", "frobenius_norm"}
@@ -89,6 +89,8 @@ _NORMS = {"native_layer_norm", "layer_norm", "native_group_norm", "group_norm", 
           "rms_norm", "_fused_rms_norm"}
 _FMAX = {"float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308, "bfloat16": 3.3895313892515355e38}
 _LOW = ("float16", "bfloat16")
+# the statement keeps some entries of a call's result by an index or a mask: ``torch.log1p(a)[keep]``
+_SELECTED_AFTER = re.compile(r"\)\s*\[[^\]]+\]|masked_select\(")
 
 
 def base_op(origin: dict) -> str:
@@ -104,7 +106,9 @@ def base_op(origin: dict) -> str:
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """``LogSoftmax`` -> ``log_softmax``; a capital after a digit starts no word (``Log1P`` -> ``log1p``,
+    ``MaxPool2DWithIndices`` -> ``max_pool2d_with_indices``)."""
+    return re.sub(r"(?<!^)(?<![0-9])(?=[A-Z])", "_", name).lower()
 
 
 def fix_for(origin: dict, code: str, data_code: str = "") -> str:
@@ -138,6 +142,12 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
                 "still multiplies that branch's infinite local gradient by 0, which is NaN. Use the double-`where` "
                 f"trick: feed the `{op}` a safe value where it is not selected, e.g. "
                 f"`torch.where(mask, torch.{op}(torch.where(mask, x, 1.0)), 0.0)`.")
+    if origin.get("phase") == "backward" and op not in _SOFTMAX and _SELECTED_AFTER.search(code or "") \
+            and re.search(rf"\b{re.escape(op)}\(", code or ""):
+        return (f"`{op}` at line {line} runs on every entry and an index or mask then drops the entries where it is "
+                "not finite, but backward still multiplies their infinite local gradient by 0, which is NaN: select "
+                f"first and apply `{op}` to the kept entries only (`torch.{op}(x[keep])`), or feed it a safe value "
+                f"where it is dropped (`torch.{op}(torch.where(keep, x, 1.0))[keep]`).")
     if op in _LOG and origin.get("phase") == "backward" and not origin.get("custom_function") \
             and op in ("log", "log2", "log10"):
         # the backward divides the incoming gradient by the forward input: a tiny positive input overflows 1/x
@@ -156,6 +166,10 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
     if op in _TRIG:
         return (f"`{op}` has an infinite derivative at the edge of its domain ([-1, 1]){at}: clamp inside it, "
                 f"e.g. `torch.{op}(x.clamp(-1 + 1e-7, 1 - 1e-7))`.")
+    if op == "pow" and origin.get("phase") == "forward" and negs and origin.get("value") == "nan":
+        return (f"`pow` of a negative value with a fractional exponent is NaN{at}: for an odd root keep the sign "
+                "apart (`x.sign() * x.abs().pow(e)`), else make the base non-negative first (`x.clamp_min(0)`, "
+                "`x.abs()`).")
     if op in _SQRT:
         if op in ("vector_norm", "norm", "linalg_vector_norm", "frobenius_norm", "cdist", "dist"):
             return (f"The norm's gradient is 0/0 where the vector is 0{at}: add an eps inside, e.g. "
@@ -188,6 +202,14 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
         return (f"`{op}`{at} overflowed {dtype} (largest finite value 65504 for float16): compute it in float32 "
                 "(`x.float()`, or under `torch.autocast`, which keeps such ops in float32), scale the values down, "
                 "and use `torch.amp.GradScaler` for float16 training.")
+    den = inputs[-1] if inputs else {}
+    if (op in _DIV or aten in _DIV) and origin.get("phase") == "backward" and den.get("zeros") == 0 \
+            and den.get("negatives") == 0 and isinstance(den.get("min"), (int, float)) and den["min"] > 0 \
+            and origin.get("value") in ("inf", "-inf"):
+        return (f"The gradient of a division (a / b**2 for the denominator) overflowed {dtype or 'its dtype'}{at}: "
+                f"the denominator is not 0 but tiny (its smallest value here is {den['min']:.3g}). Keep it away from "
+                "0 (`b.clamp_min(1e-6)`); for a softmax written by hand, subtract the maximum before `exp` or use "
+                "`torch.softmax`.")
     if op in _DIV or aten in _DIV:
         return (f"A division by 0{at}: add an eps to the denominator (`a / (b + 1e-8)`, or `b.clamp_min(1e-8)`); "
                 "for `x / x.norm(...)` use `F.normalize(x, eps=1e-12)`.")
