@@ -11,7 +11,7 @@ import threading
 import weakref
 
 from tensorscope.instrument import state
-from tensorscope.instrument.frames import strip_for_reraise
+from tensorscope.instrument.frames import line_of, strip_for_reraise
 from tensorscope.instrument.transparent import named
 
 _get_ident = threading.get_ident
@@ -38,7 +38,9 @@ def target(args, kwargs):
 # same decision: the count and ``aggregated`` are taken there, an alias is offered to the kept values,
 # and nothing else is done. A site past its cap stays past it, so the verdict never changes; a different
 # code object at the same offset, a different type or another recorder goes the whole way and is
-# remembered in its turn. Such a wrapper records only the program's own calls (its ``after`` begins with
+# remembered in its turn. ``counted_site`` is the recorder's, not the thread's: a site is remembered only
+# when it is the call's own (its kind, file and line), so another thread's count in between cannot be
+# taken for it (a site of the same kind, file and line is the same site). Such a wrapper records only the program's own calls (its ``after`` begins with
 # that test), so a call from a frame whose file is known not to be the program's returns at once. Copies
 # and creations that do more than count (``numpy``, ``from_numpy``, and the ops over outside memory: NOTE
 # [A NumPy array is a kept value]) are not given ``counted``.
@@ -102,8 +104,10 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
         rec.counted_site = None
         after(rec, args, kwargs, out, frame)
         site = rec.counted_site
-        if site is not None:
-            lines[frame.f_lasti] = (frame.f_code, _ref(rec), type(src), made, site)
+        code = frame.f_code
+        # the site is this call's own (another thread's ``allow`` may have set it since): see the NOTE
+        if site is not None and site[0] == where and site[1] == code.co_filename and site[2] == line_of(frame):
+            lines[frame.f_lasti] = (code, _ref(rec), type(src), made, site)
         return out
 
     return named(call, orig)
