@@ -9,8 +9,9 @@ forward, cross-entropy, ``backward``, ``opt.step()``), run ``STEPS`` times per m
 interleaved. MODE is ``plain`` (no wrappers), ``off`` (the wrappers installed, the recorder inactive),
 ``full`` (what ``run`` records), ``barewrite`` (in-place writes not recorded: the wrapper's bare call),
 ``nowhole`` (optimizer steps recorded write by write, not whole), ``noalias`` (aliases and copies not
-recorded), ``nobackward`` (backward calls not recorded) or ``nostephooks`` (the optimizer-step hooks
-return at once). Prints the minimum CPU time per step of each mode, what it adds over ``plain`` and
+recorded), ``nobackward`` (backward calls not recorded), ``nostephooks`` (the optimizer-step hooks
+return at once) or ``nosinks`` (the non-finite checks of the loss and the parameters skipped, as after a
+sink was found). Prints the minimum CPU time per step of each mode, what it adds over ``plain`` and
 that per event (``EVENTS`` a step: Adam's 24 writes, 2 views, 1 backward). Growth samples are off (they
 are measured by growth's own ``seconds``). Run from the repository root with one torch thread.
 """
@@ -78,6 +79,8 @@ def main(n, rounds, modes):
                 if m == "noalias":
                     T.on_alias = T.on_copy = _none
                 bc = tr.backward_calls.before
+                if m == "nosinks":
+                    tr.values.sink = {}
                 if m == "nobackward":
                     tr.backward_calls.before = _none
                 try:
@@ -85,6 +88,7 @@ def main(n, rounds, modes):
                 finally:
                     T.on_alias, T.on_copy = orig["on_alias"], orig["on_copy"]
                     tr.backward_calls.before = bc
+                    tr.values.sink = None
                     tr.write_call = full_write
                     tr.steps.started, tr.steps.finished = started, finished
     base = min(res["plain"]) if "plain" in res else None

@@ -46,6 +46,7 @@ from tensorscope.instrument.frames import line_of, receiver
 from tensorscope.instrument.recorder import storage_key
 
 _Tensor = torch.Tensor
+_ref = weakref.ref
 _MAX_KEPT = 4096  # live kept values tracked at once (a bound: the report says when it was reached)
 _MAX_EXPORTS = 256  # `.numpy()` results remembered, to link a later `from_numpy` of them
 _MAX_YOUNG = 64  # young kept values waiting for a write before they are settled all the same
@@ -124,9 +125,18 @@ class KeptValues:
         if op not in _KEEPING:
             if not isinstance(base, _Tensor) or base.grad_fn is not None:
                 return
-        for out in outs:
-            if isinstance(out, _Tensor):
-                self.keep(rec, op, out, base if isinstance(base, _Tensor) else None, frame)
+        # ``keep`` for an alias (never over outside memory), inlined: the young list only (NOTE [Young kept values])
+        young = self.young
+        try:
+            src = _ref(base) if isinstance(base, _Tensor) else None
+            file, line = frame.f_code.co_filename, line_of(frame)
+            for out in outs:
+                if isinstance(out, _Tensor):
+                    young.append((_ref(out), op, file, line, src, out._version, op != "data"))
+            if len(young) >= _MAX_YOUNG:
+                self.settle(rec)
+        except Exception:
+            pass
 
     def on_state_dict(self, rec, sd, frame):
         """``module.state_dict()`` called on a program line: each tensor in it is a detached alias."""

@@ -59,6 +59,7 @@ from tensorscope.instrument import foreach_writes, gradhooks, indexwrite, proven
 from tensorscope.instrument.calls import after_call, target as _target
 from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
+from tensorscope.instrument.kept import EXTERNAL
 from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, NOT_WHOLE as _NOT_WHOLE
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.tracker import IN_WRITE as _IN_WRITE
@@ -267,7 +268,10 @@ def make_alias(op, orig, shares_counter):
         if _programs(frame, rec.user) and inspectable(out if not isinstance(out, (list, tuple)) else out[0] if out else None):
             rec.on_alias(op, args[0] if args else _target(args, kwargs), out, frame, shares_counter)
 
-    return after_call(orig, after, op=op, where="alias")
+    return after_call(orig, after, op=op, where="alias", counted=True)  # NOTE [A counted line's calls]
+
+
+_NOT_COUNTED = EXTERNAL | {"numpy", "from_numpy"}  # copies that keep a value or link outside memory (kept.py)
 
 
 def make_copy(op, orig, kind="copy"):
@@ -282,7 +286,8 @@ def make_copy(op, orig, kind="copy"):
             rec.on_copy(op, src if kind == "copy" else None, out, frame, kind, kwargs,
                         first=src if kind == "create" else None)
 
-    return after_call(orig, after, op=op, where=kind)
+    # NOTE [A counted line's calls]: not the ops that do more than count (a NumPy array kept, outside memory)
+    return after_call(orig, after, op=op, where=kind, counted=op not in _NOT_COUNTED)
 
 
 def make_state_dict(orig):

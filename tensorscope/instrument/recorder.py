@@ -245,6 +245,7 @@ class Recorder:
         self.events: list[dict] = []
         self.seq = 0
         self.site_counts: dict = {}
+        self.counted_site = None  # the site ``allow`` last counted past its cap (NOTE [A counted line's calls])
         self.aggregated = 0
         self.log_full = False  # an event was refused because the log held max_events already
         self.lock = threading.Lock()
@@ -391,10 +392,13 @@ class Recorder:
         counts = self.site_counts
         n = counts.get(site, 0) + 1
         counts[site] = n
-        if n > self.per_site or len(self.events) >= self.max_events:
+        if n > self.per_site:
             self.aggregated += 1
-            if n <= self.per_site:
-                self.log_full = True
+            self.counted_site = site  # see NOTE [A counted line's calls] in calls.py
+            return False
+        if len(self.events) >= self.max_events:
+            self.aggregated += 1
+            self.log_full = True
             return False
         return True
 

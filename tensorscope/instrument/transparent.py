@@ -8,6 +8,7 @@ wrapper function as the original so that the program cannot tell them apart by `
 from __future__ import annotations
 
 import copy
+import sys
 import types
 
 import torch
@@ -285,7 +286,43 @@ def _dressed_class(base, orig, ns):
     name = type(orig).__name__
     ns.update({"__slots__": ("__weakref__",) if type(orig).__weakrefoffset__ else (), "__qualname__": name,
                "__doc__": _DOC, "__module__": _MODULE, "__class__": _CLASS})
-    return type(name, (base,), ns)
+    cls = type(name, (base,), ns)
+    if base is _TransparentMethod or base is _TransparentFunction:
+        _called_unbound(cls)
+    return cls
+
+
+# NOTE [Wrapped methods are called without binding]
+# ``b.mul_(2)`` compiles to a method load and a call. For a Python function or a C method the interpreter
+# skips the binding: it sees the type of the attribute flagged Py_TPFLAGS_METHOD_DESCRIPTOR (PEP 590) and
+# calls the attribute with ``b`` first. A wrapper class had no such flag, so each call of a wrapped method
+# ran the wrapper's Python ``__get__``, made a bound object and a method object, and only then the wrapper
+# (so did ``b[1:]``, ``b[0] = 1`` and ``b += 1``, whose slots look the method up the same way). The flag
+# promises that ``descr.__get__(obj)(*args)`` is ``descr(obj, *args)``, which holds for the wrapper classes
+# of C methods and Python functions (their ``__get__`` gives ``MethodType(wrapper, obj)``; a classmethod's
+# binds to the class and is not flagged). Python has no way to set it but the type's ``tp_flags`` word,
+# written once when the class is made, before any call; the word is written only where it reads as
+# ``cls.__flags__`` (CPython's layout), else the class keeps binding as before. What a program sees is
+# unchanged: ``b.mul_`` read as an attribute still goes through ``__get__``. Measured in process (a loop of
+# 20,000, min of 5, loaded): ``b.mul_(1.0)`` with the recorder off 4.83 -> 4.06 us, ``b[1:]`` 2.71 -> 2.03 us,
+# ``b.clone()`` 2.61 -> 2.01 us (plain: 3.25, 1.57, 1.55).
+_METHOD_DESCRIPTOR = 1 << 17  # Py_TPFLAGS_METHOD_DESCRIPTOR (Python 3.8 and later)
+
+
+def _called_unbound(cls) -> None:
+    """Flag ``cls`` Py_TPFLAGS_METHOD_DESCRIPTOR (see NOTE [Wrapped methods are called without binding])."""
+    if sys.implementation.name != "cpython":
+        return
+    try:
+        import ctypes
+
+        word = ctypes.sizeof(ctypes.c_void_p)
+        # PyVarObject's head (3 words), then tp_name ... tp_as_buffer (18 words): tp_flags, an unsigned long
+        flags = ctypes.c_ulong.from_address(id(cls) + 21 * word)
+        if flags.value == cls.__flags__:
+            flags.value |= _METHOD_DESCRIPTOR
+    except Exception:
+        pass
 
 
 def transparent_property(orig, get, set_):
