@@ -22,7 +22,6 @@ import subprocess
 from dataclasses import dataclass
 
 
-
 @dataclass
 class Child:
     pid: int
