@@ -21,8 +21,6 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
-from tensorscope.instrument.transparent import named
-
 
 @dataclass
 class Child:
@@ -61,6 +59,10 @@ class Watch:
 @contextlib.contextmanager
 def watched():
     """Record the children the program starts while the block runs; yields a ``Watch``."""
+    # here, not at the top: it imports torch, which must come after the program is compiled
+    # (NOTE [Compile the program before importing torch] in session.py)
+    from tensorscope.instrument.transparent import named
+
     watch = Watch()
     started = watch.started
     parent = os.getpid()

@@ -8,11 +8,13 @@ a version-counter record saying nothing the tensor record did not. The compact f
 default; ``--full`` writes the full form) is lossless: :func:`expand` gives back the full document,
 key for key, and :func:`compact` checks that it does before folding anything.
 
-- ``tensors``: one row per tensor, ``[id, names, storage, version_counter, data_ptr, kind]``
+- ``tensors``: one row per tensor, ``[id, names, storage, version_counter, data_ptr, view_of, kind]``
   (``ROW``): what is its own, and ``kind``, an index into ``tensor_kinds``, which holds the other
-  fields, shared by every tensor with the same shape, stride, dtype, version, flags, role, base
-  (``view_of``) and creation site (interned once; 20,000 Adam-trained parameters make 12 kinds).
-  A row, not a record: the keys of 20,000 records alone were 1.3 MB.
+  fields, shared by every tensor with the same shape, stride, dtype, version, flags, role and
+  creation site (interned once; 20,000 Adam-trained parameters make 12 kinds). A row, not a record:
+  the keys of 20,000 records alone were 1.3 MB. A view's base is its own (schema_version 4): in the
+  kind, it made a kind per view (5,000 views of 5,000 parameters: 5,000 kinds, 1.4 MB of a 5.4 MB
+  report); a row of schema_version 3 has no ``view_of`` (its kind holds it), and is read as such.
 - ``storages``: a storage is listed when it holds more than one tensor, or more bytes than its one
   tensor reaches (a view pinning a larger storage), or starts elsewhere. The rest (one live tensor,
   all of its bytes) are that tensor's storage: its id, device, bytes and address are the tensor's.
@@ -30,12 +32,14 @@ from tensorscope.recording import PUBLIC_TENSOR_FIELDS
 from tensorscope.report import SCHEMA_VERSION, memory_groups, memory_ids, skeleton
 
 # A tensor's row in the compact form: its own fields, then the index of its kind (the other fields).
-OWN = ("id", "names", "storage", "version_counter", "data_ptr")
+OWN = ("id", "names", "storage", "version_counter", "data_ptr", "view_of")
 ROW = (*OWN, "kind")
+_OWN_3 = OWN[:-1]  # a row of schema_version 3: view_of was its kind's
 # The key order of a full tensor record (report.build), restored by expand.
 _ORDER = ("id", "names", "alive", *PUBLIC_TENSOR_FIELDS, "view_of", "version_counter", "has_grad", "role", "created")
 _RANK = {k: i for i, k in enumerate(_ORDER)}
 _OWN_INDEX = {k: i for i, k in enumerate(OWN)}
+_OWN_INDEX_3 = {k: i for i, k in enumerate(_OWN_3)}
 
 
 def compact(doc: dict) -> dict:
@@ -105,8 +109,9 @@ def tensor_records(doc: dict):
 def _records(doc: dict):
     """The full tensor records of a compact document, one at a time, in order."""
     kinds = doc.get("tensor_kinds") or []
+    own, own_index = (_OWN_3, _OWN_INDEX_3) if doc.get("schema_version") == 3 else (OWN, _OWN_INDEX)
     # per kind, once: the full record's keys in order, each with its place in a row (None: the kind's)
-    slots = [[(k, _OWN_INDEX.get(k)) for k in sorted([*OWN, *kind], key=lambda k: _RANK.get(k, len(_RANK)))]
+    slots = [[(k, own_index.get(k)) for k in sorted([*own, *kind], key=lambda k: _RANK.get(k, len(_RANK)))]
              for kind in kinds]
     for row in doc.get("tensors") or ():
         kind = kinds[row[-1]]
@@ -162,8 +167,10 @@ def _expands_to(out: dict, doc: dict) -> bool:
 
 
 def upgrade(doc: dict) -> dict:
-    """A saved report of an older schema_version that has the same facts (2: always the full form)
-    as the current document, in the full form."""
+    """A saved report of an older schema_version that has the same facts (2: always the full form; 3:
+    the full form is 4's) as the current document, in the full form."""
+    if doc.get("schema_version") == 3:
+        return dict(expand(doc), schema_version=SCHEMA_VERSION)
     if doc.get("schema_version") != 2:
         return doc
     keys = skeleton(command="run", program=None, torch_version=None, device_mode=None)

@@ -11,7 +11,7 @@ from tensorscope.version import __version__
 from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, plain
 from tensorscope.source import code_at, display_path  # noqa: F401  (report.code_at, report.display_path: the callers' names)
 
-SCHEMA_VERSION = 3  # 2: the `recording` object; 3: the compact form (see docs/CONTRACT.md)
+SCHEMA_VERSION = 4  # 2: the `recording` object; 3: the compact form; 4: a view's base in its row (docs/CONTRACT.md)
 
 
 def skeleton(*, command: str, program: dict | None, torch_version: str | None, device_mode: str | None,
@@ -111,13 +111,12 @@ def memory_ids(spans) -> list[str]:
 _KIND_FACTS = tuple(f for f in PUBLIC_TENSOR_FIELDS if f not in ("storage", "data_ptr"))
 
 
-def _kind(alive, facts, view_of, has_grad, role, created) -> dict:
+def _kind(alive, facts, has_grad, role, created) -> dict:
     """A tensor kind of the compact form: the fields of a full record that are not the tensor's own."""
     kind = {"alive": alive}
     for f in _KIND_FACTS:
         v = getattr(facts, f)
         kind[f] = list(v) if type(v) is tuple else v
-    kind["view_of"] = view_of
     kind["has_grad"] = has_grad
     kind["role"] = role
     kind["created"] = ({"file": display_path(created["file"]), "line": created["line"],
@@ -128,7 +127,7 @@ def _kind(alive, facts, view_of, has_grad, role, created) -> dict:
 
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,
           distributed: dict | None = None) -> dict:
-    """Assemble the report document of a run (schema_version 3, see NOTE [One document skeleton]), its
+    """Assemble the report document of a run (schema_version 4, see NOTE [One document skeleton]), its
     tensors in the compact form (NOTE [The document's tensors as rows]; ``compact.expand`` gives the full).
 
     ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by diagnose.attach.
@@ -180,7 +179,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
                 names.append(n)
         live = tid in alive
         created = created_at.get(tid)
-        shared = (live, *[getattr(facts, f) for f in _KIND_FACTS], view_of.get(tid),
+        shared = (live, *[getattr(facts, f) for f in _KIND_FACTS],
                   has_grad.get(tid) if live else None, roles.get(tid),
                   (created["file"], created["line"], created["how"]) if created else None)
         try:
@@ -190,10 +189,9 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
             k = index.get(shared)
         if k is None:
             k = index[shared] = len(kinds)
-            kinds.append(_kind(live, facts, view_of.get(tid), has_grad.get(tid) if live else None, roles.get(tid),
-                               created))
+            kinds.append(_kind(live, facts, has_grad.get(tid) if live else None, roles.get(tid), created))
         counter = counters_of.get(tid)
-        rows.append([tid, names, facts.storage, counter, facts.data_ptr, k])
+        rows.append([tid, names, facts.storage, counter, facts.data_ptr, view_of.get(tid), k])
         if counter:
             counters.setdefault(counter, []).append(tid)
         sid = facts.storage

@@ -83,6 +83,14 @@ class Session:
             held.release()
 
     def _execute(self, on_abrupt_end) -> Result:
+        # NOTE [Compile the program before importing torch]
+        # Compiling a long script builds its whole syntax tree first (a generated 20,000-line script:
+        # about 50 MB), which compile() frees before the program runs. Compiled before torch is
+        # imported, those freed pages are reused by torch's own import; compiled after, they stay
+        # resident under everything that follows, and the run's peak memory was their sum
+        # (benchmarks/RESULTS.md, "Peak memory (mem13, 2026-11-26 evening)"). So nothing this module
+        # imports at its top imports torch (children.py and exits.py import their wrappers' dress
+        # where they install them), and ``import torch`` comes after the compile below.
         code = filename = None
         if not self.module:  # a module is found and compiled by runpy, as under python -m
             filename = runner.main_filename(self.program)

@@ -114,7 +114,7 @@ def test_run_prints_program_output_then_report(forked):
 def test_json_mode_is_one_document_and_program_stdout_goes_to_stderr(forked):
     rc, out, err, doc = forked["test_json_mode_is_one_document_and_program_stdout_goes_to_stderr"]["run"]
     assert rc == 0
-    assert doc is not None and doc["schema_version"] == 3
+    assert doc is not None and doc["schema_version"] == 4
     assert doc["program"]["exit_status"] == 0
     assert "argv [] name __main__" in err
     a, = [t for t in doc["tensors"] if "a" in t["names"]]

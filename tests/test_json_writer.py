@@ -301,7 +301,30 @@ def test_the_document_is_built_as_rows_that_fold_and_expand_like_the_full_form()
     # only the shared storage and the larger one are listed, only the shared counter; the two parameters
     # are one kind
     assert [s["id"] for s in doc["storages"]] == ["s1", "s4"] and len(doc["version_counters"]) == 1
-    assert doc["tensors"][2][-1] == doc["tensors"][3][-1] and len(doc["tensor_kinds"]) == 5
+    # a view's base is its row's (schema_version 4): the view t2 is the same kind as its base t1
+    assert [row[5] for row in doc["tensors"]] == [None, "t1", None, None, None, None]
+    assert doc["tensors"][0][-1] == doc["tensors"][1][-1] and doc["tensors"][2][-1] == doc["tensors"][3][-1]
+    assert len(doc["tensor_kinds"]) == 4
     # the rows are exactly what folding the full form gives, and they write the same JSON
     assert compact(full) == doc
     assert json_form.render(doc) == json_form.render(full) and json_form.render(doc, full=True) == json_form.render(full, full=True)
+
+
+def test_a_compact_report_of_schema_version_3_reads_as_its_full_form():
+    """Schema_version 3 rows had no ``view_of`` (their kind held it): a saved report of 3 expands to the
+    same records, and ``upgrade`` gives the full form of the current version (what `explain REPORT.json`
+    reads)."""
+    from tensorscope.compact import OWN, expand, upgrade
+    from tensorscope.report import SCHEMA_VERSION
+
+    full = _full_doc()
+    kinds, rows = [], []
+    for t in full["tensors"]:  # version 3's rows: a kind per tensor here, holding its view_of
+        kinds.append({k: v for k, v in t.items() if k not in OWN or k == "view_of"})
+        rows.append([t[k] for k in OWN if k != "view_of"] + [len(kinds) - 1])
+    old = dict(full, schema_version=3, form="compact", tensor_kinds=kinds, tensors=rows,
+               storages=[s for s in full["storages"] if len(s["tensors"]) > 1],
+               version_counters=full["version_counters"][:1])
+    assert [t["view_of"] for t in full["tensors"]] == [None, "t1", None, None]
+    assert expand(old)["tensors"] == full["tensors"]
+    assert upgrade(old) == dict(full, schema_version=SCHEMA_VERSION) and SCHEMA_VERSION == 4

@@ -288,3 +288,26 @@ def test_kinds_import_nothing_from_instrument():
             top, inner = _imports_by_place(m)
             bad = [t for n in top + inner for t in _targets(n, m) if t.startswith("tensorscope.instrument")]
             assert bad == [], f"{m} imports {bad}"
+
+
+def test_the_program_is_compiled_before_torch_is_imported(tmp_path):
+    """See NOTE [Compile the program before importing torch]: on the real command line, a program that does not
+    compile shows its SyntaxError before torch is imported (``-X importtime`` lists each import as it ends, on
+    the same stream; torch comes later, for the report's version line)."""
+    import os
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nx = (\n")
+    env = {**os.environ, "PYTHONPATH": str(PKG.parent)}
+    python = subprocess.run([sys.executable, str(bad)], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "tensorscope", "run", str(bad)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert (python.returncode, run.returncode) == (1, 1)
+    lines = run.stderr.splitlines()
+    error = next(i for i, line in enumerate(lines) if line.startswith("SyntaxError"))
+    imported = [(i, line.rsplit("|", 1)[-1].strip()) for i, line in enumerate(lines) if line.startswith("import time:")]
+    assert {"tensorscope.session", "tensorscope.runner"} <= {m for i, m in imported if i < error}  # it sees imports
+    assert [m for i, m in imported if i < error and (m == "torch" or m.startswith("torch."))] == []
+    assert "SyntaxError" in python.stderr.splitlines()[-1] and lines[error] == python.stderr.splitlines()[-1]

@@ -972,7 +972,7 @@ def test_explain_json_has_one_shape_for_program_stdin_and_message(tmp_path):
     for form, (rc, out, err, doc) in docs.items():
         assert rc == 1 and doc is not None, (form, rc, out[:300], err[-300:])
         assert validate_against_schema(doc), "the schema file is missing"
-        assert doc["command"] == "explain" and doc["schema_version"] == 3, form
+        assert doc["command"] == "explain" and doc["schema_version"] == 4, form
         assert doc["diagnosis"]["kind"] == INPLACE, (form, doc["diagnosis"])
         assert doc["diagnosis"]["title"] and doc["diagnosis"]["fix"], form
     keys = {form: set(d[3]) - {"message"} for form, d in docs.items()}

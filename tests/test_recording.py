@@ -70,7 +70,7 @@ def test_a_saved_report_explains_the_same_without_the_program(saved, name):
     rc1, doc1, rc2, doc2, err2 = saved[name]
     assert err2 == "", err2
     assert rc2 == rc1 == (ExitCode.OK if name == "fine" else ExitCode.FOUND)
-    assert doc1["schema_version"] == doc2["schema_version"] == 3
+    assert doc1["schema_version"] == doc2["schema_version"] == 4
     assert doc2["diagnosis"] == doc1["diagnosis"]
     assert doc2["hazards"] == doc1["hazards"]
     assert doc2 == doc1  # nothing else changes either

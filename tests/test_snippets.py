@@ -363,7 +363,7 @@ def test_json_document(snippet, runs):
     py_rc, py_out, py_err = runs.python(snippet)
     doc, err = doc_of(runs, snippet)
     validate_against_schema(doc)
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
     assert doc["command"] == "run"
     assert doc["torch_version"] == torch.__version__
     prog = doc["program"]

@@ -216,7 +216,7 @@ def check_report(path: Path, returncode: int, problems: list) -> dict | None:
     status = doc.get("program", {}).get("exit_status")
     if status != expected_exit_status(returncode):
         problems.append(f"report program.exit_status={status!r}, expected {expected_exit_status(returncode)}")
-    if doc.get("schema_version") != 3 or doc.get("command") != "run":
+    if doc.get("schema_version") != 4 or doc.get("command") != "run":
         problems.append(f"report schema_version/command: {doc.get('schema_version')!r}/{doc.get('command')!r}")
     return doc
 

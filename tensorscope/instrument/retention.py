@@ -78,9 +78,14 @@ def _saved_names(node) -> tuple:
 class Walk:
     """One bounded breadth-first walk (see NOTE [Retention walks]).
 
-    After :meth:`run`: ``storages`` maps a storage address to ``[nbytes, root index, id of the tensor
-    that first reached it]``; ``nodes`` counts graph nodes per root; :meth:`path` gives the labels from
+    After :meth:`run`: ``storages`` maps a storage address to ``(nbytes, root index, id of the tensor
+    that first reached it)``; ``nodes`` counts graph nodes per root; :meth:`path` gives the labels from
     a root to an object still known to the walk. Call :meth:`release` before the program resumes.
+
+    Each object reached is one entry of ``_seen``: ``id -> (object, id of its parent, step, root index)``,
+    one dict and a tuple an object rather than three dicts (the end-of-run walk of 5,000 parameters
+    reaches 50,000 objects, and it is the run's peak memory: benchmarks/RESULTS.md, "Peak memory
+    (mem13, 2026-11-26 evening)").
     """
 
     def __init__(self, user, budget: int = 50_000, storage_sizes: bool = False, watch: frozenset = frozenset()):
@@ -91,12 +96,10 @@ class Walk:
         self.storage_sizes = storage_sizes  # the real storage size (makes Python storage objects: end of run)
         self.visited = 0
         self.truncated = False
-        self._objs: dict[int, object] = {}  # id -> object, held only during the walk
-        self._parent: dict[int, tuple] = {}  # id -> (parent id, step)
-        self._root: dict[int, int] = {}  # id -> root index
+        self._seen: dict[int, tuple] = {}  # id -> (object, parent id, step, root index), held only during the walk
         self.named: set[int] = set()  # ids of the objects bound to the roots' names
         self.roots: list[dict] = []
-        self.storages: dict[int, list] = {}
+        self.storages: dict[int, tuple] = {}
         self.nodes: dict[int, int] = {}  # root index -> graph nodes reached first from it
         self.first_tensor: dict[int, int] = {}  # root index -> id of the largest tensor reached from it
         self._biggest: dict[int, int] = {}
@@ -118,43 +121,39 @@ class Walk:
         return self._run([r for r in roots if issubclass(type(r[1]), _Tensor)])
 
     def _run(self, roots) -> "Walk":
-        queue: list = []
-        objs, parents, root_of = self._objs, self._parent, self._root
+        queue: list = []  # keys of _seen in the order reached (the key's own int, shared by the children's entries)
+        seen = self._seen
         for name, obj, where in roots:
             if issubclass(type(obj), _ATOMS):
                 continue
             self.named.add(id(obj))
-            if id(obj) in objs:
+            if id(obj) in seen:
                 continue
             i = len(self.roots)
             self.roots.append({"name": name, "type": type(obj).__name__, "where": where})
-            objs[id(obj)] = obj
-            parents[id(obj)] = (None, {"via": "name", "label": name, "type": type(obj).__name__})
-            root_of[id(obj)] = i
-            queue.append(obj)
+            k = id(obj)
+            seen[k] = (obj, None, {"via": "name", "label": name, "type": type(obj).__name__}, i)
+            queue.append(k)
         head = 0
         atoms, empty = _ATOM_TYPES, _EMPTY_SKIPPED
         while head < len(queue):
             if self.visited >= self.budget:
                 self.truncated = True
                 break
-            obj = queue[head]
+            k0 = queue[head]
+            obj, _, _, r = seen[k0]
             head += 1
             self.visited += 1
-            k0 = id(obj)
-            r = root_of[k0]
             try:
                 for step, child in self._children(obj, r):
                     tc = type(child)
                     if tc in atoms or tc in empty and not child:  # an empty list or dict holds nothing
                         continue
                     k = id(child)
-                    if k in objs:
+                    if k in seen:
                         continue
-                    objs[k] = child
-                    parents[k] = (k0, step)
-                    root_of[k] = r
-                    queue.append(child)
+                    seen[k] = (child, k0, step, r)
+                    queue.append(k)
             except Exception:  # a surprising object loses its children, never the run
                 continue
         del queue
@@ -286,7 +285,7 @@ class Walk:
                 nbytes = src.numel() * src.element_size()
         except Exception:
             return
-        self.storages[key] = [nbytes, r, id(t)]
+        self.storages[key] = (nbytes, r, id(t))
         best = self._biggest.get(r, -1)
         if nbytes > best:
             self._biggest[r] = nbytes
@@ -357,16 +356,15 @@ class Walk:
     def step(self, obj_id: int) -> tuple:
         """(id of the parent, the step from it as a dict: ``via``, ``label``, ``seq`` of a ``grad_fn``) of an
         object the walk reached; ``(None, {})`` for one it did not."""
-        entry = self._parent.get(obj_id)
+        entry = self._seen.get(obj_id)
         if entry is None:
             return None, {}
-        parent, step = entry
+        child, parent, step, _ = entry
         if type(step) is dict:
             return parent, step
         via, fmt, arg = step
         if fmt is None:
             return parent, {"via": via, "label": arg}
-        child = self._objs.get(obj_id)
         out = {"via": via, "label": fmt(arg, child)}
         if fmt is _grad_fn_label:
             out["seq"] = child._sequence_nr()
@@ -386,7 +384,22 @@ class Walk:
         return steps
 
     def obj(self, obj_id: int):
-        return self._objs.get(obj_id)
+        entry = self._seen.get(obj_id)
+        return entry[0] if entry is not None else None
+
+    def reached(self, obj_id: int) -> bool:
+        """Whether the walk reached the object of this id (while it holds what it reached)."""
+        return obj_id in self._seen
+
+    def parent(self, obj_id: int) -> int | None:
+        """The id of the object the walk reached this one from (None for a root or one not reached)."""
+        entry = self._seen.get(obj_id)
+        return entry[1] if entry is not None else None
+
+    def root(self, obj_id: int) -> int | None:
+        """The index in ``roots`` of the root this object was reached from (None if not reached)."""
+        entry = self._seen.get(obj_id)
+        return entry[3] if entry is not None else None
 
     def root_bytes(self) -> dict[int, int]:
         out: dict[int, int] = {}
@@ -396,9 +409,7 @@ class Walk:
 
     def release(self) -> None:
         """Drop every object the walk held (before the program resumes)."""
-        self._objs.clear()
-        self._parent.clear()
-        self._root.clear()
+        self._seen.clear()
 
 
 def _key_label(k, _child=None) -> str:
@@ -576,7 +587,7 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
         steps: dict = {}  # (via, label) -> one step dict shared by every path through it: 5,000 paths of a
         # model go through a few hundred distinct steps, and they are made while the walk's tables are held
         for tid, t in tracker.live_tensors().items():
-            if id(t) in walk._objs and len(paths) < MAX_PATHS:
+            if walk.reached(id(t)) and len(paths) < MAX_PATHS:
                 paths[tid] = [steps.setdefault((s["via"], s["label"]), s) for s in json_steps(walk.path(id(t)))]
         total = sum(nbytes for nbytes, _, _ in walk.storages.values())
         doc = {"device": "cpu", "total_bytes": total, "storages": len(walk.storages), "holders": out,
@@ -601,7 +612,7 @@ def _pinned_views(tracker, walk) -> list:
             base = t._base
             if base is None:
                 continue
-            if id(base) in walk.named or walk._parent.get(id(base), (id(t),))[0] != id(t):
+            if id(base) in walk.named or (walk.parent(id(base)) if walk.reached(id(base)) else id(t)) != id(t):
                 continue  # the base is held by a name (or through another path): the view pins nothing more
             reach = t.numel() * t.element_size()
         except Exception:
@@ -696,7 +707,7 @@ def holders_of(target, frame, user, budget: int = END_BUDGET) -> list[list[dict]
             roots = None
             found = [[{"via": "name", "label": name, "type": type(obj).__name__}]
                      for name, obj, _ in named if obj is target]
-            if id(target) in walk._objs:
+            if walk.reached(id(target)):
                 found.append(walk.path(id(target)))
             if key is not None and key in walk.storages and walk.storages[key][2] != id(target):
                 found.append(walk.path(walk.storages[key][2]))
@@ -728,7 +739,7 @@ def carried_holders(frame, user, freed_seqs, exclude=()) -> list[dict]:
         out, seen = [], set()
         for hit in walk.hits:
             steps = walk.path(hit)
-            r = walk._root.get(hit)
+            r = walk.root(hit)
             if r in seen:
                 continue
             seen.add(r)

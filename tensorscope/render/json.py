@@ -1,4 +1,4 @@
-"""The JSON form: exactly one document, stable keys (schema_version 3), compact unless ``full``
+"""The JSON form: exactly one document, stable keys (schema_version 4), compact unless ``full``
 (NOTE [The compact form] in tensorscope/compact.py).
 
 NOTE [JSON layout: one record per line]
@@ -7,7 +7,7 @@ element of a top-level array (a tensor, a storage, a version counter, an event, 
 written whole on one line:
 
     {
-      "schema_version": 3,
+      "schema_version": 4,
       "tensors": [
         {"id": "t1", "names": ["x"], "alive": true, "shape": [3], ...},
         {"id": "t2", ...}
