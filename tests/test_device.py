@@ -332,12 +332,13 @@ _VALUE_READS = {"item", "tolist", "cpu", "numpy", "synchronize", "__bool__", "__
 def test_instrumentation_source_reads_no_values():
     """Static audit of tensorscope/instrument/*.py: no call that reads tensor values, no printing.
 
-    nonfinite.py and origin_walk.py read values by design (the sinks under every command, the origins under
-    explain and --check-values), through the tensor base class's C methods and under a guard against the
-    program's modes; test_tensorscope_reads_no_tensor_values runs a plain `run` and sees no read of theirs."""
+    nonfinite.py, origin_walk.py and grad_sums.py read values by design (the sinks under every command, the
+    origins under explain and --check-values, the engine's sums on a GPU only once a gradient check has failed),
+    under a guard against the program's modes; test_tensorscope_reads_no_tensor_values runs a plain `run` and
+    sees no read of theirs."""
     found = []
     for path in sorted((REPO / "tensorscope" / "instrument").glob("*.py")):
-        if path.name in ("nonfinite.py", "origin_walk.py"):
+        if path.name in ("nonfinite.py", "origin_walk.py", "grad_sums.py"):
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
