@@ -116,6 +116,21 @@ def test_a_part_two_losses_share_is_detached_or_computed_again():
     assert "`p.add_(e)`" in d["explanation"], d
 
 
+def test_a_kept_loss_list_read_by_torch_stack_is_detached_not_item(tmp_path):
+    """makemore with its losses kept for a running average (`torch.stack(recent_losses)`): `.item()` floats
+    would make torch.stack raise (torch: TypeError at step 0), so the fix detaches; the fix runs under python."""
+    prog = REPO / "tests" / "corpus_retention" / "loss_list_stacked_for_average.py"
+    ((_, _, err, doc),) = run_many([("tensorscope", "run", "--json", str(prog))])
+    assert doc is not None, err[-2000:]
+    (f,) = [f for f in _findings(doc) if f["kind"] == "graph-kept-alive"]
+    assert f["culprit"]["line"] == culprit_line(prog.read_text())
+    assert "`recent_losses.append(loss.detach())`" in f["fix"] and ".item()" not in f["fix"], f["fix"]
+    twin = tmp_path / prog.name
+    twin.write_text(twin_source(prog.read_text()))
+    rc, out, err = run_python(str(twin))
+    assert rc == 0 and "avg" in out, err[-2000:]
+
+
 def test_retention_path_and_growth_in_json(scored):
     prog = REPO / "tests" / "corpus_retention" / "loss_list_append.py"
     doc = _scored_doc(scored[prog.stem][0]) if prog.stem in scored else _run(prog)  # the sampled run, if there is one
