@@ -354,7 +354,33 @@ def _retained(held, first: dict | None, op: str):
     chain = [c for c in [where(first["file"], first["line"], what=f"{op} without retain_graph=True freed the "
                                "graph built before it") if first else None,
                          where(stmt_file, line, what="keeps a tensor of that graph for the next iteration")] if c]
-    return said, where(stmt_file, line, alias=holder), chain, _detach_fix(code, holder, steps)
+    fix = _cache_fix(stmt, holder) or _detach_fix(code, holder, steps)
+    return said, where(stmt_file, line, alias=holder), chain, fix
+
+
+# NOTE [A lazy cache with a graph]
+# `if self.cached is None: self.cached = torch.outer(t, self.freqs)` (rotary-embedding-torch#18) keeps a value
+# built once, at the first forward, from parameters that train. The second step's backward reaches its freed
+# graph. Detaching what is kept makes the error go away, but then the parameters it was built from get no
+# gradient at all (measured: `freqs.grad` None at every step). A storing line under an `if` that tests the
+# holder itself is such a cache: the fix computes the value in each forward instead, or caches it only where
+# nothing needs its gradient.
+
+
+def _cache_fix(stmt, holder: str) -> str | None:
+    """The fix for a lazy cache (NOTE [A lazy cache with a graph]), or None when the storing line is no cache."""
+    last = holder.split(".")[-1]
+    for a in source.ancestors(stmt):
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            return None
+        if isinstance(a, ast.If) and any((isinstance(n, ast.Attribute) and n.attr == last)
+                                          or (isinstance(n, ast.Name) and n.id == holder) for n in ast.walk(a.test)):
+            return (f"`{holder}` caches a value computed from tensors that require grad, built once and reused by "
+                    f"every later step: compute it in each forward instead of keeping it (drop the cache), or cache "
+                    f"it only where nothing needs its gradient (under `torch.no_grad()`, or when its inputs do not "
+                    f"require grad). Detaching it (`{holder} = {holder}.detach()`) also ends the error, but then "
+                    "what it was computed from gets no gradient through it.")
+    return None
 
 def _held_into_freed(ev, f):
     """(file, statement, holder, path) of the line that stored what carries the freed graph into this backward."""
