@@ -5,7 +5,8 @@ Each program marks its retaining line with ``# CULPRIT`` and the ablation that f
 replaced. For a program and its twin this script measures, with torch's profiler
 (``profile_memory=True``), the peak of live tensor bytes over the run at LEAK_STEPS=N and 2N: the
 growth per step is (peak(2N) - peak(N)) / N. It also counts the autograd nodes reachable from the
-program's globals at the end (a graph kept alive by a global, or by its lists, tuples and dicts). Run::
+program's globals at the end (a graph kept alive by a global, by its lists, tuples and dicts, or by the
+attributes of its objects: a module's list, a trainer's history, a metric's running sum; six levels deep). Run::
 
     python tests/retention_truth.py tests/corpus_retention/*.py
 
@@ -52,7 +53,7 @@ def twin_source(text: str) -> str:
 
 
 _PROBE = r"""
-import json, os, runpy, sys
+import json, os, runpy, sys, types
 import torch
 from torch.profiler import profile, ProfilerActivity
 for path, steps in json.loads(sys.argv[1]):
@@ -68,16 +69,22 @@ for path, steps in json.loads(sys.argv[1]):
         live += e.self_cpu_memory_usage
         peak = max(peak, live)
     nodes, seen, stack = 0, set(), []
-    todo = [(v, 0) for v in g.values()]
-    while todo:  # tensors in the globals, and in their lists, tuples and dicts (three levels)
+    todo, met = [(v, 0) for v in g.values()], set()
+    while todo:  # tensors in the globals, their lists, tuples, dicts and the attributes of their objects
         v, depth = todo.pop()
+        if id(v) in met:
+            continue
+        met.add(id(v))
         if isinstance(v, torch.Tensor):
             if v.grad_fn is not None:
                 stack.append(v.grad_fn)
-        elif depth < 3 and isinstance(v, (list, tuple)):
+        elif depth < 6 and isinstance(v, (list, tuple)):
             todo.extend((x, depth + 1) for x in v)
-        elif depth < 3 and isinstance(v, dict):
+        elif depth < 6 and isinstance(v, dict):
             todo.extend((x, depth + 1) for x in v.values())
+        elif depth < 6 and not isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType)) \
+                and isinstance(getattr(v, "__dict__", None), dict):
+            todo.extend((x, depth + 1) for x in vars(v).values())
     while stack:
         n = stack.pop()
         if id(n) in seen:

@@ -99,6 +99,45 @@ def test_short_epochs_accumulator_is_found(tmp_path):
     assert [s for s in fixed["memory"]["sampled_steps"] if s > 6] == [8, 9, 16, 17, 32, 33]  # two walks a window
 
 
+def test_backward_twice_fixes_for_a_shared_part_and_a_lazy_cache():
+    """NOTE [A part two losses share]: a DCGAN whose discriminator loss reads `fake` with its graph
+    (pytorch/examples#116) and a SAM step whose second pass reuses the first pass's `output` after the
+    parameters moved (davda54/sam#45). torch (each program's header): both raise at the second backward;
+    the fix at the marked line runs all steps, and for SAM retain_graph=True raises the version error."""
+    progs = [REPO / "tests" / "corpus_retention" / f"{n}.py"
+             for n in ("gan_fake_not_detached", "sam_second_pass_reuses_output", "rotary_cached_freqs")]
+    (_, _, err, gan), (_, _, err2, sam), (_, _, err3, rot) = run_many([("tensorscope", "run", "--json", str(p))
+                                                                       for p in progs])
+    assert gan is not None and sam is not None and rot is not None, (err + err2 + err3)[-2000:]
+    d = gan["diagnosis"]
+    assert d["kind"] == "backward-twice" and d["culprit"]["line"] == culprit_line(progs[0].read_text())
+    assert "`out_fake = netD(fake.detach())`" in d["fix"] and "optD" in d["explanation"], d
+    d = sam["diagnosis"]
+    assert d["kind"] == "backward-twice" and d["culprit"]["line"] == culprit_line(progs[1].read_text())
+    assert "`output = model(images)`" in d["fix"] and "retain_graph=True would not help" in d["fix"], d
+    assert "`p.add_(e)`" in d["explanation"], d
+    # NOTE [A lazy cache with a graph]: learned rotary frequencies cached at the first forward
+    # (rotary-embedding-torch#18); torch: with the cache detached, `freqs.grad` stays None at every step
+    d = rot["diagnosis"]
+    assert d["kind"] == "backward-twice" and d["culprit"]["line"] == culprit_line(progs[2].read_text())
+    assert "compute it in each forward" in d["fix"] and "`rot.cached`" in d["fix"], d
+
+
+def test_a_kept_loss_list_read_by_torch_stack_is_detached_not_item(tmp_path):
+    """makemore with its losses kept for a running average (`torch.stack(recent_losses)`): `.item()` floats
+    would make torch.stack raise (torch: TypeError at step 0), so the fix detaches; the fix runs under python."""
+    prog = REPO / "tests" / "corpus_retention" / "loss_list_stacked_for_average.py"
+    ((_, _, err, doc),) = run_many([("tensorscope", "run", "--json", str(prog))])
+    assert doc is not None, err[-2000:]
+    (f,) = [f for f in _findings(doc) if f["kind"] == "graph-kept-alive"]
+    assert f["culprit"]["line"] == culprit_line(prog.read_text())
+    assert "`recent_losses.append(loss.detach())`" in f["fix"] and ".item()" not in f["fix"], f["fix"]
+    twin = tmp_path / prog.name
+    twin.write_text(twin_source(prog.read_text()))
+    rc, out, err = run_python(str(twin))
+    assert rc == 0 and "avg" in out, err[-2000:]
+
+
 def test_retention_path_and_growth_in_json(scored):
     prog = REPO / "tests" / "corpus_retention" / "loss_list_append.py"
     doc = _scored_doc(scored[prog.stem][0]) if prog.stem in scored else _run(prog)  # the sampled run, if there is one

@@ -19,6 +19,8 @@ from tensorscope.instrument.records import LoggedWrite, write_facts
 
 _Tensor = torch.Tensor
 _MAX_WALK = 20_000
+#: nodes walked below a tensor two backward graphs share, for the leaves it was built from (kinds/backward_twice.py)
+_MAX_SHARED_LEAVES = 2_000
 
 
 _get_ident = threading.get_ident
@@ -319,9 +321,13 @@ class FailureGraph:
                 seq = gf._sequence_nr()
                 mine = {}
                 _walk([gf], mine, budget, probe=False, stop=freed_set)
+                leaves = []
+                if seq in nodes and freed_set & set(mine):  # the leaves under a tensor both graphs share
+                    leaves = [self.rec.tid(t) for t in _leaves_in_order([v], _MAX_SHARED_LEAVES, {})]
                 local.append({"name": name, "tensor": self.rec.note_tensor(v), "seq": seq, "node": node_name(gf),
                               "in_failing_graph": seq in nodes, "reaches_freed": bool(freed_set & set(mine)),
-                              "in_earlier_graph": (seq in earlier_nodes) if earlier_nodes else None})
+                              "in_earlier_graph": (seq in earlier_nodes) if earlier_nodes else None,
+                              "leaves": leaves})
                 if len(local) >= 64:
                     break
             return {"freed": [{"seq": s, "node": nodes[s]["node"], "freed_by": freed_by.get(s)} for s in freed[:64]],

@@ -124,6 +124,15 @@ def _after_rebinding(tree, line):
     return bound, []
 
 
+# NOTE [A fresh read]
+# A loop that keeps a value and reads it at once (nanoGPT's `checkpoint = {'model': raw_model.state_dict(), ...}`
+# then `torch.save(checkpoint, ...)` in the same block, at each evaluation) reads only what that keeping line
+# has just bound: the write that changes it comes later in the iteration, and the next read follows the next
+# keeping. Such a load, in the keeping statement's own block after it (same function as the write, and not
+# after a write that sits between the two), is not a read of the changed value. A load anywhere else in the
+# loop, or after it, still is.
+
+
 def loads_after(file, keep_line, write_line, names, died=None) -> bool:
     """Whether one of ``names`` is loaded after ``write_line`` and before ``died``, the line the kept
     value died on, where known (see NOTE [Read after the write])."""
@@ -142,6 +151,10 @@ def loads_after(file, keep_line, write_line, names, died=None) -> bool:
     if died is not None and not in_loop and (died <= write_line or _function(tree, died) is not _function(tree, write_line)):
         died = None  # its order against the write is not plain from the text: every later load counts
     rebound, later = _after_rebinding(tree, died) if died is not None else (set(), [])
+    # loads right after the keeping line in its own block read the value it has just bound (NOTE [A fresh read])
+    fresh, fresh_spans = _after_rebinding(tree, keep.lineno) if keep is not None else (set(), [])
+    if _function(tree, keep_line) is not _function(tree, write_line):
+        fresh = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in wanted:
             pass
@@ -155,6 +168,9 @@ def loads_after(file, keep_line, write_line, names, died=None) -> bool:
         if isinstance(node, ast.Name) and node.id in rebound and any(a <= line <= b for a, b in later):
             continue  # after the line that rebound the name (and freed the kept value) in the same block
         if any(lp.lineno <= line <= (lp.end_lineno or lp.lineno) for lp in loops):
+            if isinstance(node, ast.Name) and node.id in fresh and any(a <= line <= b for a, b in fresh_spans) \
+                    and not keep_line < write_line < line:
+                continue
             return True
         if line > write_line and (died is None or line <= died):
             return True

@@ -206,6 +206,23 @@ def _replace(file, stmt, expr, new: str) -> str | None:
     return without_comment(text.strip())
 
 
+_TENSOR_SEQUENCE_OPS = frozenset({"stack", "cat", "concat", "concatenate", "vstack", "hstack", "dstack"})
+
+
+def _read_as_tensors(file, holder) -> bool:
+    """Whether the program passes what ``holder`` holds to an op that takes a sequence of tensors
+    (``torch.stack(recent_losses)``): there a Python number (``.item()``) would raise, a detached tensor would not."""
+    name = (holder or "").split(".")[0].split("[")[0]
+    tree = source.tree(file) if name else None
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _TENSOR_SEQUENCE_OPS \
+                and any(isinstance(n, ast.Name) and n.id == name for a in node.args for n in ast.walk(a)):
+            return True
+    return False
+
+
 def _fix(fam: str, h: dict, stmt, expr, file) -> str:
     code = source.code(file, stmt.lineno) if stmt is not None else ""
     scalar = h.get("shape") == [] or h.get("shape") == ()
@@ -218,7 +235,8 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
         if fam == "graph-kept-alive" and isinstance(expr, (ast.Dict, ast.List, ast.Tuple)):
             new = _detached_literal(expr)
         elif fam == "graph-kept-alive":
-            new = f"{source.atom(seg)}.item()" if scalar or isinstance(stmt, ast.AugAssign) else f"{source.atom(seg)}.detach()"
+            number = (scalar and not _read_as_tensors(file, h.get("holder"))) or isinstance(stmt, ast.AugAssign)
+            new = f"{source.atom(seg)}.item()" if number else f"{source.atom(seg)}.detach()"
         elif fam == "view-pins-storage":
             new = f"{source.atom(seg)}.clone()"
         elif fam == "hook-holds-tensors":
@@ -232,7 +250,8 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
         rewritten = _replace(file, stmt, expr, new) if new else None
         if rewritten:
             if fam == "graph-kept-alive":
-                return (f"Store a value without its graph: `{rewritten}` (or `.detach()` it): the graph of every "
+                other = " (or `.detach()` it)" if new.endswith(".item()") else ""
+                return (f"Store a value without its graph: `{rewritten}`{other}: the graph of every "
                         "step is then freed with the step.")
             if fam == "view-pins-storage" and h.get("save"):
                 return f"Save a copy of just the slice: `{rewritten}` (the file then holds only its bytes)."

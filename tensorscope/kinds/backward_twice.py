@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from tensorscope import source
 from tensorscope.kinds import _retention
@@ -217,6 +218,11 @@ def explain(ev: Evidence) -> dict | None:
     if held is not None:  # the line that kept the freed graph reachable: See NOTE [The retaining line]
         said, culprit, chain, fix = held
         parts.append(said)
+    elif how == "shared" and first:
+        shared = _shared_part(ev, f, graph, name, first)
+        if shared is not None:  # See NOTE [A part two losses share]
+            said, culprit, chain, fix = shared
+            parts.append(said)
     return diagnosis(
         KIND,
         explanation=" ".join(parts) or "An earlier backward freed the graph this backward needed.",
@@ -232,6 +238,110 @@ def explain(ev: Evidence) -> dict | None:
     )
 
 
+# NOTE [A part two losses share]
+# Two losses whose graphs share a part (the tensor `fake` both a discriminator loss and a generator loss
+# are computed from; a model's `output` used for two passes) fail at the second backward because the first
+# freed the shared part. Summing the losses is the fix only when both passes mean to train through it.
+# Two recorded facts tell the other cases apart:
+# - the leaves the shared part was built from were written in place between the two backward calls
+#   (`p.add_(e)` of a two-pass update such as SAM, an optimizer step): the shared graph is stale, and
+#   retain_graph=True would fail with a version error instead. The fix is a fresh forward before the line
+#   that reads the tensor again;
+# - the first backward reached leaves that one optimizer owns (the discriminator's) and the shared part's
+#   leaves belong to other optimizers only (the generator's): the first loss trains its own part, so the
+#   shared tensor is to be detached where that loss reads it (`netD(fake.detach())`, pytorch/examples'
+#   DCGAN; an actor-critic's critic; a DQN's target).
+# Otherwise the advice stays "sum the losses or retain the graph".
+
+
+def _reading_lines(file, first_line: int, last_line: int, name: str) -> list[int]:
+    """Lines of the statements between two lines of one scope that read ``name`` (simple statements only)."""
+    stmt = source.statement_at(file, last_line)
+    scope = source.scope_of(stmt) if stmt is not None else None
+    if scope is None:
+        return []
+    out = []
+    for st in source.scope_statements(scope):
+        if isinstance(st, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try,
+                           ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if first_line <= st.lineno <= last_line and name in source.reads(st):
+            out.append(st.lineno)
+    return out
+
+
+def _binding_line(file, before: int, name: str) -> int | None:
+    """The last line before ``before``, in the scope of that line, that binds ``name``."""
+    stmt = source.statement_at(file, before)
+    scope = source.scope_of(stmt) if stmt is not None else None
+    found = None
+    for st in source.scope_statements(scope) if scope is not None else []:
+        if st.lineno < before and name in source.assigned(st)[0]:
+            found = st.lineno
+    return found
+
+
+def _backward_event_seqs(events: list, f: dict, first: dict) -> tuple[int | None, int | None]:
+    """Event seqs of the freeing backward call and of the failing one (the last at their lines)."""
+    bws = [e for e in events if e.get("kind") == "backward"]
+    fail = next((e["seq"] for e in reversed(bws) if e.get("line") == f.get("line") and e.get("file") == f.get("file")), None)
+    before = [e for e in bws if fail is None or e["seq"] < fail]
+    b1 = next((e for e in reversed(before) if e.get("line") == first.get("line")), None)
+    return (b1["seq"] if b1 else None), fail
+
+
+def _shared_part(ev: Evidence, f: dict, graph: dict, name: str | None, first: dict):
+    """(sentence, culprit, chain, fix) for a tensor two backward calls share, by what happened to its leaves."""
+    loc = next((x for x in graph.get("locals") or [] if x["name"] == name), None)
+    leaves = set((loc or {}).get("leaves") or [])
+    file, bline = f.get("file"), f.get("line")
+    if not leaves or first.get("file") != file or not name:
+        return None
+    events = ev.doc.get("events") or []
+    b1, b2 = _backward_event_seqs(events, f, first)
+    if b1 is None:
+        return None
+    between = [e for e in events if b1 < e.get("seq", 0) < (b2 if b2 is not None else float("inf"))]
+    writes = [e for e in between if e.get("kind") == "write" and e.get("tensor") in leaves]
+    writes += [e for e in between if leaves & set(e.get("written") or ())]
+    first_bw = where(file, first["line"], what="backward() without retain_graph=True freed the shared part")
+    if writes:
+        w = min(writes, key=lambda e: e["seq"])
+        again = _reading_lines(file, w.get("line") or 0, bline, name) if w.get("file") == file else []
+        at = again[0] if again else bline
+        made = _binding_line(file, first["line"], name)
+        redo = f" (line {made}: `{source.code(file, made)}`)" if made else ""
+        said = (f"Line {w['line']} (`{source.code(w.get('file'), w['line'])}`) changed in place the parameters "
+                f"`{name}` was computed from, after the backward at line {first['line']} had freed `{name}`'s graph; "
+                f"line {at} reads that stale `{name}` again.")
+        fix = (f"Compute `{name}` again with a fresh forward pass after line {w['line']}{redo} and use the new value "
+               f"at line {at}; retain_graph=True would not help: the graph saved the parameters before the write.")
+        chain = [first_bw, where(w.get("file"), w["line"], what=f"changes the parameters `{name}` was computed from"),
+                 where(file, at, what=f"reads the stale `{name}`")]
+        return said, where(file, at, alias=name), [c for c in chain if c], fix
+    b1_event = next((e for e in events if e.get("seq") == b1), {})
+    reached = set(b1_event.get("leaves_with_grad") or ())
+    owners = [(o.get("name") or "an optimizer", set(o.get("parameters") or ())) for o in ev.doc.get("optimizers") or []]
+    own = reached - leaves
+    trains = [n for n, ps in owners if ps & own and not ps & leaves]
+    if not trains or not any(ps & leaves for _, ps in owners):
+        return None
+    made = _binding_line(file, first["line"], name)
+    uses = _reading_lines(file, (made or 0) + 1, first["line"], name)
+    if not uses:
+        return None
+    use = uses[0]
+    code = source.code(file, use)
+    detached = re.sub(rf"\b{re.escape(name)}\b(?!\s*=[^=])", f"{name}.detach()", code, count=1)
+    said = (f"The loss of line {first['line']} trains `{trains[0]}`'s parameters, yet it also went through "
+            f"`{name}`'s graph (line {use}: `{code}`), whose parameters only another optimizer updates; its "
+            f"backward freed that part, which the backward at line {bline} needs.")
+    fix = (f"Detach `{name}` where the first loss reads it: `{detached}`; the backward at line {first['line']} then "
+           f"stops at `{name}` and the one at line {bline} still finds its graph.")
+    chain = [where(file, use, what=f"the first loss reads `{name}` with its graph"), first_bw]
+    return said, where(file, use, alias=name), [c for c in chain if c], fix
+
+
 def _retained(held, first: dict | None, op: str):
     """(sentence, culprit, chain, fix) from the retention paths into the freed graph (``_held_into_freed``), or None."""
     if held is None:
@@ -244,7 +354,33 @@ def _retained(held, first: dict | None, op: str):
     chain = [c for c in [where(first["file"], first["line"], what=f"{op} without retain_graph=True freed the "
                                "graph built before it") if first else None,
                          where(stmt_file, line, what="keeps a tensor of that graph for the next iteration")] if c]
-    return said, where(stmt_file, line, alias=holder), chain, _detach_fix(code, holder, steps)
+    fix = _cache_fix(stmt, holder) or _detach_fix(code, holder, steps)
+    return said, where(stmt_file, line, alias=holder), chain, fix
+
+
+# NOTE [A lazy cache with a graph]
+# `if self.cached is None: self.cached = torch.outer(t, self.freqs)` (rotary-embedding-torch#18) keeps a value
+# built once, at the first forward, from parameters that train. The second step's backward reaches its freed
+# graph. Detaching what is kept makes the error go away, but then the parameters it was built from get no
+# gradient at all (measured: `freqs.grad` None at every step). A storing line under an `if` that tests the
+# holder itself is such a cache: the fix computes the value in each forward instead, or caches it only where
+# nothing needs its gradient.
+
+
+def _cache_fix(stmt, holder: str) -> str | None:
+    """The fix for a lazy cache (NOTE [A lazy cache with a graph]), or None when the storing line is no cache."""
+    last = holder.split(".")[-1]
+    for a in source.ancestors(stmt):
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            return None
+        if isinstance(a, ast.If) and any((isinstance(n, ast.Attribute) and n.attr == last)
+                                          or (isinstance(n, ast.Name) and n.id == holder) for n in ast.walk(a.test)):
+            return (f"`{holder}` caches a value computed from tensors that require grad, built once and reused by "
+                    f"every later step: compute it in each forward instead of keeping it (drop the cache), or cache "
+                    f"it only where nothing needs its gradient (under `torch.no_grad()`, or when its inputs do not "
+                    f"require grad). Detaching it (`{holder} = {holder}.detach()`) also ends the error, but then "
+                    "what it was computed from gets no gradient through it.")
+    return None
 
 def _held_into_freed(ev, f):
     """(file, statement, holder, path) of the line that stored what carries the freed graph into this backward."""
