@@ -18,14 +18,14 @@ NOTE [Nodes other threads built]
 The counter is per thread, and each thread's starts at 0: a node a worker thread built carries a
 number that the main thread's record also covers, and looked up there it was named at whatever main
 line bracketed that number (a pool's workers' nodes at the ``with ThreadPoolExecutor(...)`` line).
-Torch tells no node's thread (``Node`` keeps one in C++ for the profiler, not exposed). What can be
+No Python attribute of a node tells its thread (``dir(grad_fn)`` on 2.13). What can be
 known is how far the other threads counted: every other thread's nodes are numbered below the
 highest counter any of them showed. So each program line, return or yield heard on another thread,
 each backward call made there (``note_thread``) and each question asked from there notes its counter
 in ``_other``, and the record answers only for numbers at or above it: a node numbered below may
 be another thread's, and ``Recorder.node_line`` falls back to the bracket of recorded events, as on
 Python 3.10 and 3.11. A thread that runs only library code (its target a library function) shows no
-counter: its nodes can still be named at a main line (docs/compatibility.md).
+counter: its nodes can still be named at a main line (docs/how-it-works.md, known limits).
 
 Python 3.10 and 3.11 have no such events at a cost a plain run can bear, and no way to hear them
 that the program cannot see. Measured (benchmarks/line_hearing_cost.py, RESULTS.md): a
