@@ -50,6 +50,7 @@ class BackwardCalls:
         """A backward()/autograd.grad call is about to run: its context for ``after``, or None."""
         try:
             rec = self.rec
+            rec.lines.note_thread()  # a thread's graph: numbers the main line record must not answer for
             if rec.failure is not None:  # the program went on after it: this call's saved tensors are its own
                 rec.saved_failure = None  # (NOTE [The last failure, not the first] in recorder.py)
                 rec.saved_checks.detached = None

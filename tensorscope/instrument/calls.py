@@ -12,6 +12,7 @@ import weakref
 
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import line_of, strip_for_reraise
+from tensorscope.instrument.recorder import count_site
 from tensorscope.instrument.transparent import named
 
 _get_ident = threading.get_ident
@@ -94,7 +95,7 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
         if (hit is not None and hit[0] is frame.f_code and hit[1]() is rec and hit[2] is type(src)
                 and hit[3] == made and out is not src):
             try:
-                rec.site_counts[hit[4]] += 1
+                count_site(rec.site_counts, (hit[4],))  # NOTE [Site counts from several threads] in recorder.py
                 rec.aggregated += 1
                 if alias:
                     rec.kept.on_alias(rec, op, src, out if isinstance(out, (list, tuple)) else (out,), frame)

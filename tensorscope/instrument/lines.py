@@ -12,8 +12,20 @@ one PY_START event, then is DISABLEd) and PY_RETURN/PY_YIELD of the program's fu
 caller's line goes on after a call into the program's own helper: ``h = torch.sigmoid(helper(x))``). The note
 is kept only when a line built a node: a line that built none is overwritten by the next one, so
 the record grows with the nodes built, not the lines run, and is bounded (the oldest half goes).
-Only the program's main thread notes lines: other threads number their nodes from counters of
-their own.
+Only the program's main thread notes lines (see NOTE [Nodes other threads built]).
+
+NOTE [Nodes other threads built]
+The counter is per thread, and each thread's starts at 0: a node a worker thread built carries a
+number that the main thread's record also covers, and looked up there it was named at whatever main
+line bracketed that number (a pool's workers' nodes at the ``with ThreadPoolExecutor(...)`` line).
+No Python attribute of a node tells its thread (``dir(grad_fn)`` on 2.13). What can be
+known is how far the other threads counted: every other thread's nodes are numbered below the
+highest counter any of them showed. So each program line, return or yield heard on another thread,
+each backward call made there (``note_thread``) and each question asked from there notes its counter
+in ``_other``, and the record answers only for numbers at or above it: a node numbered below may
+be another thread's, and ``Recorder.node_line`` falls back to the bracket of recorded events, as on
+Python 3.10 and 3.11. A thread that runs only library code (its target a library function) shows no
+counter: its nodes can still be named at a main line (docs/how-it-works.md, known limits).
 
 Python 3.10 and 3.11 have no such events at a cost a plain run can bear, and no way to hear them
 that the program cannot see. Measured (benchmarks/line_hearing_cost.py, RESULTS.md): a
@@ -54,6 +66,7 @@ class LineRecord:
         self.codes: list = []  # the code object of each kept line
         self.lines = array("i")  # its line number
         self._last = [-1]  # the sequence nr of the last kept line (one cell, shared with the callbacks)
+        self._other = [0]  # the highest counter another thread showed (NOTE [Nodes other threads built])
         self._codes: set = set()
 
     @property
@@ -111,11 +124,22 @@ class LineRecord:
         self.codes.clear()
         del self.lines[:]
         self._last[0] = -1
+        self._other[0] = 0
+
+    def note_thread(self) -> None:
+        """The calling thread, when it is not the main thread, may have built nodes numbered up to its
+        counter (NOTE [Nodes other threads built])."""
+        if _get_ident() != _MAIN_ID:
+            seq = _get_sequence_nr()
+            if seq > self._other[0]:
+                self._other[0] = seq
 
     def node_line(self, seq):
-        """(file, line) of the program line that built node ``seq``, or None where none is known."""
+        """(file, line) of the program line that built node ``seq``, or None where none is known or
+        another thread may have built a node of that number (NOTE [Nodes other threads built])."""
+        self.note_thread()
         starts = self.starts
-        if not starts or seq < starts[0]:
+        if not starts or seq < starts[0] or seq < self._other[0]:
             return None
         i = bisect.bisect_right(starts, seq) - 1
         return self.codes[i].co_filename, self.lines[i]
@@ -142,16 +166,18 @@ class LineRecord:
 
     def _line_callback(self):
         """The LINE callback: a closure over the record's arrays (no attribute lookups per line)."""
-        starts, codes, lines, last = self.starts, self.codes, self.lines, self._last
+        starts, codes, lines, last, other = self.starts, self.codes, self.lines, self._last, self._other
         seq_nr, ident, main, half = _get_sequence_nr, _get_ident, _MAIN_ID, MAX_ENTRIES // 2
 
         def on_line(code, line):
             seq = seq_nr()
-            if seq == last[0]:  # the line before built no node: this one takes its place
-                codes[-1] = code  # (another thread's counter is this one only by chance: not worth a check here)
-                lines[-1] = line
+            if ident() != main:  # another thread: only how far it counted (NOTE [Nodes other threads built])
+                if seq > other[0]:
+                    other[0] = seq
                 return None
-            if ident() != main:
+            if seq == last[0]:  # the line before built no node: this one takes its place
+                codes[-1] = code
+                lines[-1] = line
                 return None
             last[0] = seq
             starts.append(seq)
@@ -167,9 +193,15 @@ class LineRecord:
         user = self.user
         verdicts = user._verdict  # one frame deep: see NOTE [Recursion depth under line events] in runner.py
         getframe = sys._getframe
+        seq_nr, ident, main, other = _get_sequence_nr, _get_ident, _MAIN_ID, self._other
 
         def on_return(code, offset, retval):
             """A program function returns (or yields): its caller's line (the nearest program frame) goes on."""
+            if ident() != main:  # the last line of a thread's function may have built nodes: its counter now
+                seq = seq_nr()
+                if seq > other[0]:
+                    other[0] = seq
+                return None
             try:
                 frame = getframe(1).f_back
                 while frame is not None:

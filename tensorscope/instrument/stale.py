@@ -176,7 +176,7 @@ def named_by_error(message: str, live: dict, node=None):
     if node is not None and maker is not None:
         try:
             inputs = [n for n, _ in node.next_functions if n is not None]
-            makers = {node._sequence_nr()} | {n._sequence_nr() for n in inputs}
+            makers = [node, *inputs]  # held: see NOTE [Nodes told apart by identity, not number]
             bases = [b for n in inputs for b, _ in n.next_functions if b is not None]
         except Exception:
             makers, bases = None, []
@@ -212,7 +212,15 @@ def _made_by(gf, output_nr, output, maker, makers, writes) -> bool:
     for ``a.add_(1)``), a write through a view rebases the base onto ``CopySlices``; the first next
     function of either is the node before the write: the error (raised on releases before 2.10 with the
     saving-time name) still names that node, which is then looked for up to ``writes`` rebases back
-    (output 0 only: a rebased tensor's ``output_nr`` no longer tells the outputs apart)."""
+    (output 0 only: a rebased tensor's ``output_nr`` no longer tells the outputs apart).
+
+    NOTE [Nodes told apart by identity, not number]
+    ``makers`` are the node objects themselves, held by the caller, not their sequence nrs: each thread
+    numbers its nodes from 0 (NOTE [Nodes other threads built] in lines.py), so two pool workers running
+    one function build two ``TanhBackward0`` of one number, and each worker's ``h`` fitted the error
+    text: two fits, no culprit (torch 2.2 to 2.9, which need this reading). While a node's Python object is
+    alive, every read of that node (``grad_fn``, ``next_functions``) gives that same object, on 2.2.2,
+    2.6.0, 2.9.1 and 2.15.0 (measured), so ``is`` tells the saving node from another thread's twin."""
     name, node, hops = node_name(gf), gf, 0
     while name not in (maker, maker + "Backward0") and hops < max(writes, 0):
         node = node.next_functions[0][0] if node.next_functions else None
@@ -227,9 +235,9 @@ def _made_by(gf, output_nr, output, maker, makers, writes) -> bool:
     for _ in range(max(writes, 0) + 1):
         nxt = []
         for node in level:
-            seq = node._sequence_nr()
-            if seq in makers:
+            if any(node is m for m in makers):
                 return True
+            seq = node._sequence_nr()
             if seq not in seen:
                 seen.add(seq)
                 nxt.extend(n for n, _ in node.next_functions if n is not None and not hasattr(n, "variable"))

@@ -31,7 +31,8 @@ from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
 from tensorscope.instrument.optimizer_steps import OptimizerSteps
 from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES, RunningStats
 from tensorscope.instrument.sharedstate import SharedState
-from tensorscope.instrument.recorder import Recorder, byte_range as _byte_range, inspectable, ranges_overlap, storage_key
+from tensorscope.instrument.recorder import (Recorder, byte_range as _byte_range, count_site, inspectable, ranges_overlap,
+                                             storage_key)
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES, MAX_WRITES_PER_STORAGE, PreWrite, write_facts
 from tensorscope.instrument.saved_checks import SavedChecks
 from tensorscope.instrument.watch import Watch
@@ -218,8 +219,8 @@ class Tracker(Recorder):
         line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
         site = ("write", code.co_filename, line)  # allow_at, inlined
         counts = self.site_counts
-        n = counts.get(site, 0) + 1
-        counts[site] = n
+        count_site(counts, (site,))  # NOTE [Site counts from several threads] in recorder.py
+        n = counts[site]
         if n > self.per_site or len(self.events) >= self.max_events:
             self.aggregated += 1
             if n <= self.per_site:
@@ -489,8 +490,8 @@ class Tracker(Recorder):
                 # `@torch.no_grad()` on the program's own function (a `forward` called by nn.Module
                 # included): the region is that function, located at its decorator line
                 site = ("grad_mode", decorated.co_filename, decorated.co_firstlineno)
-                n = self.site_counts.get(site, 0) + 1
-                self.site_counts[site] = n
+                count_site(self.site_counts, (site,))  # NOTE [Site counts from several threads] in recorder.py
+                n = self.site_counts[site]
                 if n > self.per_site or len(self.events) >= self.max_events:
                     return
                 event = self.emit_open("grad_mode", caller, mode=mode, action=action, enabled=torch.is_grad_enabled(),
