@@ -387,7 +387,51 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
             return None
     if found is None:
         return None
+    if found[0] == surfaced and found[1] is None and _BACKWARD.sub("", graph[surfaced][0].name()) in _SOFTMAXES \
+            and not _mask_under(graph, surfaced):  # NOTE [An infinity no mask wrote, under a softmax]
+        inline = _inline_below(tracker, graph, surfaced) or _inline_assigned(tracker, graph, surfaced)
+        if inline is not None and inline["op"] in _ZERO_TO_INF:
+            b = _birth(tracker, graph, saved, surfaced, None, step)
+            b.update(op=f"aten.{inline['op']}", file=inline["file"], line=inline["line"], inputs=[], tensor=None,
+                     read_by=b.get("op"), value="-inf")
+            return b
     return _birth(tracker, graph, saved, found[0], found[1], step)
+
+
+# NOTE [An infinity no mask wrote, under a softmax]
+# A softmax (``log_softmax``, ``logsumexp``) over a row that is -inf in every entry is where the NaN surfaced, and
+# it is named there when a mask's node (``masked_fill``, ``where``) under it wrote the -inf on purpose. With no
+# mask's node under it, the -inf was made by an op: ``logits + torch.log(mask)`` (allennlp#890) takes the log of
+# a 0/1 tensor outside autograd, which autograd never records (``add`` saves nothing). The statements of the
+# graph below are then read for the one op autograd did not record (NOTE [An origin inside the reading line]);
+# when it is a ``log`` (the op that turns a 0 into -inf), it is the origin, at its line. A mask made with
+# ``masked_fill(~keep, float("-inf"))`` on a tensor that needs a gradient is a node under the softmax and keeps
+# the softmax named; one made outside autograd on another line is no statement of the graph and changes nothing.
+_SOFTMAXES = frozenset({"Softmax", "LogSoftmax", "Logsumexp"})
+
+
+def _inline_assigned(tracker, graph, top) -> dict | None:
+    """The one unrecorded op that can make a non-finite value in the statements that assigned the names the line
+    of node ``top`` reads (``scores = logits + torch.log(mask)`` before ``torch.log_softmax(scores, 1)``: ``add``
+    saved nothing, so no pack hook heard its line)."""
+    try:
+        file, line = tracker.node_line(top)
+    except Exception:
+        return None
+    stmt = source.statement_at(file, line) if file in tracker.user else None
+    if stmt is None:
+        return None
+    in_graph = {aten_name(n.name()) for n, _ in graph.values()}
+    found = []
+    for name in source.reads(stmt.value if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr))
+                             else stmt):
+        made = assignment(file, name, line)
+        if made is not None:
+            m = _inline(file, made["line"], None, in_graph)
+            if m is not None:
+                found.append(m)
+    return found[0] if len(found) == 1 else None
+_ZERO_TO_INF = frozenset({"log", "log2", "log10"})
 
 
 # NOTE [A NaN from an infinity a mask wrote]

@@ -178,6 +178,11 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
                 f"input first, e.g. `torch.{op}(x.clamp_min(1e-8))`, or add an eps (`x + 1e-8`); for a loss on "
                 "probabilities use the logits form (`F.binary_cross_entropy_with_logits`, `F.cross_entropy`, "
                 "`F.log_softmax`).")
+    if op in _LOG and origin.get("phase") == "forward" and re.search(r"softmax|logsumexp", origin.get("read_by") or ""):
+        return (f"`{op}` of 0 is -inf{at}, and a softmax over a row whose every entry is -inf is NaN: a 0/1 mask added "
+                "as `x + torch.log(mask)` with a row all 0 does that. Mask with a large finite value instead, "
+                "`x.masked_fill(mask == 0, torch.finfo(x.dtype).min)` (or `x + (1 - mask) * torch.finfo(x.dtype).min`), "
+                "and keep one unmasked entry per row or zero the fully masked rows afterwards.")
     if op in _LOG:
         what = "0" if zeros and not negs else "negative values" if negs and not zeros else "0 or negative values"
         return (f"`{op}` of {what} is not finite{at}: clamp its input first, e.g. `torch.{op}(x.clamp_min(1e-8))`, "
@@ -231,6 +236,11 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
     if op == "mul" and origin.get("phase") == "forward" and origin.get("value") == "nan":
         return (f"`mul`{at} multiplied 0 by an infinity (0 * inf is NaN): find where the infinity was made (a "
                 "division or `rsqrt` of 0, an overflow) and add an eps there, or mask with a finite value.")
+    if op in ("amax", "max") and origin.get("phase") == "forward" and origin.get("value") == "-inf":
+        return (f"The maximum of a row that is -inf in every entry (all masked){at} is -inf, and the `x - max` of a "
+                "softmax written by hand is then -inf - -inf = NaN: mask with a large finite value "
+                "(`torch.finfo(x.dtype).min`) instead of -inf, keep one unmasked entry per row, or use "
+                "`torch.softmax` and zero the fully masked rows afterwards.")
     if op in _SOFTMAX:
         return (f"A row given to `{op}`{at} is -inf in every entry (all masked), so its softmax is 0/0 = NaN: keep "
                 "at least one unmasked entry per row, mask with a large finite value "
