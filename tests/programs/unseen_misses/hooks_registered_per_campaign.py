@@ -14,7 +14,7 @@ class FaultInjector:
         self.handles = []
         for m in model.modules():
             if isinstance(m, torch.nn.Linear) and m.out_features == 256:
-                self.handles.append(m.register_forward_hook(lambda mod, inp, out, mask=self.mask: out * (1 - mask)))
+                self.handles.append(m.register_forward_hook(lambda mod, inp, out, mask=self.mask: out * (1 - mask)))  # CULPRIT
 
     def close(self):
         for h in self.handles:
@@ -29,5 +29,5 @@ for trial in range(int(os.environ.get("LEAK_STEPS", "12"))):
     fi = FaultInjector(model, 0.01)
     with torch.no_grad():
         flips += int((model(x).argmax(1) != 0).sum())
-    fi.handles = []  # CULPRIT FIX: fi.close()
+    fi.handles = []  # FIX: fi.close()
 print(flips)
