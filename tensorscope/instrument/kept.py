@@ -372,16 +372,22 @@ class KeptValues:
             if uf is None or op in _OVERWRITES:
                 return
             code = uf.f_code
-            where = (e.file, e.line, code.co_filename, uf.f_lineno)
+            where = (e.file, e.line)  # one per aliasing line: its first write is the culprit
             facts = self.through.get(where)
             if facts is not None:
                 facts["write_count"] += 1
-                if facts["calls"] is not None and facts["calls"] is not e.ref:  # another alias: another call
+                if facts["calls"] is not None and facts["calls"] is not e.ref and e.source is facts["source_ref"]:
+                    # another alias of the same data (weakref.ref hands out one reference per object): another call
                     facts["repeated"] = True
                     facts["calls"] = None
                 return
-            if code.co_name == "<module>" or code.co_filename != e.file or _in_place_name(code.co_name) \
-                    or not code.co_firstlineno <= e.line <= uf.f_lineno or len(self.through) >= 64:
+            if code.co_name == "<module>" or _in_place_name(code.co_name) or len(self.through) >= 64:
+                return
+            caller = uf.f_back
+            inside = code.co_filename == e.file and code.co_firstlineno <= e.line <= uf.f_lineno
+            handed = caller is not None and caller.f_code.co_filename == e.file and caller.f_lineno == e.line
+            caller = None
+            if not (inside or handed):  # taken in this function, or on the line that called it (`f(X[i:j])`)
                 return
             src = e.source()
             if src is None or src is target:
@@ -402,7 +408,7 @@ class KeptValues:
             self.through[where] = {
                 "kind": "kept-value-changed", "through": True, "source_ref": weakref.ref(src),
                 "tensor": rec.note_tensor(src) if isinstance(src, _Tensor) else None,
-                "source_type": type(src).__name__, "function": code.co_name, "repeated": False,
+                "source_type": type(src).__name__, "function": code.co_name, "repeated": False, "handed": not inside,
                 "calls": e.ref,
                 "kept": {"op": e.op, "file": e.file, "line": e.line, "source": None},
                 "writes": [self._where(rec, target, op, frame, uf)], "write_count": 1,
@@ -561,7 +567,10 @@ def _DEAD():
 # that function, has no graph and is no parameter; the function runs outside a module's call (a
 # module's own buffers written in ``forward``: EMA statistics, a queue). It is reported as a
 # ``kept-value-changed`` hazard with ``through: true`` when the aliased data is still alive at the end
-# (its caller kept it). One per aliasing and writing line; the check runs at the first write only.
+# (its caller kept it). The alias may also be taken on the line that called the writing function and
+# handed to it (``jitter(X[i:i + 8], 1.1)`` with ``x.mul_(scale)`` inside): the function then writes its
+# argument, a view of the caller's data. One per aliasing line (its first write is the culprit, the
+# others are counted); the checks run at the first write only.
 
 _OVERWRITES = frozenset({
     "copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_",

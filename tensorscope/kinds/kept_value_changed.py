@@ -146,9 +146,13 @@ def _through(ev: Evidence, hazard: dict):
         what = ev.label(tid) if tid else "the tensor it was taken from"
         why = f"`{op}` returns a view of it, not a copy"
     count = hazard.get("write_count") or 1
+    made = (f"Line {kline} (`{kcode}`) handed `{fn}` a view of {what} (`{op}` returns a view, not a copy), and `{fn}` "
+            f"wrote its argument in place: line {wline} (`{wcode}`)" if hazard.get("handed") else
+            f"Line {kline} (`{kcode}`) in `{fn}` made `{alias}` over {what}: {why}. Line {wline} (`{wcode}`) then "
+            f"wrote `{alias}` in place")
     explanation = (
-        f"Line {kline} (`{kcode}`) in `{fn}` made `{alias}` over {what}: {why}. Line {wline} (`{wcode}`) then "
-        f"wrote `{alias}` in place" + (f" ({count} writes in all)" if count > 1 else "")
+        made
+        + (f" ({count} writes in all)" if count > 1 else "")
         + f", so the data the caller of `{fn}` still holds changed with it"
         + (" (called again on the same data, it changes it again: a data set normalised at every epoch drifts)"
            if hazard.get("repeated") else "")
@@ -156,7 +160,11 @@ def _through(ev: Evidence, hazard: dict):
     )
     if external:
         fix = (f"Copy the caller's data at line {kline}: `torch.tensor(a)` or `torch.from_numpy(a.copy())`; or write "
-               f"out of place at line {wline} (`{alias} = {alias}.clamp(...)` rather than `{alias}.clamp_(...)`).")
+               f"out of place at line {wline} (`{alias} = {alias} - m` rather than `{alias} -= m`, `{alias}.clamp(...)` rather "
+               f"than `{alias}.clamp_(...)`).")
+    elif hazard.get("handed"):
+        fix = (f"Write out of place in `{fn}` at line {wline} (`{alias} = {alias} * scale` rather than `{alias}.mul_(scale)`: "
+               f"return the new tensor), or hand it a copy at line {kline}: `.clone()` the view.")
     else:
         fix = (f"Write out of place at line {wline} (`{alias} = ({alias} - mean) / std` rather than `{alias}.sub_(mean)"
                f".div_(std)`), or copy at line {kline}: `.clone()` the view before writing it.")
