@@ -207,6 +207,12 @@ class KeptValues:
 
     def keep(self, rec, op, t, base, frame):
         try:
+            n = 0
+            while base is not None and not isinstance(base, _Tensor) and n < 32:  # `a[i]`'s owner: the array `a`
+                owner = getattr(base, "base", None)
+                if owner is None or not hasattr(owner, "__array_interface__"):
+                    break
+                base, n = owner, n + 1
             try:
                 src = weakref.ref(base) if base is not None else None  # its id is taken at the end, if at all
             except TypeError:  # a bytearray, a capsule: no weak reference, no source
@@ -567,7 +573,8 @@ def _DEAD():
 # that function, has no graph and is no parameter; the function runs outside a module's call (a
 # module's own buffers written in ``forward``: EMA statistics, a queue). It is reported as a
 # ``kept-value-changed`` hazard with ``through: true`` when the aliased data is still alive at the end
-# (its caller kept it). The alias may also be taken on the line that called the writing function and
+# (its caller kept it); an array's owner is followed through NumPy's ``.base`` (``torch.from_numpy(
+# self.frames[i])`` aliases the data set's ``frames``, not the row view that dies with the call). The alias may also be taken on the line that called the writing function and
 # handed to it (``jitter(X[i:i + 8], 1.1)`` with ``x.mul_(scale)`` inside): the function then writes its
 # argument, a view of the caller's data. One per aliasing line (its first write is the culprit, the
 # others are counted); the checks run at the first write only.

@@ -1,5 +1,5 @@
-# Not yet found by tensorscope (explore13, benchmarks/RESULTS.md "Unseen programs"): kept here with its
-# measured truth for the mechanism that will find it; no test runs this folder.
+# A miss of explore13 (benchmarks/RESULTS.md "Unseen programs"), found since leak14 by the mechanism its
+# NOTE names; tests/test_unseen14.py runs it with its twin.
 # source: https://github.com/fffasttime/MRFI/pull/5 (a fault-injection wrapper registered forward hooks on every instantiation and dropped their handles: memory grows over a campaign)
 # expect-kind: hook-holds-tensors
 # measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +1,024 B/step peak tensor memory; twin +0 B/step (the program has no backward call, so tensorscope takes no growth sample)
