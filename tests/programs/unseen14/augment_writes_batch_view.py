@@ -1,6 +1,7 @@
 # From: pytorch/vision#517 and #520 (Normalize worked in place: "note on in-place nature of Normalize") and
 # rosinality/style-based-gan-pytorch#38: an augmentation that scales its argument in place, given a slice
 # of the in-memory data set, drifts the data set at every epoch. Our own program.
+# truth (torch 2.13.0+cpu): the program prints TRUTH changed=True, its twin (FIX applied) TRUTH changed=False
 # expect-kind: kept-value-changed
 import torch
 

@@ -1,6 +1,7 @@
 # From: discuss.pytorch.org "GPU memory increase ... accumulative loss" (43284) and the many evaluation loops
 # run without torch.no_grad() that keep every batch's output (openillumi.com "pytorch-cuda-oom-fix-no-grad"):
 # each kept output holds its batch's graph and saved activations; no backward call ever runs. Our own program.
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +100,864 B/step peak tensor memory, +5 graph nodes/step held by globals; twin +2,560 B/step, +0 nodes/step
 # expect-kind: graph-kept-alive
 import os
 

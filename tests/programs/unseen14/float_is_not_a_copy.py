@@ -1,6 +1,7 @@
 # From: huggingface/transformers#33201 (from_numpy shares memory with the array, torch.tensor copies) and the
 # preprocessing helpers that rely on `.float()` to copy: on a float32 array `.float()` returns the tensor
 # itself, so the in-place scaling that follows writes into the caller's array. Our own program.
+# truth (torch 2.13.0+cpu): the program prints TRUTH changed=True, its twin (FIX applied) TRUTH changed=False
 # expect-kind: kept-value-changed
 import numpy as np
 import torch

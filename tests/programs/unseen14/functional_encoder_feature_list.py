@@ -2,6 +2,7 @@
 # nanoGPT-style exports and torch.func users) that collects features per batch for a kNN evaluation and keeps
 # every one (lucidrains/memorizing-transformers-pytorch's growing memories): no module is called, no backward
 # runs. Our own program.
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +131,072 B/step peak tensor memory, +0 graph nodes/step held by globals; twin +0 B/step, +0 nodes/step
 # expect-kind: container-grows
 import os
 

@@ -1,6 +1,7 @@
 # From: huggingface/transformers#34796 and #34813 (generation keeps the last position's logits; sliced
 # without a copy, the row keeps the whole (batch, seq, vocab) logits alive), rewritten as a nanoGPT-style
 # sampling loop under torch.no_grad(): no backward call. Our own program.
+# measured (torch 2.13.0+cpu, tests/retention_truth.py, N=8 vs 16 steps): leak +2,097,168 B/step peak tensor memory, +0 graph nodes/step held by globals; twin +32,784 B/step, +0 nodes/step
 # expect-kind: view-pins-storage
 import os
 

@@ -1,6 +1,7 @@
 # From: pytorch/pytorch#34765 (state_dict() hands out references, "the state keeps getting updated") and
 # thunlp/OpenKE#131 (best state kept without deepcopy), here for the optimizer: a rollback on a loss spike
 # restores SGD momentum buffers that kept training. Our own program.
+# truth (torch 2.13.0+cpu): the program prints TRUTH changed=True, its twin (FIX applied) TRUTH changed=False
 # expect-kind: kept-value-changed
 import copy
 

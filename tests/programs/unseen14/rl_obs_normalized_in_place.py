@@ -1,6 +1,7 @@
 # From: CleanDiffuserTeam/CleanDiffuser#13 (torch.from_numpy replaced by torch.tensor: the tensor shared the
 # caller's array) and the observation normalisers of RL agents (Denys88/rl_games#186): act() normalises the
 # observation in place through torch.as_tensor, so the replay buffer's stored observations change. Our own program.
+# truth (torch 2.13.0+cpu): the program prints TRUTH changed=True, its twin (FIX applied) TRUTH changed=False
 # expect-kind: kept-value-changed
 import numpy as np
 import torch
