@@ -1,4 +1,5 @@
-"""Growth across iterations: live bytes per name, sampled at step boundaries (backward calls).
+"""Growth across iterations: live bytes per name, sampled at step boundaries (backward calls, or the
+top-level module calls of a program that makes no backward call).
 
 NOTE [Sampling growth]
 A step boundary is a backward() or autograd.grad call that returned, on the program's main thread.
@@ -26,11 +27,28 @@ kept across backward calls, which is what the finding is about. Such an earlier 
 for graph nodes: bytes that rose and then stopped (a bounded cache filled early) are what the last
 samples are for. A program whose names
 do not change from one step to the next pays two walks per power of two instead of one.
+
+NOTE [Steps without backward]
+A loop without backward (inference that keeps its outputs with their graph, a fault-injection campaign
+that registers a hook per trial, a cache filled in eval) has no backward call to sample at. Its step
+is the line that repeats: a call of a module from the program's own line, outside any other module's
+call (``model(x)``, not the ``Linear`` inside it). A global forward hook
+(``torch.nn.modules.module.register_module_forward_hook``, torch 2.2 and later) counts those calls as
+boundaries of a second ``Growth`` (``tracker.growth_fwd``), sampled on the same schedule; the hook
+returns None, so every output is the module's own. A global hook takes each module call off
+``_call_impl``'s fast path, so the hook is removed at the first backward call that returns: a training
+loop pays it for its first forward only, and its findings are the backward samples' as before. The
+forward samples are reported only when the run made no backward call (an evaluation loop after training
+is not sampled). A call is top-level when no frame of ``torch/nn/modules/module.py``'s ``_call_impl``
+is above the program's calling frame (walked at most 64 frames up); calls made while tracing or
+compiling are not counted.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 import weakref
 
@@ -50,6 +68,32 @@ MIN_CONTAINER_BYTES_PER_STEP = 64 * 1024
 _WINDOW = 5  # samples at most in a window of consecutive boundaries (NOTE [Growth inside a short loop])
 
 
+_MAIN = threading.main_thread()
+_MODULE_PY = os.path.join("torch", "nn", "modules", "module.py")
+_CALL_IMPLS = frozenset({"_call_impl", "_wrapped_call_impl"})
+
+
+def _tracing() -> bool:
+    try:
+        if torch.jit.is_tracing():
+            return True
+        compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+        return bool(compiling and compiling())
+    except Exception:
+        return False
+
+
+def forward_hook(tracker):
+    """The global forward hook of a run (NOTE [Steps without backward]); returns None."""
+    ref = weakref.ref(tracker)
+
+    def module_forward_done(module, args, output):
+        t = ref()
+        if t is not None and t.active:
+            t.growth_fwd.forward_done(module)
+    return module_forward_done
+
+
 def due(n: int) -> bool:
     return n in _EARLY or (n >= 8 and n & (n - 1) == 0)
 
@@ -57,8 +101,10 @@ def due(n: int) -> bool:
 class Growth:
     """The samples of one run (plain data: storage addresses, byte counts, labels)."""
 
-    def __init__(self, tracker):
+    def __init__(self, tracker, unit: str = "backward"):
         self.tracker = tracker
+        self.unit = unit  # what a boundary is: "backward" (call) or "forward" (NOTE [Steps without backward])
+        self.handle = None  # the global forward hook of a forward Growth, until the first backward
         self.boundaries = 0
         self.samples: list[dict] = []
         self.seconds = 0.0
@@ -69,6 +115,8 @@ class Growth:
 
     def boundary(self, frame) -> None:
         """A backward call returned: sample at the boundaries ``due`` picks. Never raises."""
+        if self.unit == "backward" and self.boundaries == 0:
+            self.tracker.growth_fwd.stop()  # see NOTE [Steps without backward]
         self.boundaries += 1
         if frame is None or not self.enabled or not (due(self.boundaries) or self._follow()):
             return
@@ -90,6 +138,44 @@ class Growth:
             roots = walk = None
             tracker.resume()
             self.seconds += time.perf_counter() - t0
+
+    def stop(self) -> None:
+        """A backward call returned: forward boundaries are no longer counted (NOTE [Steps without backward])."""
+        handle, self.handle = self.handle, None
+        self.samples = []
+        self._born = {}
+        self.enabled = False
+        if handle is not None:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+
+    def forward_done(self, module) -> None:
+        """The global forward hook: a top-level module call from a program line is a boundary. Never raises."""
+        try:
+            if not self.enabled or threading.current_thread() is not _MAIN or _tracing():
+                return
+            user = self.tracker.user
+            f = sys._getframe(2)
+            caller = None
+            n = 0
+            while f is not None and n < 64:
+                code = f.f_code
+                if code.co_filename.endswith(_MODULE_PY):
+                    if caller is not None and code.co_name in _CALL_IMPLS:
+                        return  # inside another module's call
+                elif caller is None:
+                    if code.co_filename not in user:
+                        return
+                    caller = f
+                f, n = f.f_back, n + 1
+            f = None
+            if caller is not None:
+                self.boundary(caller)
+            caller = None
+        except Exception:
+            pass
 
     def _follow(self) -> bool:
         """Whether this boundary goes on a window opened at a power of two (NOTE [Growth inside a short loop])."""

@@ -93,7 +93,7 @@ def _overlap(a, b) -> bool:
 
 class _Kept:
     __slots__ = ("ref", "tid", "op", "file", "line", "source", "version", "mem", "key", "write", "writes",
-                 "external", "shares_counter", "write_key", "died", "watch")
+                 "external", "shares_counter", "write_key", "died", "watch", "holder")
 
     def __init__(self, ref, tid, op, file, line, source, version, mem, key, external, shares_counter):
         self.ref, self.tid, self.op, self.file, self.line = ref, tid, op, file, line
@@ -104,6 +104,7 @@ class _Kept:
         self.writes = 0
         self.died = None  # (file, line) of the program's line running when it died (NOTE [When a kept value died])
         self.watch = None
+        self.holder = None  # an optimizer state_dict()'s snapshot (NOTE [An optimizer's state_dict is its state])
 
 
 class KeptValues:
@@ -117,6 +118,9 @@ class KeptValues:
         self.exports: list = []  # (weakref of the tensor, its storage key, memory) of `.numpy()` calls
         # (keeping file, line, writing file, line) -> (entry, tensor id) noted at its first write
         self.first: dict = {}
+        # (aliasing file, line, writing file, line) -> facts of the caller's data written through an alias
+        # taken in a function (NOTE [The caller's data written through an alias])
+        self.through: dict = {}
 
     # --- keeping ---------------------------------------------------------------------------------
 
@@ -148,6 +152,33 @@ class KeptValues:
             if isinstance(v, _Tensor):
                 self.keep(rec, "state_dict", v, None, frame)
 
+    def on_optimizer_state_dict(self, rec, opt, sd, frame):
+        """``optimizer.state_dict()`` called on a program line: its per-parameter dicts are the optimizer's
+        own, and their tensors the ones its next steps write (NOTE [An optimizer's state_dict is its state])."""
+        try:
+            state = sd.get("state") if isinstance(sd, dict) else None
+            if not isinstance(state, dict) or not state:
+                return
+            vids = [id(v) for v in state.values() if isinstance(v, dict)]
+            tensors = [t for v in state.values() if isinstance(v, dict) for t in v.values() if isinstance(t, _Tensor)]
+            if not vids or not tensors:
+                return
+            oref = _ref(opt)
+            holder = _Snapshot(oref, {vid: _refcount(opt, vid) for vid in vids})
+            file, line = frame.f_code.co_filename, line_of(frame)
+            for t in tensors[:_MAX_KEPT]:
+                if not self._room(rec):
+                    return
+                key = storage_key(t)
+                entry = _Kept(_ref(t), None, "optimizer_state_dict", file, line, None, t._version, None, key,
+                              False, True)
+                entry.holder = holder
+                self._file(key, entry)
+                self.n += 1
+            tensors = None
+        except Exception:
+            pass
+
     def on_export(self, rec, t, array, frame):
         """``t.numpy()``: a later ``from_numpy`` of the array reads ``t``'s bytes through another storage; and
         the array itself, taken on a program line, is a kept value (see NOTE [A NumPy array is a kept value])."""
@@ -176,7 +207,16 @@ class KeptValues:
 
     def keep(self, rec, op, t, base, frame):
         try:
-            src = weakref.ref(base) if base is not None else None  # its id is taken at the end, if at all
+            n = 0
+            while base is not None and not isinstance(base, _Tensor) and n < 32:  # `a[i]`'s owner: the array `a`
+                owner = getattr(base, "base", None)
+                if owner is None or not hasattr(owner, "__array_interface__"):
+                    break
+                base, n = owner, n + 1
+            try:
+                src = weakref.ref(base) if base is not None else None  # its id is taken at the end, if at all
+            except TypeError:  # a bytearray, a capsule: no weak reference, no source
+                src = None
             if op not in EXTERNAL:  # filed at the next write, if it is still alive then (see NOTE [Young kept values])
                 young = self.young
                 young.append((weakref.ref(t), op, frame.f_code.co_filename, line_of(frame), src, t._version,
@@ -282,19 +322,28 @@ class KeptValues:
         mem = None
         dead = False
         # the tensors the written one was taken from (`tmp = y.detach(); tmp.mul_(2)` writes y on purpose)
-        made_from = [e.source() for e in entries if e.source is not None and e.ref() is target]
+        made_from = [m for m in (e.source() for e in entries if e.source is not None and e.ref() is target)
+                     if isinstance(m, _Tensor)]
         for e in entries:
             k = e.ref()
             if k is None:
                 dead = True
                 continue
-            if k is target or any(m is k for m in made_from):
-                continue
-            try:
-                if target._base is k:  # a write through a view of the kept value: the program's own
+            if e.holder is not None:  # see NOTE [An optimizer's state_dict is its state]
+                if e.write is None and not e.holder.alive():
+                    dead = True
+                    e.ref = _DEAD
                     continue
-            except Exception:
-                pass
+            elif k is target or any(m is k for m in made_from):
+                if e.source is not None and e.op not in _KEEPING:
+                    self._through(rec, e, target, op, frame, uf)
+                continue
+            else:
+                try:
+                    if target._base is k:  # a write through a view of the kept value: the program's own
+                        continue
+                except Exception:
+                    pass
             if e.write is not None:  # found already: later writes into its storage are only counted
                 e.writes += 1
                 continue
@@ -321,6 +370,59 @@ class KeptValues:
                 self.keys[key] = alive
             else:
                 del self.keys[key]
+
+    def _through(self, rec, e, target, op, frame, uf):
+        """A write through the kept alias itself: the caller's data changed when the alias was taken in the
+        writing function from memory it did not make (NOTE [The caller's data written through an alias])."""
+        try:
+            if uf is None or op in _OVERWRITES:
+                return
+            code = uf.f_code
+            where = (e.file, e.line)  # one per aliasing line: its first write is the culprit
+            facts = self.through.get(where)
+            if facts is not None:
+                facts["write_count"] += 1
+                if facts["calls"] is not None and facts["calls"] is not e.ref and e.source is facts["source_ref"]:
+                    # another alias of the same data (weakref.ref hands out one reference per object): another call
+                    facts["repeated"] = True
+                    facts["calls"] = None
+                return
+            if code.co_name == "<module>" or _in_place_name(code.co_name) or len(self.through) >= 64:
+                return
+            caller = uf.f_back
+            inside = code.co_filename == e.file and code.co_firstlineno <= e.line <= uf.f_lineno
+            handed = caller is not None and caller.f_code.co_filename == e.file and caller.f_lineno == e.line
+            caller = None
+            if not (inside or handed):  # taken in this function, or on the line that called it (`f(X[i:j])`)
+                return
+            src = e.source()
+            if src is None or src is target:
+                return
+            if isinstance(src, _Tensor):
+                if src.requires_grad or src.grad_fn is not None or isinstance(src, torch.nn.Parameter):
+                    return
+                made = rec.tensor_created.get(rec.tid(src))
+                if made and made.get("file") == code.co_filename and code.co_firstlineno <= made.get("line", 0) <= uf.f_lineno:
+                    return  # made in this function: its own buffer
+            f, n = uf.f_back, 0
+            while f is not None and n < 64:  # inside a module's call: the module's own state (a buffer updated on purpose)
+                if f.f_code.co_name in ("_call_impl", "_wrapped_call_impl") and \
+                        f.f_code.co_filename.replace("\\", "/").endswith("torch/nn/modules/module.py"):
+                    return
+                f, n = f.f_back, n + 1
+            f = None
+            self.through[where] = {
+                "kind": "kept-value-changed", "through": True, "source_ref": weakref.ref(src),
+                "tensor": rec.note_tensor(src) if isinstance(src, _Tensor) else None,
+                "source_type": type(src).__name__, "function": code.co_name, "repeated": False, "handed": not inside,
+                "calls": e.ref,
+                "kept": {"op": e.op, "file": e.file, "line": e.line, "source": None},
+                "writes": [self._where(rec, target, op, frame, uf)], "write_count": 1,
+                "version_at_keep": e.version, "version_now": None, "shares_version_counter": e.shares_counter,
+                "distinct_storage": False, "alive_at_end": True, "died": None, "count": 1, "names": [],
+            }
+        except Exception:
+            pass
 
     @staticmethod
     def _where(rec, target, op, frame, uf):
@@ -360,6 +462,8 @@ class KeptValues:
             else:
                 continue
             base = e.source() if e.source is not None else None
+            if not isinstance(base, _Tensor):
+                base = None
             facts = found.get(where)
             if facts is not None:
                 if tid is not None:
@@ -379,6 +483,17 @@ class KeptValues:
             }
         for where, facts in found.items():
             rec.add_hazard(("kept",) + where, facts)
+        for where, facts in self.through.items():  # NOTE [The caller's data written through an alias]
+            facts.pop("calls", None)
+            src = facts.pop("source_ref")()
+            if src is None:  # the caller's data died: nothing reads it after the write
+                continue
+            if isinstance(src, _Tensor):
+                facts["version_now"] = src._version
+                facts["names"] = list(named.get(facts["tensor"], ()))
+            src = None
+            rec.add_hazard(("through",) + where, facts)
+        self.through = {}
 
 
 
@@ -390,6 +505,85 @@ class KeptValues:
 # callback notes the program's line running when it is freed (the rebinding line, or the line that
 # called the function it died with); the explainer stops counting loads past that line
 # (kinds/_reads.py). One weak reference per kept value found written, nothing per event.
+
+
+# NOTE [An optimizer's state_dict is its state]
+# ``optimizer.state_dict()`` packs ``self.state`` by parameter index, but the per-parameter dicts in it
+# are the optimizer's own dict objects and their tensors (``exp_avg``, ``step``, ``momentum_buffer``)
+# the very tensors its next ``step()`` writes in place (torch/optim/optimizer.py, ``pack_state``;
+# 2.2 to 2.13): a "best" optimizer state kept beside a deep copy of the weights follows training
+# (pytorch/pytorch#34765). Unlike a module's state_dict, whose detached tensors die with the dict, these
+# tensors live on in the optimizer whether or not the program kept the dict, so whether the snapshot is
+# still held is read from the per-parameter dicts' reference counts: at the call, each is held by the
+# optimizer's ``state`` and by the returned dict; at a later write, a count below the one at the call
+# means the returned dict is gone (``copy.deepcopy(optimizer.state_dict())``, ``torch.save(...)``) and
+# the entries are dropped. All the dicts must keep their count, so a step's local holding one does not
+# count as a snapshot. The check runs at the first write into each kept tensor only.
+
+
+class _Snapshot:
+    __slots__ = ("opt", "counts", "dead")
+
+    def __init__(self, opt, counts):
+        self.opt, self.counts, self.dead = opt, counts, False
+
+    def alive(self) -> bool:
+        if self.dead:
+            return False
+        opt = self.opt()
+        ok = opt is not None and all(_refcount(opt, vid) >= n for vid, n in self.counts.items())
+        opt = None
+        if not ok:
+            self.dead = True
+        return ok
+
+
+def _refcount(opt, vid) -> int:
+    """The reference count of the optimizer's per-parameter state dict with id ``vid`` (0: gone). Keep the
+    shape of this function: the counts compared are read through it at the call and at the write."""
+    try:
+        for st in opt.state.values():
+            if id(st) == vid:
+                return sys.getrefcount(st)
+    except Exception:
+        pass
+    return 0
+
+
+def _in_place_name(name: str) -> bool:
+    """``normalize_``: a function named to write in place (a dunder, ``__getitem__``, is not)."""
+    return name.endswith("_") and not name.endswith("__")
+
+
+def _DEAD():
+    return None
+
+
+# NOTE [The caller's data written through an alias]
+# A function that takes an alias of data it was handed and writes the alias in place changes the
+# caller's data: ``img = self.images[i]; img.sub_(mean).div_(std)`` in a Dataset's ``__getitem__``
+# normalises the stored samples again at every epoch (pytorch/vision#680); ``x = torch.from_numpy(a);
+# x.clamp_(0, 255)`` in a ``predict(a)`` changes the caller's array. The alias is a kept value like any
+# other (a view of a tensor without a graph; a tensor over an array's memory, its ``source`` the array),
+# and a write through it is normally the program's own business. It is recorded as a change of the
+# caller's data when: the write reads the old value (``sub_``, ``clamp_``, ``mul_``; not ``copy_``,
+# ``fill_``, ``zero_`` or a random fill, which fill an output buffer); it runs in a function (not at
+# module level, not one named with a trailing ``_``, which says it writes in place) on a line after the
+# alias was taken in that function; the aliased data (its base tensor, or the array) was not made in
+# that function, has no graph and is no parameter; the function runs outside a module's call (a
+# module's own buffers written in ``forward``: EMA statistics, a queue). It is reported as a
+# ``kept-value-changed`` hazard with ``through: true`` when the aliased data is still alive at the end
+# (its caller kept it); an array's owner is followed through NumPy's ``.base`` (``torch.from_numpy(
+# self.frames[i])`` aliases the data set's ``frames``, not the row view that dies with the call). The alias may also be taken on the line that called the writing function and
+# handed to it (``jitter(X[i:i + 8], 1.1)`` with ``x.mul_(scale)`` inside): the function then writes its
+# argument, a view of the caller's data. One per aliasing line (its first write is the culprit, the
+# others are counted); the checks run at the first write only.
+
+_OVERWRITES = frozenset({
+    "copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_",
+    "cauchy_", "log_normal_", "set_", "resize_", "resize_as_", "index_put_", "index_copy_", "index_fill_",
+    "masked_fill_", "masked_scatter_", "scatter_", "put_", "setitem", "__setitem__", "fill_diagonal_",
+})
 
 
 def _on_death(entry, user):

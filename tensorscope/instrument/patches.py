@@ -300,6 +300,16 @@ def make_state_dict(orig):
     return after_call(orig, after)
 
 
+def make_optimizer_state_dict(orig):
+    """``optimizer.state_dict()`` on a program line: its state tensors are the optimizer's own (see NOTE [An
+    optimizer's state_dict is its state] in kept.py)."""
+    def after(rec, args, kwargs, out, frame):
+        if args and frame.f_code.co_filename in rec.user:
+            rec.kept.on_optimizer_state_dict(rec, args[0], out, frame)
+
+    return after_call(orig, after)
+
+
 def make_register_parameter(orig):
     """``module.<name> = param``: a parameter another live module holds is shared state (see NOTE [Shared state])."""
     def register_parameter(self, name, param):
@@ -331,6 +341,14 @@ def module_registered(parent, name, module):
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(module, torch.nn.Module):
         rec.shared.on_register_module(rec, parent, name, module, sys._getframe(1))
+
+
+def module_forward_done(module, args, output):
+    """The global forward hook while no backward call returned: a top-level module call is a step boundary
+    (NOTE [Steps without backward] in growth.py). Returns None: the output is the module's own."""
+    rec = state.recorder
+    if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
+        rec.growth_fwd.forward_done(module)
 
 
 def optimizer_step_started(optimizer, args, kwargs):
@@ -691,11 +709,19 @@ class Patcher:
         register_module_hook = getattr(torch.nn.modules.module, "register_module_module_registration_hook", None)
         if self._planned is None and register_module_hook is not None:
             self._hooks.append(register_module_hook(module_registered))
+        register_forward = getattr(torch.nn.modules.module, "register_module_forward_hook", None)
+        rec = state.recorder
+        if self._planned is None and register_forward is not None and rec is not None \
+                and getattr(getattr(rec, "growth_fwd", None), "enabled", False):  # NOTE [Steps without backward]
+            handle = register_forward(module_forward_done)
+            self._hooks.append(handle)
+            rec.growth_fwd.handle = handle
         if self._planned is None:  # see NOTE [An optimizer step as one write record]
             self._hooks.append(register_optimizer_step_pre_hook(optimizer_step_started))
             self._hooks.append(register_optimizer_step_post_hook(optimizer_step_finished))
         self._set(torch.nn.Module, "__setstate__", make_module_setstate(torch.nn.Module.__setstate__))
         self._set(torch.optim.Optimizer, "load_state_dict", make_optimizer_load(torch.optim.Optimizer.load_state_dict))
+        self._set(torch.optim.Optimizer, "state_dict", make_optimizer_state_dict(torch.optim.Optimizer.state_dict))
         apply = compat.function_apply()
         if apply is not None:
             self._set(torch.autograd.Function, "apply", make_function_apply(apply))

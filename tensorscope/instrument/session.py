@@ -200,6 +200,9 @@ def retention_findings(tracker, memory: dict | None) -> list:
     out = []
     try:
         out = tracker.growth.findings()
+        fwd = tracker.growth_fwd
+        if not out and tracker.growth.boundaries == 0 and fwd.samples:  # NOTE [Steps without backward]
+            out = [dict(f, unit="forward") for f in fwd.findings()]
     except Exception:
         pass
     grown = {f["holder"] for f in out}  # a view already reported as growth under its holder

@@ -67,6 +67,7 @@ class Tracker(Recorder):
         self.backward_calls = BackwardCalls(self)
         self.saved_checks = SavedChecks(self)
         self.growth = Growth(self)  # live bytes per name at sampled step boundaries (see NOTE [Sampling growth])
+        self.growth_fwd = Growth(self, "forward")  # the same at top-level module calls (NOTE [Steps without backward])
         self.values = None  # the non-finite checks (nonfinite.ValueWatch), installed by session.active
         self.kept = KeptValues()  # aliases the program keeps (see NOTE [Kept values] in kept.py)
         self.shared = SharedState()  # state two objects share, ctx attributes (see NOTE [Shared state])
@@ -435,7 +436,7 @@ class Tracker(Recorder):
         if op == "numpy" and isinstance(source, _Tensor):
             self.kept.on_export(self, source, out, frame)
         elif op in _EXTERNAL and isinstance(out, _Tensor) and _external(first if first is not None else source):
-            self.kept.keep(self, op, out, None, frame)
+            self.kept.keep(self, op, out, first if first is not None else source, frame)
         try:
             if not self.allow(kind, frame):
                 return

@@ -177,9 +177,52 @@ def retaining_line(ev, h) -> tuple[str | None, ast.stmt | None, ast.AST | None]:
                     best = (score, full, stmt, expr)
         if best is not None:
             break
+    if best is None and any(st.get("via") == "hook" for st in h.get("path") or ()):
+        for f in _files(ev, h):  # NOTE [A hook's registering line]
+            full = os.path.abspath(f)
+            for stmt, expr in _registrations(source.tree(full) or source.tree(f)):
+                score = (_in_loop(stmt) or _called_in_loop(stmt), _score(stmt, expr))
+                if best is None or score > best[0]:
+                    best = (score, full, stmt, expr)
     if best is None:
         return None, None, None
     return best[1], best[2], best[3]
+
+
+# NOTE [A hook's registering line]
+# A hook that keeps tensors through what it captured (a default argument, a bound object's attribute)
+# rather than by storing into a container has no store statement to find: the reference that keeps
+# them is made by the `register_*_hook` call that put the hook in the module's (or tensor's) hook dict
+# and whose handle was never removed. That call is the culprit, preferring one in a loop or in a
+# function called from a loop (`FaultInjector(model)` per trial registers a hook per trial).
+
+
+def _registrations(tree):
+    out = []
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+            for c in ast.walk(node):
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) \
+                        and c.func.attr.startswith("register_") and c.func.attr.endswith("hook"):
+                    out.append((node, c))
+                    break
+    return out
+
+
+def _called_in_loop(stmt) -> bool:
+    """Whether the function (or the class, for ``__init__``) around ``stmt`` is called inside a loop of its file."""
+    scope = source.scope_of(stmt)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    name = scope.name
+    if name == "__init__":
+        cls = next((a for a in source.ancestors(scope) if isinstance(a, ast.ClassDef)), None)
+        name = cls.name if cls is not None else name
+    root = next((a for a in source.ancestors(scope) if isinstance(a, ast.Module)), None)
+    for c in ast.walk(root) if root is not None else ():
+        if isinstance(c, ast.Call) and _last_name(c.func) == name and source.loop_of(c) is not None:
+            return True
+    return False
 
 
 def _detached_literal(expr) -> str:
@@ -338,7 +381,7 @@ def explain(ev, h: dict, kind) -> dict:
     else:
         amount = " and ".join(x for x in (f"{human(per)}" if per else "", f"{nodes} graph nodes" if nodes else "") if x)
         amount += " per step"
-        grow = f"`{holder}` grows by {amount} (sampled at backward calls {', '.join(map(str, h.get('steps') or []))})"
+        grow = f"`{holder}` grows by {amount} (sampled at {_unit(h)} {', '.join(map(str, h.get('steps') or []))})"
     parts = [f"{grow}: {shown}." if shown else f"{grow}."]
     if stmt is not None and h.get("save"):
         parts.append(f"Line {stmt.lineno} (`{source.code(file, stmt.lineno)}`) saves the view, not a copy.")
@@ -359,7 +402,7 @@ def explain(ev, h: dict, kind) -> dict:
         saved_by=where(alloc.get("file"), alloc.get("line"), what="allocated the retained memory") if alloc.get("line") else None,
         tensor={"id": h.get("tensor"), "names": [holder] if holder else [], "version_at_save": None, "version_now": None},
         evidence=["retention walk from the program's names (no gc pass)",
-                  "live bytes per name sampled at backward calls" if not h.get("at_end") else "views alive at the end"],
+                  f"live bytes per name sampled at {_unit(h)}" if not h.get("at_end") else "views alive at the end"],
     )
     d["retention"] = {
         "holder": holder, "where": h.get("where"), "path": json_steps(h.get("path")),
@@ -368,3 +411,8 @@ def explain(ev, h: dict, kind) -> dict:
         "nbytes": h.get("nbytes"), "storage_nbytes": h.get("storage_nbytes"),
     }
     return d
+
+
+def _unit(h: dict) -> str:
+    """What the samples' steps count (NOTE [Steps without backward] in instrument/growth.py)."""
+    return "top-level module calls" if h.get("unit") == "forward" else "backward calls"

@@ -218,6 +218,9 @@ def explain(ev: Evidence) -> dict | None:
     if held is not None:  # the line that kept the freed graph reachable: See NOTE [The retaining line]
         said, culprit, chain, fix = held
         parts.append(said)
+    elif how == "shared" and first and _before_loop(f, first, name) is not None:
+        said, culprit, chain, fix = _before_loop(f, first, name)
+        parts.append(said)
     elif how == "shared" and first:
         shared = _shared_part(ev, f, graph, name, first)
         if shared is not None:  # See NOTE [A part two losses share]
@@ -236,6 +239,50 @@ def explain(ev: Evidence) -> dict | None:
         evidence=["earlier backward calls and their autograd sequence numbers",
                   "freed graph nodes probed at the failure"],
     )
+
+
+# NOTE [A value computed once before the loop]
+# A tensor computed once before a loop (`ctx = embed(tokens).mean(1)`, features of a fixed batch, a prompt's
+# embedding) and read by every iteration's loss is shared by each iteration's graph: the first backward
+# frees its part, and the second iteration's backward fails there. When the name the two graphs share is
+# bound in the scope of the failing backward's loop before the loop and never inside it, and both backward
+# calls are in that loop, the culprit is that binding line: the fix computes it inside the loop (a fresh
+# forward each iteration), or detaches it there when its inputs need no gradient.
+
+
+def _before_loop(f: dict, first: dict, name: str | None):
+    """(sentence, culprit, chain, fix) when ``name`` is bound before the loop of both backward calls only."""
+    if not name:
+        return None
+    file = f.get("file")
+    stmt = source.statement_at(file, f.get("line"))
+    loop = source.loop_of(stmt) if stmt is not None else None
+    if loop is None or first.get("file") != file or not (loop.lineno <= (first.get("line") or 0) <= (loop.end_lineno or 0)):
+        return None
+    inner = [s for s in ast.walk(loop) if isinstance(s, ast.stmt)]
+    if any(name in source.assigned(s)[0] for s in inner) or name in _loop_targets(loop):
+        return None
+    scope = source.scope_of(loop)
+    binds = [s for s in source.scope_statements(scope) if s.lineno < loop.lineno and name in source.assigned(s)[0]] \
+        if scope is not None else []
+    if not binds:
+        return None
+    b = binds[-1]
+    code = source.code(file, b.lineno)
+    said = (f"`{name}` is computed once, at line {b.lineno} (`{code}`), before the loop, and every iteration's loss "
+            "reads it: the first iteration's backward freed its part of the graph, so the next one cannot go through "
+            "it again.")
+    fix = (f"Compute `{name}` inside the loop, so each iteration has a graph of its own (move line {b.lineno} into "
+           f"the loop); or, if what it is computed from needs no gradient, detach it at line {b.lineno} "
+           f"(`{name} = ....detach()`).")
+    chain = [where(file, b.lineno, what=f"`{name}` computed once, before the loop"),
+             where(first["file"], first["line"], what="backward() without retain_graph=True freed its graph")]
+    return said, where(file, b.lineno, alias=name), chain, fix
+
+
+def _loop_targets(loop) -> list[str]:
+    target = getattr(loop, "target", None)
+    return source.target_names(target) if target is not None else []
 
 
 # NOTE [A part two losses share]

@@ -39,6 +39,8 @@ KIND = Kind(
 
 _WHY = {
     "state_dict": "`state_dict()` returns the module's tensors detached, not copied",
+    "optimizer_state_dict": ("`optimizer.state_dict()` returns the optimizer's own per-parameter state (its "
+                             "`exp_avg`, `step`, `momentum_buffer` tensors), not copies"),
     "detach": "`.detach()` returns a tensor over the same memory",
     "data": "`.data` returns a tensor over the same memory (with its own version counter)",
     "numpy": "`.numpy()` of a CPU tensor returns an array over the tensor's own memory, not a copy",
@@ -55,6 +57,8 @@ def _fix(op: str, code: str, line) -> str:
     if op == "state_dict":
         return (f"Keep a copy {at}: `copy.deepcopy(model.state_dict())`, or "
                 "`{k: v.detach().clone() for k, v in model.state_dict().items()}`; `torch.save` to a file also copies.")
+    if op == "optimizer_state_dict":
+        return (f"Keep a copy {at}: `copy.deepcopy(optimizer.state_dict())`; `torch.save` to a file also copies.")
     if op in ("from_numpy", "as_tensor", "asarray", "frombuffer", "from_dlpack"):
         return (f"Give the kept tensor its own memory {at}: `torch.tensor(a)` copies, as does "
                 "`torch.from_numpy(a.copy())`; or `.clone()` the tensor you keep.")
@@ -70,6 +74,8 @@ def _fix(op: str, code: str, line) -> str:
 
 def explain(ev: Evidence, hazard: dict):
     """A hazard diagnosis, or None when the program never reads the kept value after the write."""
+    if hazard.get("through"):
+        return _through(ev, hazard)
     kept = hazard.get("kept") or {}
     writes = hazard.get("writes") or []
     first = writes[0] if writes else {}
@@ -116,4 +122,60 @@ def explain(ev: Evidence, hazard: dict):
         evidence=[f"kept at line {kline} by `{op}`; its bytes written at line {wline} through another tensor; "
                   + ("alive at the end" if hazard.get("alive_at_end", True) else "alive after the write (it died before "
                    "the end, with the function that held it)") + " and read after the write"],
+    ) | {"kept_at": where(kfile, kline, how=op)}
+
+
+def _through(ev: Evidence, hazard: dict):
+    """The caller's data written through an alias its function took (NOTE [The caller's data written through
+    an alias] in instrument/kept.py): reported when the data is alive at the end."""
+    kept = hazard.get("kept") or {}
+    writes = hazard.get("writes") or []
+    first = writes[0] if writes else {}
+    kfile, kline, op = kept.get("file"), kept.get("line"), kept.get("op") or ""
+    wfile, wline = first.get("file"), first.get("line")
+    kcode, wcode = code_at(kfile, kline), code_at(wfile, wline)
+    tid = hazard.get("tensor")
+    fn = hazard.get("function") or "the function"
+    external = op in ("from_numpy", "as_tensor", "asarray", "frombuffer", "from_dlpack")
+    bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
+    alias = first.get("alias") or (bound[0] if bound else "the alias")
+    if external:
+        what = f"the {hazard.get('source_type') or 'array'} handed to `{fn}`"
+        why = _WHY.get(op, "it reads the same memory")
+    else:
+        what = ev.label(tid) if tid else "the tensor it was taken from"
+        why = f"`{op}` returns a view of it, not a copy"
+    count = hazard.get("write_count") or 1
+    made = (f"Line {kline} (`{kcode}`) handed `{fn}` a view of {what} (`{op}` returns a view, not a copy), and `{fn}` "
+            f"wrote its argument in place: line {wline} (`{wcode}`)" if hazard.get("handed") else
+            f"Line {kline} (`{kcode}`) in `{fn}` made `{alias}` over {what}: {why}. Line {wline} (`{wcode}`) then "
+            f"wrote `{alias}` in place")
+    explanation = (
+        made
+        + (f" ({count} writes in all)" if count > 1 else "")
+        + f", so the data the caller of `{fn}` still holds changed with it"
+        + (" (called again on the same data, it changes it again: a data set normalised at every epoch drifts)"
+           if hazard.get("repeated") else "")
+        + "; nothing raised."
+    )
+    if external:
+        fix = (f"Copy the caller's data at line {kline}: `torch.tensor(a)` or `torch.from_numpy(a.copy())`; or write "
+               f"out of place at line {wline} (`{alias} = {alias} - m` rather than `{alias} -= m`, `{alias}.clamp(...)` rather "
+               f"than `{alias}.clamp_(...)`).")
+    elif hazard.get("handed"):
+        fix = (f"Write out of place in `{fn}` at line {wline} (`{alias} = {alias} * scale` rather than `{alias}.mul_(scale)`: "
+               f"return the new tensor), or hand it a copy at line {kline}: `.clone()` the view.")
+    else:
+        fix = (f"Write out of place at line {wline} (`{alias} = ({alias} - mean) / std` rather than `{alias}.sub_(mean)"
+               f".div_(std)`), or copy at line {kline}: `.clone()` the view before writing it.")
+    return diagnosis(
+        KIND,
+        explanation=explanation,
+        fix=fix,
+        culprit=where(wfile, wline, alias=first.get("alias")),
+        tensor={"id": tid, "names": ev.tensor_names(tid) if tid else [],
+                "version_at_save": hazard.get("version_at_keep"), "version_now": hazard.get("version_now")},
+        alias_chain=[d for d in (where(kfile, kline, what=f"`{alias}` made by `{op}` over the caller's data"),) if d],
+        evidence=[f"aliased at line {kline} by `{op}` inside `{fn}`; written in place through the alias at line "
+                  f"{wline}; the aliased data was made outside `{fn}` and is alive at the end"],
     ) | {"kept_at": where(kfile, kline, how=op)}

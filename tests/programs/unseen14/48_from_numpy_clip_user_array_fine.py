@@ -1,5 +1,5 @@
-# Not yet found by tensorscope (explore13, benchmarks/RESULTS.md "Unseen programs"): kept here with its
-# measured truth for the mechanism that will find it; no test runs this folder.
+# A miss of explore13 (benchmarks/RESULTS.md "Unseen programs"), found since leak14 by the mechanism its
+# NOTE names; tests/test_unseen14.py runs it with its twin.
 # From: Trusted-AI/adversarial-robustness-toolbox#2262 (a detector's predict() wraps the caller's images with
 # torch.from_numpy and clips and scales them in place: the caller's numpy array is changed; our own program)
 import numpy as np

@@ -1,7 +1,8 @@
-# Not yet found by tensorscope (explore13, benchmarks/RESULTS.md "Unseen programs"): kept here with its
-# measured truth for the mechanism that will find it; no test runs this folder.
+# A miss of explore13 (benchmarks/RESULTS.md "Unseen programs"), found since leak14 by the mechanism its
+# NOTE names; tests/test_unseen14.py runs it with its twin.
 # From: Trusted-AI/adversarial-robustness-toolbox#2262 (a detector's predict() wraps the caller's images with
 # torch.from_numpy and clips and scales them in place: the caller's numpy array is changed; our own program)
+# expect-kind: kept-value-changed
 import numpy as np
 import torch
 
@@ -13,7 +14,7 @@ class Detector:
 
     def predict(self, images: np.ndarray):
         x = torch.from_numpy(images)
-        x.clamp_(0, 255).div_(255)  # <- culprit
+        x.clamp_(0, 255).div_(255)  # CULPRIT FIX: x = x.clamp(0, 255).div(255)
         with torch.no_grad():
             return self.net(x).amax(dim=(2, 3)).numpy()
 

@@ -1,5 +1,5 @@
-# Not yet found by tensorscope (explore13, benchmarks/RESULTS.md "Unseen programs"): kept here with its
-# measured truth for the mechanism that will find it; no test runs this folder.
+# A miss of explore13 (benchmarks/RESULTS.md "Unseen programs"), found since leak14 by the mechanism its
+# NOTE names; tests/test_unseen14.py runs it with its twin.
 # From: pytorch/vision#680 (ToTensor aliases the data and Normalize worked in place: with the data set in memory,
 # each epoch normalises the stored samples again and the data set drifts; our own program)
 import torch
@@ -14,7 +14,7 @@ class InMemoryDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         img = self.images[i]
-        img.sub_(self.mean).div_(self.std)  # <- culprit
+        img = img.sub(self.mean).div(self.std)
         return img, self.labels[i]
 
 
