@@ -64,15 +64,15 @@ _AS_ATTRIBUTES = frozenset({"_parameters", "_buffers", "_modules"})
 
 # NOTE [A graph node's visit]
 # A walk at a step boundary (a growth sample, NOTE [Sampling growth] in growth.py) reaches the graph of the loss
-# just backwarded: in a small GPT, about 600 of its 1,000 objects are graph nodes, and their visits were most
-# of its time. What a node's visit reads depends on its type alone (its ``_raw_saved_*`` names, whether it is
-# an AccumulateGrad, whether its instances can carry a ``__dict__``: a custom Function's ctx), so that is
+# just backwarded: in a small GPT, about 270 of its 720 objects are graph nodes, and their visits were the
+# largest part of its time. What a node's visit reads depends on its type alone (its ``_raw_saved_*`` names,
+# whether it is an AccumulateGrad, whether its instances can carry a ``__dict__``: a custom Function's ctx), so that is
 # decided once a type (``_NODE_TYPES``), and the node's children are made as one list, with no generator frame
 # resumed per child (two before: ``_children`` and ``_node``). Tensors and modules, the next most common, are
 # read the same way (``_tensor``, ``_module``); ``_run`` picks the three by the type's kind. The children and
 # their order are those of before, and an exception part-way keeps the ones made before it, as the generators
-# did (``_run`` queued those before it caught the exception). A GPT's walk at a boundary (1,000 objects, 600
-# of them graph nodes): benchmarks/RESULTS.md, "Run's cost (speed14, 2026-11-26)".
+# did (``_run`` queued those before it caught the exception). A GPT's walk at a boundary: benchmarks/RESULTS.md,
+# "Run's cost (speed14, 2026-11-26)".
 _NODE_TYPES: dict = {}  # node type -> (((attribute, saved name), ...), is an AccumulateGrad, may have a __dict__)
 
 
