@@ -31,8 +31,8 @@ from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
 from tensorscope.instrument.optimizer_steps import OptimizerSteps
 from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES, RunningStats
 from tensorscope.instrument.sharedstate import SharedState
-from tensorscope.instrument.recorder import (_ONE_AGGREGATED, Recorder, byte_range as _byte_range, count_site, inspectable,
-                                             ranges_overlap, storage_key)
+from tensorscope.instrument.recorder import (_ONE_AGGREGATED, Recorder, byte_range as _byte_range, count_site,
+                                             inspectable, ranges_overlap, storage_key)
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES, MAX_WRITES_PER_STORAGE, PreWrite, write_facts
 from tensorscope.instrument.saved_checks import SavedChecks
 from tensorscope.instrument.watch import Watch
