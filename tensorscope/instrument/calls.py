@@ -12,7 +12,7 @@ import weakref
 
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import line_of, strip_for_reraise
-from tensorscope.instrument.recorder import count_site
+from tensorscope.instrument.recorder import _ONE_AGGREGATED, count_site
 from tensorscope.instrument.transparent import named
 
 _get_ident = threading.get_ident
@@ -96,7 +96,7 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
                 and hit[3] == made and out is not src):
             try:
                 count_site(rec.site_counts, (hit[4],))  # NOTE [Site counts from several threads] in recorder.py
-                rec.aggregated += 1
+                count_site(rec.aggregated_counts, _ONE_AGGREGATED)  # count_aggregated, inlined
                 if alias:
                     rec.kept.on_alias(rec, op, src, out if isinstance(out, (list, tuple)) else (out,), frame)
             except Exception:

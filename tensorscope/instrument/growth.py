@@ -312,8 +312,8 @@ class Growth:
 def _identity(walk, key, tid, born) -> tuple:
     """A storage as the samples compare it: its address, the object and step it was first reached
     through, and its birth. See NOTE [Storage identity across samples]."""
-    parent, step = walk.step(tid)
-    return (key, parent, step.get("label"), born)
+    parent, label = walk.label(tid)
+    return (key, parent, label, born)
 
 
 # NOTE [Storage identity across samples]

@@ -79,7 +79,7 @@ from tensorscope.instrument.grad_sums import GradSums
 from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin, root_line,
                                                 stats, value_of)
 from tensorscope.instrument.quiet import quiet_from_modes
-from tensorscope.instrument.recorder import inspectable
+from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 
 _Tensor = torch.Tensor
 # Values are read through the C methods of the tensor base class, never through ``torch.Tensor``'s
@@ -259,7 +259,7 @@ class ValueWatch:
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
         roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or ()) if isinstance(r, _Tensor)]
         roots = [r for r in roots if _floating(r)]
-        if roots:
+        if roots and not _finite_scalar(roots):  # NOTE [A step's sinks on the CPU, read directly]
             self._check("loss", roots, frame)
         if self.grads is not None:
             self._grad_birth()
@@ -283,18 +283,20 @@ class ValueWatch:
         refs = self._leaves.get(key) if key is not None else None
         if refs is not None and not same_leaves(roots, refs):
             refs = None
+        leaves = None
         if refs is None:
             leaves = _leaves_of(roots)
             if key is not None:
                 if len(self._leaves) >= _MAX_SITES:
                     self._leaves.clear()
                 self._leaves[key] = refs = [weakref.ref(v) for v in leaves]
-        else:
-            leaves = [v for v in (r() for r in refs) if v is not None]
         if not self.origins and self.optimizer_steps:  # see NOTE [Gradients checked where a step reads them]
+            # the leaves themselves are read only where the gradients are (``_deferred_grads``)
             self.deferred[_get_ident()] = (site or (None, None), self.backward_calls - 1,
                                            refs or [weakref.ref(v) for v in leaves])
             return
+        if leaves is None:
+            leaves = [v for v in (r() for r in refs) if v is not None]
         grads, owners = _grads_of(leaves)
         queued = self.grads.sums.take() if self.grads is not None and self.grads.sums is not None else None
         if grads:
@@ -342,14 +344,15 @@ class ValueWatch:
         self.optimizer_steps += 1
         if self.sink is not None:
             return
-        params = [p for g in optimizer.param_groups for p in g["params"] if _floating(p)]
+        params = _floating_params(optimizer)
         frame = sys._getframe(1)
-        if _get_ident() in self.deferred:
+        ident = _get_ident()
+        if ident in self.deferred:
             # parameters that a step left finite were updated from finite gradients, or the step left the others
             # out (as a loss scaler does): only when they are not finite are the gradients read, to name the sink.
             # On a GPU the flags wait to be read in batches: the two checks as before, nothing read now.
-            if all(t.is_cpu for t in params) and _all_finite_now(params):
-                del self.deferred[_get_ident()]
+            if _finite_on_cpu(params):  # NOTE [A step's sinks on the CPU, read directly]
+                del self.deferred[ident]
                 self.pending_grad = None
                 return
             self._deferred_grads(frame)
@@ -952,6 +955,70 @@ def _sums_finite(tensors) -> bool:
         if v - v != 0:  # nan or +-inf, real or complex
             return False
     return True
+
+
+# NOTE [A step's sinks on the CPU, read directly]
+# A training step on the CPU pays two sink checks (NOTE [Gradients checked where a step reads them]): the loss
+# before its backward and the parameters after the optimizer step. When they are finite, as they are at nearly
+# every step, nothing is recorded: the check is one read. So where no dispatch or torch-function mode is on
+# (no program mode could see the read: ``quiet_from_modes`` would give no guard) and the tensors are plain CPU
+# tensors, the read is made at once, with TensorBase's own methods (no wrapper of ours is entered, so the
+# recorder need not be paused): the loss's one value (``item``), the parameters' sums (``_sums_finite``). Only
+# when a value is not finite, or the read cannot be made so, does the check go ``_check``'s way, which reads
+# the same values again and records the sink. The parameters to check are the optimizer's floating ones,
+# ``_floating`` read in place for the tensor types already known (``_INSPECTABLE``): a small model's step
+# (4 parameters) and a GPT's (52) call no Python function per parameter.
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._len_torch_function_stack
+_is_fp = _TB.is_floating_point
+_is_cplx = _TB.is_complex
+_is_zero = _TB._is_zerotensor
+
+
+def _floating_params(optimizer) -> list:
+    """The parameters of ``optimizer`` that ``_floating`` accepts, in order."""
+    out = []
+    known = _INSPECTABLE
+    for g in optimizer.param_groups:
+        for p in g["params"]:
+            if known.get(type(p)) is True:
+                if (_is_fp(p) or _is_cplx(p)) and not _is_zero(p):
+                    out.append(p)
+            elif _floating(p):
+                out.append(p)
+    return out
+
+
+def _finite_scalar(roots) -> bool:
+    """Whether ``roots`` is one plain CPU scalar whose value is finite, read directly (see the NOTE above);
+    False when it is not, or when it cannot be read so (``_check`` then decides)."""
+    if len(roots) != 1 or _dispatch_modes() or _function_modes():
+        return False
+    t = roots[0]
+    if type(t) is not _Tensor or not t.is_cpu or t.numel() != 1:
+        return False
+    try:
+        v = _TB.item(t)
+    except Exception:
+        return False
+    return v - v == 0  # False for nan and +-inf, real or complex
+
+
+def _finite_on_cpu(params) -> bool:
+    """``all(t.is_cpu for t in params) and _all_finite_now(params)``, with the read made directly where no mode
+    is on (see the NOTE above)."""
+    for t in params:
+        if not t.is_cpu:
+            return False
+    if not params:
+        return True
+    if not (_dispatch_modes() or _function_modes()):
+        try:
+            if _sums_finite(params):
+                return True
+        except Exception:
+            pass
+    return _all_finite_now(params)
 
 
 def _grads_of(leaves) -> tuple[list, list]:

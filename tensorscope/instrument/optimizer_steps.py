@@ -43,7 +43,7 @@ import torch
 from torch.optim import optimizer as _optimizer
 
 from tensorscope.instrument.frames import _LINES, line_of, user_frame
-from tensorscope.instrument.recorder import count_site, storage_key as _storage_key
+from tensorscope.instrument.recorder import count_aggregated, count_site, storage_key as _storage_key
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
 from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
 from tensorscope.instrument.state import IN_WRITE as _IN_WRITE, PAUSED as _PAUSED
@@ -302,7 +302,7 @@ class OptimizerSteps:
         counts = rec.site_counts
         before = counts.get(step.site, 0)
         count_site(counts, repeat(step.site, n))  # NOTE [Site counts from several threads] in recorder.py
-        rec.aggregated += n
+        count_aggregated(rec, n)
         if before < rec.per_site:  # only the event cap made these writes plain (see Tracker.write_site)
             rec.log_full = True
 

@@ -46,7 +46,16 @@ _CO_OPTIMIZED = 0x0001
 # a tight loop, four threads, lose a third of 800,000 counts on 3.10, 3.11, 3.12 and 3.13 alike. So a
 # count is made by ``collections._count_elements`` (the C loop of ``Counter.update``): the read and the
 # write happen inside one C call, with no Python code between them for a thread switch (the keys are
-# tuples of str and int, whose hash runs no Python code); the count is then read back.
+# tuples of str and int, whose hash runs no Python code); the count is then read back. The events only
+# counted (``aggregated``) are summed the same way, under one key of ``aggregated_counts`` (``count_aggregated``),
+# from every path that counts one: ``aggregated += 1`` lost counts the same way.
+AGGREGATED = "aggregated"
+_ONE_AGGREGATED = (AGGREGATED,)
+
+
+def count_aggregated(rec, n: int = 1) -> None:
+    """Add ``n`` events to those ``rec`` only counted (NOTE [Site counts from several threads])."""
+    count_site(rec.aggregated_counts, _ONE_AGGREGATED if n == 1 else (AGGREGATED,) * n)
 
 
 # NOTE [Storage keys without storage objects]
@@ -263,7 +272,7 @@ class Recorder:
         self.seq = 0
         self.site_counts: dict = {}
         self.counted_site = None  # the site ``allow`` last counted past its cap (NOTE [A counted line's calls])
-        self.aggregated = 0
+        self.aggregated_counts: dict = {}  # events only counted: see ``aggregated``
         self.log_full = False  # an event was refused because the log held max_events already
         self.lock = threading.Lock()
         # tensors
@@ -398,6 +407,11 @@ class Recorder:
 
     # --- events ---------------------------------------------------------------
 
+    @property
+    def aggregated(self) -> int:
+        """Events only counted, past the per-site or the total limit (NOTE [Site counts from several threads])."""
+        return self.aggregated_counts.get(AGGREGATED, 0)
+
     def allow(self, kind: str, frame) -> bool:
         """Count an event at this site; True while it may be recorded in full detail.
 
@@ -410,11 +424,11 @@ class Recorder:
         count_site(counts, (site,))  # NOTE [Site counts from several threads]
         n = counts[site]
         if n > self.per_site:
-            self.aggregated += 1
+            count_site(self.aggregated_counts, _ONE_AGGREGATED)  # count_aggregated, inlined
             self.counted_site = site  # see NOTE [A counted line's calls] in calls.py
             return False
         if len(self.events) >= self.max_events:
-            self.aggregated += 1
+            count_site(self.aggregated_counts, _ONE_AGGREGATED)
             self.log_full = True
             return False
         return True
@@ -425,7 +439,7 @@ class Recorder:
         count_site(self.site_counts, (site,))  # NOTE [Site counts from several threads]
         n = self.site_counts[site]
         if n > self.per_site or len(self.events) >= self.max_events:
-            self.aggregated += 1
+            count_site(self.aggregated_counts, _ONE_AGGREGATED)
             if n <= self.per_site:
                 self.log_full = True
             return False

@@ -49,7 +49,6 @@ _ATOMS = (str, bytes, int, float, bool, complex, type(None), type, range, slice)
 _ATOM_TYPES = frozenset(_ATOMS)
 # containers whose emptiness is read without running the program's code: an empty one holds nothing
 _EMPTY_SKIPPED = frozenset({dict, list, tuple, set, frozenset, collections.OrderedDict, collections.defaultdict})
-_SAVED_NAMES: dict = {}  # node type -> its `_raw_saved_*` attribute names
 _USER_TYPES: dict = {}  # type -> whether it is one of the program's own classes
 _HAS_DICT: dict = {}  # type -> whether its instances may have a __dict__ (see _instance_dict)
 _KINDS: dict = {}  # type -> what Walk._children reads of its instances (Walk._kind)
@@ -63,16 +62,29 @@ HOOK_DICTS = frozenset({"_forward_hooks", "_forward_pre_hooks", "_backward_hooks
 _AS_ATTRIBUTES = frozenset({"_parameters", "_buffers", "_modules"})
 
 
-def _saved_names(node) -> tuple:
-    kind = type(node)
-    names = _SAVED_NAMES.get(kind)
-    if names is None:
-        try:
-            names = tuple(n for n in dir(kind) if n.startswith("_raw_saved_"))
-        except Exception:
-            names = ()
-        _SAVED_NAMES[kind] = names
-    return names
+# NOTE [A graph node's visit]
+# A walk at a step boundary (a growth sample, NOTE [Sampling growth] in growth.py) reaches the graph of the loss
+# just backwarded: in a small GPT, about 270 of its 720 objects are graph nodes, and their visits were the
+# largest part of its time. What a node's visit reads depends on its type alone (its ``_raw_saved_*`` names,
+# whether it is an AccumulateGrad, whether its instances can carry a ``__dict__``: a custom Function's ctx), so that is
+# decided once a type (``_NODE_TYPES``), and the node's children are made as one list, with no generator frame
+# resumed per child (two before: ``_children`` and ``_node``). Tensors and modules, the next most common, are
+# read the same way (``_tensor``, ``_module``); ``_run`` picks the three by the type's kind. The children and
+# their order are those of before, and an exception part-way keeps the ones made before it, as the generators
+# did (``_run`` queued those before it caught the exception). A GPT's walk at a boundary: benchmarks/RESULTS.md,
+# "Run's cost (speed14, 2026-11-26)".
+_NODE_TYPES: dict = {}  # node type -> (((attribute, saved name), ...), is an AccumulateGrad, may have a __dict__)
+
+
+def _node_type(cls) -> tuple:
+    try:
+        names = tuple(n for n in dir(cls) if n.startswith("_raw_saved_"))
+    except Exception:
+        names = ()
+    has_dict = _HAS_DICT.get(cls)
+    if has_dict is None:
+        has_dict = _HAS_DICT[cls] = _may_have_dict(cls)
+    return (tuple((n, n[len("_raw_saved_"):]) for n in names), cls.__name__ == "AccumulateGrad", bool(has_dict))
 
 
 class Walk:
@@ -136,16 +148,29 @@ class Walk:
             queue.append(k)
         head = 0
         atoms, empty = _ATOM_TYPES, _EMPTY_SKIPPED
+        kinds, push = _KINDS, queue.append
+        of_node, of_tensor, of_module, of_other = self._node, self._tensor, self._module, self._children
+        visited, budget = self.visited, self.budget  # (read by nothing else while the walk runs)
         while head < len(queue):
-            if self.visited >= self.budget:
+            if visited >= budget:
                 self.truncated = True
                 break
             k0 = queue[head]
             obj, _, _, r = seen[k0]
             head += 1
-            self.visited += 1
+            visited += 1
             try:
-                for step, child in self._children(obj, r):
+                # a graph node's, a tensor's and a module's children as a list: NOTE [A graph node's visit]
+                kind = kinds.get(type(obj))
+                if kind == _K_NODE:
+                    kids = of_node(obj, r)
+                elif kind == _K_TENSOR:
+                    kids = of_tensor(obj, r)
+                elif kind == _K_MODULE:
+                    kids = of_module(obj)
+                else:
+                    kids = of_other(obj, r)
+                for step, child in kids:
                     tc = type(child)
                     if tc in atoms or tc in empty and not child:  # an empty list or dict holds nothing
                         continue
@@ -153,9 +178,10 @@ class Walk:
                     if k in seen:
                         continue
                     seen[k] = (child, k0, step, r)
-                    queue.append(k)
+                    push(k)
             except Exception:  # a surprising object loses its children, never the run
                 continue
+        self.visited = visited
         del queue
         return self
 
@@ -168,7 +194,7 @@ class Walk:
         if kind is None:
             kind = _KINDS[cls] = self._kind(cls)
         if kind == _K_NODE:
-            yield from self._node(obj, r)
+            yield from self._node(obj, r)  # (``_run`` reads these three lists itself once the type is known)
         elif kind == _K_TENSOR:
             yield from self._tensor(obj, r)
         elif kind == _K_DICT:
@@ -252,22 +278,27 @@ class Walk:
             _USER_TYPES[cls] = verdict
         return verdict
 
-    def _tensor(self, t, r):
-        self._count(t, r)
-        gf = t.grad_fn
-        if gf is not None:
-            yield _GRAD_FN_STEP, gf
-        base = t._base
-        if base is not None:
-            yield _BASE_STEP, base
-        if t.is_leaf:
-            g = t.grad
-            if g is not None:
-                yield _GRAD_STEP, g
-            hooks = t._backward_hooks
-            if hooks:
-                for k, v in list(hooks.items()):
-                    yield ("hook", None, f"._backward_hooks[{k}]"), v
+    def _tensor(self, t, r) -> list:
+        out = []
+        try:
+            self._count(t, r)
+            gf = t.grad_fn
+            if gf is not None:
+                out.append((_GRAD_FN_STEP, gf))
+            base = t._base
+            if base is not None:
+                out.append((_BASE_STEP, base))
+            if t.is_leaf:
+                g = t.grad
+                if g is not None:
+                    out.append((_GRAD_STEP, g))
+                hooks = t._backward_hooks
+                if hooks:
+                    for k, v in list(hooks.items()):
+                        out.append((("hook", None, f"._backward_hooks[{k}]"), v))
+        except Exception:  # the pairs made so far are kept (NOTE [A graph node's visit])
+            pass
+        return out
 
     def _count(self, t, r) -> None:
         try:
@@ -291,53 +322,80 @@ class Walk:
             self._biggest[r] = nbytes
             self.first_tensor[r] = id(t)
 
-    def _node(self, node, r):
-        self.nodes[r] = self.nodes.get(r, 0) + 1
-        self.first_node.setdefault(r, id(node))
-        if self.watch and node._sequence_nr() in self.watch:
-            self.hits.append(id(node))
-        for name in _saved_names(node):
-            try:
-                raw = getattr(node, name)
-            except Exception:
-                continue
-            what = name[len("_raw_saved_"):]
-            items = raw if issubclass(type(raw), (tuple, list)) else (raw,)
-            for i, s in enumerate(items):
+    def _node(self, node, r) -> list:
+        """A graph node's (step, child) pairs, in the order a walk queues them: its saved tensors, the variable
+        of an AccumulateGrad, a custom Function's ctx attributes, the next nodes. A list, not a generator (see
+        NOTE [A graph node's visit]); an exception part-way keeps the pairs made before it, as a generator
+        interrupted there would."""
+        out = []
+        try:
+            nodes = self.nodes
+            nodes[r] = nodes.get(r, 0) + 1
+            if r not in self.first_node:
+                self.first_node[r] = id(node)
+            if self.watch and node._sequence_nr() in self.watch:
+                self.hits.append(id(node))
+            cls = type(node)
+            info = _NODE_TYPES.get(cls)
+            if info is None:
+                info = _NODE_TYPES[cls] = _node_type(cls)
+            saved, accumulates, has_dict = info
+            append = out.append
+            for name, what in saved:
                 try:
-                    data = s.data
+                    raw = getattr(node, name)
                 except Exception:
                     continue
-                if data is not None:
-                    label = f"saved `{what}`" if len(items) == 1 else f"saved `{what}[{i}]`"
-                    yield ("saved", None, label), data
-        variable = None
-        if type(node).__name__ == "AccumulateGrad":
-            try:
-                variable = node.variable
-            except Exception:
-                variable = None
-        if variable is not None:
-            yield _VARIABLE_STEP, variable
-        d = _instance_dict(node)  # a custom Function's ctx attributes (`ctx.x = ...`)
-        for k, v in list(d.items()):
-            yield ("ctx", None, f"ctx.{k}"), v
-        for nxt, _ in node.next_functions:
-            if nxt is not None:
-                yield _NEXT_STEP, nxt
+                if issubclass(type(raw), (tuple, list)):
+                    for i, sv in enumerate(raw):
+                        try:
+                            data = sv.data
+                        except Exception:
+                            continue
+                        if data is not None:
+                            label = f"saved `{what}`" if len(raw) == 1 else f"saved `{what}[{i}]`"
+                            append((("saved", None, label), data))
+                else:
+                    try:
+                        data = raw.data
+                    except Exception:
+                        continue
+                    if data is not None:
+                        append((("saved", None, f"saved `{what}`"), data))
+            if accumulates:
+                try:
+                    variable = node.variable
+                except Exception:
+                    variable = None
+                if variable is not None:
+                    append((_VARIABLE_STEP, variable))
+            if has_dict:
+                for k, v in list(_instance_dict(node).items()):  # a custom Function's ctx attributes (`ctx.x = ...`)
+                    append((("ctx", None, f"ctx.{k}"), v))
+            for nxt, _ in node.next_functions:
+                if nxt is not None:
+                    append((_NEXT_STEP, nxt))
+        except Exception:
+            pass
+        return out
 
-    def _module(self, m):
-        d = _instance_dict(m)
-        for k, v in list(d.items()):
-            if k in _AS_ATTRIBUTES and issubclass(type(v), dict):
-                for name, sub in list(dict.items(v)):
-                    if sub is not None:
-                        yield ("attr", _attr_label, name), sub
-            elif k in HOOK_DICTS and issubclass(type(v), dict):
-                for hid, hook in list(dict.items(v)):
-                    yield ("hook", None, f".{k}[{hid}]"), hook
-            elif not issubclass(type(v), _ATOMS):
-                yield ("attr", _attr_label, k), v
+    def _module(self, m) -> list:
+        out = []
+        try:
+            append = out.append
+            for k, v in list(_instance_dict(m).items()):
+                if k in _AS_ATTRIBUTES and issubclass(type(v), dict):
+                    for name, sub in list(dict.items(v)):
+                        if sub is not None:
+                            append((("attr", _attr_label, name), sub))
+                elif k in HOOK_DICTS and issubclass(type(v), dict):
+                    for hid, hook in list(dict.items(v)):
+                        append((("hook", None, f".{k}[{hid}]"), hook))
+                elif not issubclass(type(v), _ATOMS):
+                    append((("attr", _attr_label, k), v))
+        except Exception:  # the pairs made so far are kept (NOTE [A graph node's visit])
+            pass
+        return out
 
     def _function(self, fn):
         if fn.__code__.co_filename not in self.user:
@@ -369,6 +427,19 @@ class Walk:
         if fmt is _grad_fn_label:
             out["seq"] = child._sequence_nr()
         return parent, out
+
+    def label(self, obj_id: int) -> tuple:
+        """(id of the parent, the step's label) of an object the walk reached, ``(None, None)`` for one it did not:
+        ``step`` without its dict (a growth sample reads this of every storage, NOTE [Storage identity across
+        samples] in growth.py)."""
+        entry = self._seen.get(obj_id)
+        if entry is None:
+            return None, None
+        child, parent, step, _ = entry
+        if type(step) is dict:
+            return parent, step.get("label")
+        via, fmt, arg = step
+        return parent, (arg if fmt is None else fmt(arg, child))
 
     def path(self, obj_id: int) -> list[dict]:
         """The steps from a root to an object the walk reached (plain data)."""

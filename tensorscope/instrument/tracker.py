@@ -31,8 +31,8 @@ from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
 from tensorscope.instrument.optimizer_steps import OptimizerSteps
 from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES, RunningStats
 from tensorscope.instrument.sharedstate import SharedState
-from tensorscope.instrument.recorder import (Recorder, byte_range as _byte_range, count_site, inspectable, ranges_overlap,
-                                             storage_key)
+from tensorscope.instrument.recorder import (_ONE_AGGREGATED, Recorder, byte_range as _byte_range, count_site,
+                                             inspectable, ranges_overlap, storage_key)
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES, MAX_WRITES_PER_STORAGE, PreWrite, write_facts
 from tensorscope.instrument.saved_checks import SavedChecks
 from tensorscope.instrument.watch import Watch
@@ -223,7 +223,7 @@ class Tracker(Recorder):
         count_site(counts, (site,))  # NOTE [Site counts from several threads] in recorder.py
         n = counts[site]
         if n > self.per_site or len(self.events) >= self.max_events:
-            self.aggregated += 1
+            count_site(self.aggregated_counts, _ONE_AGGREGATED)  # count_aggregated, inlined (the write path)
             if n <= self.per_site:
                 self.log_full = True
             return uf, line, False
