@@ -83,7 +83,8 @@ def _jobs(folder: Path) -> dict:
     """Each test's runs by name: {test name: {run name: job}}; programs of the tests' own are written to FOLDER."""
     programs = {"func_nan.py": FUNC_NAN, "shape_error_on_nan.py": SHAPE_ERROR_ON_NAN, "no_mode.py": NO_MODE,
                 "dropped_inf.py": DROPPED_INF, "sqrt_where.py": SQRT_WHERE_PRINTS, "padded_deep.py": PADDED_DEEP,
-                "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG, "propensity.py": PROPENSITY}
+                "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG, "propensity.py": PROPENSITY,
+                "long_product.py": LONG_PRODUCT, "cancelled_skipped.py": CANCELLED_SKIPPED}
     for name, text in programs.items():
         (folder / name).write_text(text)
     own = {name: str(folder / name) for name in programs}
@@ -128,6 +129,9 @@ def _jobs(folder: Path) -> dict:
             "padded_deep.py": cli("explain", "--json", own["padded_deep.py"], cwd=folder),
             "loss_scaler.py": cli("explain", "--json", own["loss_scaler.py"], cwd=folder),
             "propensity.py": cli("explain", "--json", own["propensity.py"], cwd=folder)},
+        "test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence": {
+            "long_product.py": cli("explain", "--json", own["long_product.py"], cwd=folder),
+            "cancelled_skipped.py": cli("explain", "--json", own["cancelled_skipped.py"], cwd=folder)},
     }
 
 
@@ -566,6 +570,33 @@ for step in range(4):
 """
 
 
+# A long product of per-step growth factors from a tiny start value (a sequence's likelihood ratio): the batches of
+# steps 0 and 1 are short, those of steps 2 and 3 long; the forward stays finite (1.6e16), the start's gradient
+# passes float32's range inside a chain of MulBackward0 (a listed node), with no saved value past the bound.
+LONG_PRODUCT = """\
+import torch
+
+logit = torch.full((8,), 0.9, requires_grad=True)
+base = torch.full((8,), -60.0, requires_grad=True)
+opt = torch.optim.SGD([logit, base], lr=1e-3)
+for step in range(4):
+    T = 30 if step < 2 else 110
+    p = base.exp()
+    for t in range(T):
+        p = p * (1.0 + torch.sigmoid(logit) * 2)
+    loss = p.mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(step, loss.item())
+"""
+
+# The same product under a surrogate loss that cancels to 0 (``p - p.detach()``: the gradient of p.mean()), in a loop
+# that skips a step whose gradient norm is not finite: the overflow recurs at each long batch.
+CANCELLED_SKIPPED = LONG_PRODUCT.replace("    loss = p.mean()\n", "    loss = (p - p.detach()).mean()\n").replace(
+    "    opt.step()\n", "    if torch.isfinite(torch.nn.utils.clip_grad_norm_([logit, base], 1e12)):\n        opt.step()\n")
+
+
 def _hook_every_node(root, step, made):
     """Truth with torch alone: post hooks on every node of this backward's graph record the first node whose
     gradients are non-finite while the gradients it received are finite, with the forward line anomaly mode
@@ -707,6 +738,31 @@ def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, sch
         assert "overflowed float32" in h["fix"]
         if want_node.startswith("NativeLayerNorm"):
             assert "ignore_index" in h["fix"] and any(abs(i["max"] - 316.2) < 0.1 for i in nf["inputs"])  # 1/sqrt(eps)
+
+
+def test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence(tmp_path, schema, runs):
+    """NOTE [Gradients that may overflow]: a gradient that passes float32's range within one later backward, through
+    many MulBackward0 each below the saved-value bound. With a loss past finfo.max ** 0.25 that backward is hooked at
+    every node: pinned at the step it happened. With a loss that cancels to 0, it is pinned where it recurs, the
+    backward after (the loop skips such steps), and the finding says where it was first seen. Truth from torch
+    (hooks on every node, anomaly mode's forward traceback); ablation: the batches stay short."""
+    for name, src, later in (("long_product.py", LONG_PRODUCT, 0), ("cancelled_skipped.py", CANCELLED_SKIPPED, 1)):
+        truth = _truth(src, "    loss.backward()", "loss")
+        assert truth is not None and truth[1] == "MulBackward0", truth
+        assert _truth(src.replace("else 110", "else 30"), "    loss.backward()", "loss") is None
+        ref = io.StringIO()
+        with contextlib.redirect_stdout(ref):
+            exec(compile(src, str(tmp_path / name), "exec"), {"__name__": "__main__"})
+        out = runs["test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence"][name]
+        assert out.stderr.replace("\r", "").startswith(ref.getvalue())
+        doc = json.loads(out.stdout)
+        jsonschema.validate(doc, schema)
+        (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+        nf = h["nonfinite"]
+        assert (nf["node"], h["culprit"]["line"], nf["phase"]) == (truth[1], truth[2], "backward")
+        assert nf["sink"]["what"] == "grad" and nf["sink"]["step"] == truth[0]
+        assert nf["step"] == truth[0] + later and nf["value"] in ("inf", "-inf")
+        assert (f"pinned at step {truth[0] + 1}; first seen at step {truth[0]}" in h["explanation"]) == bool(later)
 
 
 CUDA_TIED = """\

@@ -363,8 +363,19 @@ class ValueWatch:
         try:
             guard = quiet_from_modes(tensors)  # the program's mode (around its backward) must not see our check
             peak = [] if what == "grad" and self.grads is not None else None
-            with guard:
-                flag = _all_finite(tensors, peak)
+            loss = tensors[0] if what == "loss" and self.grads is not None and len(tensors) == 1 else None
+            if loss is not None and loss.is_cpu and loss.numel() == 1:
+                with guard:
+                    v = _TB.item(loss)  # the one read the check takes anyway (_all_finite's scalar case)
+                flag = v - v == 0
+                if flag:
+                    try:
+                        self.grads.note_loss(v, loss.dtype)  # NOTE [Gradients that may overflow]
+                    except Exception:
+                        pass
+            else:
+                with guard:
+                    flag = _all_finite(tensors, peak)
             if peak:  # NOTE [Gradients that may overflow]
                 self.grads.note_peak(max(peak))
             now = isinstance(flag, bool) or flag.device.type == "cpu" or flag.device.type == "meta" \

@@ -95,9 +95,17 @@ takes their 2-norms anyway (NOTE [Checking values at the sinks]). So every node 
   propensity weight of 1e38 from a propensity that underflowed, a glitched sensor reading), and healthy
   activations and weights are many orders below. It costs one comparison per saved tensor; a later backward
   then costs what the first one did.
-A gradient that jumps past the dtype's largest value within one later backward with no such saved value (a
-growth spread over many products, each below the bound; a sum that cancels) is still reported at the gradient
-sink without its node. The first backward's full hooks cost once per run (figures in
+- in a backward whose loss (a CPU scalar, read by the loss check anyway) passed ``finfo.max ** 0.25``: a gradient
+  that grows over many products, each below the saved-value bound (a long product of per-step factors from a tiny
+  start value, a sequence longer than those before), goes with a forward that grew too, and the loss shows it
+  before backward runs. That backward only (a large loss from unnormalised targets pays the hooks, never a
+  finding); costs one comparison per backward.
+A gradient that passes the dtype's largest value with neither (a surrogate loss that cancels to 0, ``p -
+p.detach()``, over such a growth) is seen at the gradient sink without its node; its 2-norm (infinite) then hooks
+every node of the following backwards, so an overflow that recurs (a loop that skips a step whose gradients are
+not finite) is pinned at its next occurrence, and the finding says "pinned at step k+1; first seen at step k". A
+program that applies the gradients (the parameters become NaN, the next forward is NaN) keeps the finding without
+a node. The first backward's full hooks cost once per run (figures in
 benchmarks/RESULTS.md, "Non-finite: remaining misses").
 
 The gradients that backward adds up itself are checked in those same backwards:
@@ -863,6 +871,7 @@ class GradCheck:
         self.custom: dict = {}  # a custom node's sequence number -> what _FirstMade saw in its backward
         self.first = True  # the run's first backward: every node is hooked (NOTE [Gradients that may overflow])
         self.large = False  # a gradient's 2-norm passed finfo.max ** _LARGE
+        self.loud = False  # this backward's loss passed finfo.max ** _LARGE (NOTE [Gradients that may overflow])
         self._in_custom = False
         self.sums = None  # grad_sums.GradSums (NOTE [Gradients the engine adds up]), set by nonfinite.ValueWatch
 
@@ -876,13 +885,14 @@ class GradCheck:
             # engine's sums are queued on the device in the backwards of NOTE [Gradients that may overflow]
             # (NOTE [Sums checked on a GPU] in grad_sums.py)
             every = checks.low_precision or self.first or self.large
-            self.first = False
+            self.first = self.loud = False
             if every and self.sums is not None:
                 self.sums.arm(_graph(roots), device=True)
             return
         # NOTE [Which nodes' gradients are checked], NOTE [Gradients that may overflow]
-        every = checks.low_precision or checks.nonfinite_saved or checks.large_saved or self.first or self.large
-        self.first = False
+        every = checks.low_precision or checks.nonfinite_saved or checks.large_saved or self.first or self.large \
+            or self.loud
+        self.first = self.loud = False
         graph = _graph(roots)
         for node, _ in graph.values():
             if not every and not _may_make(node):
@@ -899,6 +909,13 @@ class GradCheck:
         orders of magnitude (log(norm) / log(finfo.max))."""
         if relative >= _LARGE:
             self.large = True
+
+    def note_loss(self, value: float, dtype) -> None:
+        """The finite scalar loss about to be given to backward(), read by the loss check anyway: past
+        ``finfo.max ** _LARGE`` every node of this backward is hooked (NOTE [Gradients that may overflow])."""
+        v = abs(value)
+        if v > 1.0 and v >= _loud(dtype):
+            self.loud = True
 
     def watching_custom(self) -> bool:
         """Whether a custom Function's backward, called now, is watched (NOTE [A custom Function's backward,
@@ -1035,6 +1052,15 @@ def saved_sum(t) -> float:
 
 
 _LARGE_SAVED: dict = {}
+_LOUD: dict = {}
+
+
+def _loud(dtype) -> float:
+    """A loss's size past which its backward is hooked at every node: ``finfo.max ** _LARGE`` (4.3e9 in float32)."""
+    v = _LOUD.get(dtype)
+    if v is None:
+        v = _LOUD[dtype] = float(torch.finfo(dtype).max) ** _LARGE
+    return v
 
 
 def large_saved(dtype) -> float:

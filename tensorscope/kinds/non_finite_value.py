@@ -454,6 +454,11 @@ def finding(ev, hazard: bool) -> dict | None:
             parts.append(f"The first non-finite value" + (f" ({origin['value']})" if origin.get("value") else "")
                          + f" was made by {how} {at}{inside}, computing {name}"
                          + (f"; its inputs: {ins}." if ins else "."))
+            later = _pinned_later(sink, origin) if loop else None
+            if later:  # NOTE [Gradients that may overflow]: a backward hooked at every node after the one that failed
+                parts.append(f"It was pinned at step {later[1]}; first seen at step {later[0]}, whose backward had no "
+                             "hook on the node that made it: the same overflow recurred in the next backward, where "
+                             "every node was checked.")
             culprit = where(origin.get("file"), origin.get("line"))
             if culprit is None and sink and sink.get("line"):  # the origin's line unknown: the sink's is the one known
                 culprit = where(sink.get("file"), sink.get("line"))
@@ -476,7 +481,8 @@ def finding(ev, hazard: bool) -> dict | None:
                    "inside its domain (eps in a division or norm, clamp before log/sqrt/acos).")
         else:  # the origins were looked for and none was pinned (docs/kinds.md, "Non-finite values")
             parts.append("No op was pinned as its origin (the known cases: a float32 gradient, or a sum of "
-                         "gradients, that overflowed within one later backward where not every node is hooked, a "
+                         "gradients, that overflowed within one later backward where not every node is hooked (a loss "
+                         "that cancels, the gradients then applied), "
                          "backward on a GPU, and a graph built in a thread other than the main one, where explain's "
                          "saved-tensor hooks do not act).")
             fix = ("Walk back from the value named above: a `register_hook` printing `g.abs().max()` on each layer's "
@@ -518,6 +524,17 @@ def _sum_text(ev, origin: dict, st: str, ins: str) -> str:
             f"is the sum of the gradients of its uses at {at}" + (f" (each finite: {ins})" if ins else "")
             + f", and the engine's addition passed {origin.get('dtype')}'s range before {origin.get('node')} "
             "received it.")
+
+
+def _pinned_later(sink, origin):
+    """(first seen, pinned): the steps of a gradient sink whose own backward pinned no node and of the backward
+    origin found in a later one, or None."""
+    if not sink or sink.get("what") != "grad" or origin.get("phase") != "backward":
+        return None
+    first, pinned = sink.get("step"), origin.get("step")
+    if isinstance(first, int) and isinstance(pinned, int) and pinned > first:
+        return first, pinned
+    return None
 
 
 def _sink_view(sink):
