@@ -84,7 +84,9 @@ def _jobs(folder: Path) -> dict:
     programs = {"func_nan.py": FUNC_NAN, "shape_error_on_nan.py": SHAPE_ERROR_ON_NAN, "no_mode.py": NO_MODE,
                 "dropped_inf.py": DROPPED_INF, "sqrt_where.py": SQRT_WHERE_PRINTS, "padded_deep.py": PADDED_DEEP,
                 "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG, "propensity.py": PROPENSITY,
-                "long_product.py": LONG_PRODUCT, "cancelled_skipped.py": CANCELLED_SKIPPED}
+                "long_product.py": LONG_PRODUCT, "cancelled_skipped.py": CANCELLED_SKIPPED,
+                "standardize_unnamed.py": STANDARDIZE_UNNAMED, "standardize_prints.py": STANDARDIZE_PRINTS,
+                "unit_rows.py": UNIT_ROWS_IN_FORWARD}
     for name, text in programs.items():
         (folder / name).write_text(text)
     own = {name: str(folder / name) for name in programs}
@@ -132,6 +134,10 @@ def _jobs(folder: Path) -> dict:
         "test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence": {
             "long_product.py": cli("explain", "--json", own["long_product.py"], cwd=folder),
             "cancelled_skipped.py": cli("explain", "--json", own["cancelled_skipped.py"], cwd=folder)},
+        "test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there": {
+            "pure": cli("explain", "--json", own["standardize_unnamed.py"], cwd=folder),
+            "prints": cli("explain", "--json", own["standardize_prints.py"], cwd=folder),
+            "forward": cli("explain", "--json", own["unit_rows.py"], cwd=folder)},
     }
 
 
@@ -597,6 +603,63 @@ CANCELLED_SKIPPED = LONG_PRODUCT.replace("    loss = p.mean()\n", "    loss = (p
     "    opt.step()\n", "    if torch.isfinite(torch.nn.utils.clip_grad_norm_([logit, base], 1e12)):\n        opt.step()\n")
 
 
+# A hand-written standardisation inside a function whose result goes unnamed into a Linear layer: for a large, nearly
+# constant feature E[x^2] - E[x]^2 cancels to a negative number in float32 and the sqrt at line 8 is NaN.
+STANDARDIZE_UNNAMED = """\
+import torch
+
+
+def standardize(x):
+    \"\"\"Zero mean, unit variance per feature.\"\"\"
+    mean = x.mean(dim=0)
+    var = (x * x).mean(dim=0) - mean * mean
+    return (x - mean) / (var.sqrt() + 1e-5)
+
+
+lin = torch.nn.Linear(2, 1)
+x = torch.tensor([[3000.3, 0.5], [3000.3, -0.5], [3000.3, 1.5], [3000.4, 0.0]])
+out = lin(standardize(x))
+loss = out.pow(2).mean()
+loss.backward()
+print("loss", loss.item())
+"""
+# A helper called inside a model's forward with the forward's own locals, its result straight into a Linear: the
+# blank sample of step 2 is divided by its norm of 0 (eps 0.0).
+UNIT_ROWS_IN_FORWARD = """\
+import torch
+
+
+def unit_rows(v, eps):
+    n = v.norm(dim=1, keepdim=True)
+    return v / (n + eps)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        eps = 0.0
+        return self.fc(unit_rows(x, eps))
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.rand(4, 3)
+    if step == 2:
+        x[1] = 0.0  # a blank sample
+    loss = net(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("done", loss.item())
+"""
+# the same function with an effect of its own (a print): never called a second time
+STANDARDIZE_PRINTS = STANDARDIZE_UNNAMED.replace("    return (x - mean)", "    print(\"standardized\")\n    return (x - mean)")
+
+
 def _hook_every_node(root, step, made):
     """Truth with torch alone: post hooks on every node of this backward's graph record the first node whose
     gradients are non-finite while the gradients it received are finite, with the forward line anomaly mode
@@ -763,6 +826,56 @@ def test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_
         assert nf["sink"]["what"] == "grad" and nf["sink"]["step"] == truth[0]
         assert nf["step"] == truth[0] + later and nf["value"] in ("inf", "-inf")
         assert (f"pinned at step {truth[0] + 1}; first seen at step {truth[0]}" in h["explanation"]) == bool(later)
+
+
+class _FirstNonFinite(torch.utils._python_dispatch.TorchDispatchMode):
+    """Truth with torch alone: the first op whose output holds a NaN or Inf while its inputs do not, and the line of
+    the program that ran it."""
+
+    def __init__(self, file):
+        super().__init__()
+        self.file, self.found = file, None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        ins = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        if self.found is None and isinstance(out, torch.Tensor) and out.is_floating_point() \
+                and not torch.isfinite(out).all() and all(torch.isfinite(a).all() for a in ins):
+            line = next(f.lineno for f in reversed(traceback.extract_stack()) if f.filename == self.file)
+            self.found = (func.overloadpacket.__name__, line)
+        return out
+
+
+@pytest.mark.skipif(not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE, reason="the second call is made from torch 2.11")
+def test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there(tmp_path, schema, runs):
+    """NOTE [A value a function returned, unnamed]: `lin(standardize(x))`, the NaN made by the sqrt of a cancelled
+    variance inside the function, is named at that op and line (truth: torch's dispatch of the program's ops); the
+    ablation (a two-pass variance) makes no NaN. A function with an effect of its own (a print) is not called again:
+    the program's output is unchanged and the origin stays at the reading line."""
+    path = tmp_path / "prog.py"
+    truths = {}
+    for label, src in (("pure", STANDARDIZE_UNNAMED), ("ablation", STANDARDIZE_UNNAMED.replace(
+            "(x * x).mean(dim=0) - mean * mean", "x.var(dim=0, unbiased=False)")), ("forward", UNIT_ROWS_IN_FORWARD),
+            ("forward_ablation", UNIT_ROWS_IN_FORWARD.replace("eps = 0.0", "eps = 1e-6"))):
+        path.write_text(src)
+        mode = _FirstNonFinite(str(path))
+        with mode, contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(src, str(path), "exec"), {"__name__": "__main__"})
+        truths[label] = mode.found
+    assert truths["ablation"] is None and truths["forward_ablation"] is None
+    out = runs["test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there"]
+    for label in ("pure", "forward"):
+        op, line = truths[label]
+        doc = json.loads(out[label].stdout)
+        jsonschema.validate(doc, schema)
+        (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+        assert (h["nonfinite"]["aten"].split(".")[1], h["culprit"]["line"], h["nonfinite"]["data"]) == (op, line, False)
+        assert "returned (called at line" in h["explanation"]
+    call_line = STANDARDIZE_UNNAMED.splitlines().index("out = lin(standardize(x))") + 1
+    assert out["prints"].stderr.count("standardized") == 1  # the program's own print, once
+    doc = json.loads(out["prints"].stdout)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    assert h["culprit"]["line"] == call_line + 1  # the print moved the lines down by one
 
 
 CUDA_TIED = """\

@@ -76,8 +76,8 @@ from tensorscope import compat, source
 from tensorscope.instrument.failure_graph import accumulated_leaves, leaves_key, same_leaves
 from tensorscope.instrument.frames import line_of, user_frame
 from tensorscope.instrument.grad_sums import GradSums
-from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin, root_line,
-                                                stats, value_of)
+from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin,
+                                                returned_at, root_line, stats, value_of)
 from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import inspectable
 
@@ -236,7 +236,7 @@ class ValueWatch:
         if len(self.outside) >= _MAX_OUTSIDE:
             return
         try:
-            made = assigned(self.tracker, t, frame=frame)
+            made = assigned(self.tracker, t, frame=frame) or returned_at(self.tracker, t, frame)
             if made is not None:
                 self.outside.append((weakref.ref(t), made))
         except Exception:

@@ -580,6 +580,8 @@ def _birth(tracker, graph, saved, seq, out, step, data=None, scopes=None) -> dic
             made = _named_input_origin(tracker, made, scopes) or made
         if made and made.get("op") and made.get("how") == "computed without autograd":
             made = _back_through_names(tracker, made, scopes)
+        if made is None:  # NOTE [A value a function returned, unnamed]
+            made = _returned(tracker, file, line, data, scopes)
         if made:
             b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
             if made.get("op"):  # computed outside autograd by the program: that op is the origin, at its line
@@ -707,6 +709,143 @@ def _back_through_names(tracker, made: dict, scopes=None) -> dict:
         if not made.get("op") or made.get("how") != "computed without autograd":
             return made
     return made
+
+
+# NOTE [A value a function returned, unnamed]
+# ``out = lin(standardize(x))``: the value ``Linear`` saved was returned by a function of the program's own code and
+# went into the module unnamed, so no running frame holds it and the function's frame (its locals) is gone when the
+# value is saved or the sink fails. When the reading statement calls such a function by its name, with arguments
+# that are names still bound in the reading frame (or constants), and the function's body is pure tensor code (only
+# assignments to names and ``return``; calls only of methods and module functions, none in place (``_``), none
+# drawing random numbers, no call of a bare name but a few builtins: ``_pure``), the function is called once more
+# with those arguments, under ``no_grad`` and ``_FirstMade`` (the recorder paused): it names the first op that made
+# a non-finite value from finite inputs and the line of the function that ran it. The answer counts only when the
+# value returned equals the saved one (NaN where it holds NaN): an argument changed since, or a body that reads
+# state that changed, leaves the data origin at the reading line. Nothing runs unless a sink failed; the second
+# call is of code that has no effect but its result. Not before torch 2.11 (a dispatch mode over the program's ops:
+# NOTE [The origin mode crashes torch before 2.11]).
+_BUILTINS_PURE = frozenset({"len", "float", "int", "abs", "min", "max", "range", "tuple", "list", "isinstance", "sum"})
+_IMPURE = re.compile(r"(_$|^(backward|register_\w*|append|extend|update|insert|pop|write|print|copy_|set_|"
+                     r"rand\w*|normal|bernoulli|multinomial|dropout\w*|uniform|exponential|geometric|cauchy|"
+                     r"log_normal|random_|item_setter)$)")
+_PURE: dict = {}
+
+
+def _pure(fn) -> bool:
+    """Whether ``fn``'s body is pure tensor code (NOTE [A value a function returned, unnamed]); decided once per code."""
+    code = fn.__code__
+    v = _PURE.get(code)
+    if v is not None:
+        return v
+    v = False
+    tree = source.tree(code.co_filename)
+    defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
+            and n.lineno <= code.co_firstlineno <= n.body[0].lineno] if tree is not None else []
+    if len(defs) == 1 and not defs[0].decorator_list:
+        v = all(_pure_stmt(st) for st in defs[0].body)
+    _PURE[code] = v
+    return v
+
+
+def _pure_stmt(st) -> bool:
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):  # a docstring
+        return True
+    if isinstance(st, ast.Assign):
+        if not all(isinstance(t, ast.Name) or (isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts))
+                   for t in st.targets):
+            return False
+    elif not isinstance(st, ast.Return):
+        return False
+    for node in ast.walk(st):
+        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
+            return False
+        if isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Name):
+                if fn.id not in _BUILTINS_PURE:
+                    return False
+            elif not isinstance(fn, ast.Attribute) or _IMPURE.search(fn.attr):
+                return False
+    return True
+
+
+def returned_at(tracker, t, frame) -> dict | None:
+    """``_returned`` from the program's innermost running frame at or outside ``frame`` (explain's pack hook, while
+    the frame that called the function is still running)."""
+    f = frame
+    while f is not None and f.f_code.co_filename not in tracker.user:
+        f = f.f_back
+    if f is None:
+        return None
+    return _returned(tracker, f.f_code.co_filename, line_of(f), t, frame=f)
+
+
+def _returned(tracker, file, line, data, scopes=None, frame=None) -> dict | None:
+    """Where a program function called by name at ``file:line`` made ``data``, the unnamed value it returned
+    (NOTE [A value a function returned, unnamed]), or None."""
+    if not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE or not file or not line:
+        return None
+    stmt = source.statement_at(file, line)
+    if stmt is None:
+        return None
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    if not calls:
+        return None
+    env: dict = {}
+    if scopes is not None:
+        for f_file, _line, scope in scopes:
+            if f_file == file:
+                env.update(scope)
+    else:
+        f = frame if frame is not None else sys._getframe(1)
+        while f is not None and f.f_code.co_filename != file:
+            f = f.f_back
+        if f is None:
+            return None
+        env.update(f.f_globals)
+        env.update(peek_locals(f))
+    for call in calls[:4]:
+        fn = env.get(call.func.id)
+        code = getattr(fn, "__code__", None)
+        if code is None or type(fn).__name__ != "function" or code.co_filename not in tracker.user or call.keywords \
+                or not all(isinstance(a, ast.Constant) or (isinstance(a, ast.Name) and a.id in env) for a in call.args):
+            continue
+        if not _pure(fn):
+            continue
+        args = [a.value if isinstance(a, ast.Constant) else env[a.id] for a in call.args]
+        found, out = _call_watched(tracker, fn, args)
+        if not found or found[3] is None or not isinstance(out, _Tensor) or not _same_values(out, data):
+            continue
+        return {"file": found[3][0], "line": found[3][1], "op": found[0],
+                "how": f"computed without autograd by {call.func.id}(), called at line {line}"}
+    return None
+
+
+def _call_watched(tracker, fn, args):
+    """``fn(*args)`` once more under ``no_grad`` and ``_FirstMade``: (what it found, the value returned)."""
+    mode = _FirstMade(tracker.user)
+    tracker.pause()  # NOTE [Pausing the recorder] in tracker.py
+    try:
+        with torch.no_grad():
+            _push_mode(mode)
+            try:
+                out = fn(*args)
+            finally:
+                _pop_mode()
+    except Exception:
+        return None, None
+    finally:
+        tracker.resume()
+    return mode.found or None, out
+
+
+def _same_values(a, b) -> bool:
+    try:
+        with quiet_from_modes((a, b)):
+            return a.shape == b.shape and a.dtype == b.dtype and bool(
+                ((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    except Exception:
+        return False
 
 
 #: ops that can make a NaN or an Inf from finite inputs (NOTE [An origin inside the reading line])

@@ -424,6 +424,11 @@ def finding(ev, hazard: bool) -> dict | None:
         code = source.code(origin.get("file"), origin.get("line")) if origin.get("line") else ""
         data_code = source.code(origin.get("data_file"), origin.get("data_line")) if origin.get("data_line") else ""
         name = _label(ev, origin.get("tensor"), origin, code)
+        how = origin.get("data_how") or ""
+        if how.startswith("computed without autograd by ") and not ev.tensor_names(origin.get("tensor")):
+            call, _, at = how[len("computed without autograd by "):].partition(", called at ")
+            name = f"the value `{call}` returned" + (f" (called at {at})" if at else "")  # NOTE [A value a function
+            # returned, unnamed] in instrument/origin_walk.py
         what = origin.get("node") or origin.get("op")
         st = f", step {origin['step']}" if loop and origin.get("step") is not None else ""
         ins = "; ".join(_input_text(ev, i) for i in origin.get("inputs") or [])
