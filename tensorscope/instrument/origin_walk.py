@@ -715,9 +715,10 @@ def _back_through_names(tracker, made: dict, scopes=None) -> dict:
 # ``out = lin(standardize(x))``: the value ``Linear`` saved was returned by a function of the program's own code and
 # went into the module unnamed, so no running frame holds it and the function's frame (its locals) is gone when the
 # value is saved or the sink fails. When the reading statement calls such a function by its name, with arguments
-# that are names still bound in the reading frame (or constants), and the function's body is pure tensor code (only
-# assignments to names and ``return``; calls only of methods and module functions, none in place (``_``), none
-# drawing random numbers, no call of a bare name but a few builtins: ``_pure``), the function is called once more
+# that are names still bound in the reading frame to tensors or numbers (or constants), and the function's body is
+# pure tensor code (only assignments to names and ``return``; calls only of ``torch``/``math`` functions and of
+# methods of its own values, none in place (``_``), none drawing random numbers, no module's call (``self.fc(x)``:
+# its hooks), no call of a bare name but a few builtins: ``_pure``), the function is called once more
 # with those arguments, under ``no_grad`` and ``_FirstMade`` (the recorder paused): it names the first op that made
 # a non-finite value from finite inputs and the line of the function that ran it. The answer counts only when the
 # value returned equals the saved one (NaN where it holds NaN): an argument changed since, or a body that reads
@@ -742,12 +743,17 @@ def _pure(fn) -> bool:
     defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
             and n.lineno <= code.co_firstlineno <= n.body[0].lineno] if tree is not None else []
     if len(defs) == 1 and not defs[0].decorator_list:
-        v = all(_pure_stmt(st) for st in defs[0].body)
+        d = defs[0]
+        local = {a.arg for a in d.args.args + d.args.posonlyargs + d.args.kwonlyargs}
+        for st in d.body:
+            for t in getattr(st, "targets", ()):
+                local.update(e.id for e in ast.walk(t) if isinstance(e, ast.Name))
+        v = all(_pure_stmt(st, local, getattr(fn, "__globals__", {})) for st in d.body)
     _PURE[code] = v
     return v
 
 
-def _pure_stmt(st) -> bool:
+def _pure_stmt(st, local, globs) -> bool:
     if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):  # a docstring
         return True
     if isinstance(st, ast.Assign):
@@ -762,10 +768,26 @@ def _pure_stmt(st) -> bool:
         if isinstance(node, ast.Call):
             fn = node.func
             if isinstance(fn, ast.Name):
-                if fn.id not in _BUILTINS_PURE:
+                if fn.id not in _BUILTINS_PURE or fn.id in local:
                     return False
-            elif not isinstance(fn, ast.Attribute) or _IMPURE.search(fn.attr):
+                continue
+            if not isinstance(fn, ast.Attribute) or _IMPURE.search(fn.attr):
                 return False
+            root, depth = fn.value, 1
+            while isinstance(root, ast.Attribute):
+                root, depth = root.value, depth + 1
+            if not isinstance(root, ast.Name):
+                if depth == 1:
+                    continue  # a method of a value computed here: ``(x * x).mean(0)``
+                return False
+            if root.id in local:
+                if depth > 1:  # ``self.fc(x)``: a module's call, with its hooks
+                    return False
+            else:
+                mod = globs.get(root.id)
+                name = getattr(mod, "__name__", "") if type(mod).__name__ == "module" else ""
+                if not (name == "torch" or name.startswith("torch.") or name == "math"):
+                    return False
     return True
 
 
@@ -813,6 +835,8 @@ def _returned(tracker, file, line, data, scopes=None, frame=None) -> dict | None
         if not _pure(fn):
             continue
         args = [a.value if isinstance(a, ast.Constant) else env[a.id] for a in call.args]
+        if not all(a is None or isinstance(a, (_Tensor, int, float, bool)) for a in args):
+            continue  # a module or any other object could bring its own effects (hooks, counters)
         found, out = _call_watched(tracker, fn, args)
         if not found or found[3] is None or not isinstance(out, _Tensor) or not _same_values(out, data):
             continue
