@@ -718,17 +718,20 @@ def _back_through_names(tracker, made: dict, scopes=None) -> dict:
 # that are names still bound in the reading frame to tensors or numbers (or constants), and the function's body is
 # pure tensor code (only assignments to names and ``return``; calls only of ``torch``/``math`` functions and of
 # methods of its own values, none in place (``_``), none drawing random numbers, no module's call (``self.fc(x)``:
-# its hooks), no call of a bare name but a few builtins: ``_pure``), the function is called once more
-# with those arguments, under ``no_grad`` and ``_FirstMade`` (the recorder paused): it names the first op that made
-# a non-finite value from finite inputs and the line of the function that ran it. The answer counts only when the
-# value returned equals the saved one (NaN where it holds NaN): an argument changed since, or a body that reads
-# state that changed, leaves the data origin at the reading line. Nothing runs unless a sink failed; the second
-# call is of code that has no effect but its result. Not before torch 2.11 (a dispatch mode over the program's ops:
-# NOTE [The origin mode crashes torch before 2.11]).
+# its hooks), no call of a bare name but a few builtins: ``_pure``), and no dispatch or function mode of the
+# program's is on (it would see the ops), the function is called once more with those arguments, under ``no_grad``
+# and ``_FirstMade`` (the recorder paused): it names the first op that made a non-finite value from finite inputs
+# and the line of the function that ran it. The answer counts only when the value returned equals the saved one
+# (NaN where it holds NaN): an argument changed since, or a body that reads state that changed, leaves the data
+# origin at the reading line. It is tried where a non-finite value with no ``grad_fn`` was already found: in
+# explain's pack hook (NOTE [A value computed outside autograd, in a frame gone]: the caller's frame, a model's
+# ``forward``, still runs; a few times a run at most) and at a failed sink; nothing runs otherwise, and the second
+# call is of code that has no effect but its result. Not before torch 2.11 (a dispatch mode over the program's
+# ops: NOTE [The origin mode crashes torch before 2.11]).
 _BUILTINS_PURE = frozenset({"len", "float", "int", "abs", "min", "max", "range", "tuple", "list", "isinstance", "sum"})
-_IMPURE = re.compile(r"(_$|^(backward|register_\w*|append|extend|update|insert|pop|write|print|copy_|set_|"
-                     r"rand\w*|normal|bernoulli|multinomial|dropout\w*|uniform|exponential|geometric|cauchy|"
-                     r"log_normal|random_|item_setter)$)")
+_IMPURE = re.compile(r"(_$|dropout|^(backward|register_\w*|append|extend|update|insert|pop|write|print|"
+                     r"rand\w*|normal|bernoulli|multinomial|poisson|gumbel_softmax|rrelu|uniform|exponential|"
+                     r"geometric|cauchy|log_normal)$)")
 _PURE: dict = {}
 
 
@@ -846,7 +849,13 @@ def _returned(tracker, file, line, data, scopes=None, frame=None) -> dict | None
 
 
 def _call_watched(tracker, fn, args):
-    """``fn(*args)`` once more under ``no_grad`` and ``_FirstMade``: (what it found, the value returned)."""
+    """``fn(*args)`` once more under ``no_grad`` and ``_FirstMade``: (what it found, the value returned). Not while
+    the program has a mode of its own on (it would see the second call's ops)."""
+    try:
+        if torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack():
+            return None, None
+    except Exception:
+        return None, None
     mode = _FirstMade(tracker.user)
     tracker.pause()  # NOTE [Pausing the recorder] in tracker.py
     try:
