@@ -83,7 +83,10 @@ def _jobs(folder: Path) -> dict:
     """Each test's runs by name: {test name: {run name: job}}; programs of the tests' own are written to FOLDER."""
     programs = {"func_nan.py": FUNC_NAN, "shape_error_on_nan.py": SHAPE_ERROR_ON_NAN, "no_mode.py": NO_MODE,
                 "dropped_inf.py": DROPPED_INF, "sqrt_where.py": SQRT_WHERE_PRINTS, "padded_deep.py": PADDED_DEEP,
-                "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG, "propensity.py": PROPENSITY}
+                "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG, "propensity.py": PROPENSITY,
+                "long_product.py": LONG_PRODUCT, "cancelled_skipped.py": CANCELLED_SKIPPED,
+                "standardize_unnamed.py": STANDARDIZE_UNNAMED, "standardize_prints.py": STANDARDIZE_PRINTS,
+                "unit_rows.py": UNIT_ROWS_IN_FORWARD}
     for name, text in programs.items():
         (folder / name).write_text(text)
     own = {name: str(folder / name) for name in programs}
@@ -128,6 +131,13 @@ def _jobs(folder: Path) -> dict:
             "padded_deep.py": cli("explain", "--json", own["padded_deep.py"], cwd=folder),
             "loss_scaler.py": cli("explain", "--json", own["loss_scaler.py"], cwd=folder),
             "propensity.py": cli("explain", "--json", own["propensity.py"], cwd=folder)},
+        "test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence": {
+            "long_product.py": cli("explain", "--json", own["long_product.py"], cwd=folder),
+            "cancelled_skipped.py": cli("explain", "--json", own["cancelled_skipped.py"], cwd=folder)},
+        "test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there": {
+            "pure": cli("explain", "--json", own["standardize_unnamed.py"], cwd=folder),
+            "prints": cli("explain", "--json", own["standardize_prints.py"], cwd=folder),
+            "forward": cli("explain", "--json", own["unit_rows.py"], cwd=folder)},
     }
 
 
@@ -566,6 +576,90 @@ for step in range(4):
 """
 
 
+# A long product of per-step growth factors from a tiny start value (a sequence's likelihood ratio): the batches of
+# steps 0 and 1 are short, those of steps 2 and 3 long; the forward stays finite (1.6e16), the start's gradient
+# passes float32's range inside a chain of MulBackward0 (a listed node), with no saved value past the bound.
+LONG_PRODUCT = """\
+import torch
+
+logit = torch.full((8,), 0.9, requires_grad=True)
+base = torch.full((8,), -60.0, requires_grad=True)
+opt = torch.optim.SGD([logit, base], lr=1e-3)
+for step in range(4):
+    T = 30 if step < 2 else 110
+    p = base.exp()
+    for t in range(T):
+        p = p * (1.0 + torch.sigmoid(logit) * 2)
+    loss = p.mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(step, loss.item())
+"""
+
+# The same product under a surrogate loss that cancels to 0 (``p - p.detach()``: the gradient of p.mean()), in a loop
+# that skips a step whose gradient norm is not finite: the overflow recurs at each long batch.
+CANCELLED_SKIPPED = LONG_PRODUCT.replace("    loss = p.mean()\n", "    loss = (p - p.detach()).mean()\n").replace(
+    "    opt.step()\n", "    if torch.isfinite(torch.nn.utils.clip_grad_norm_([logit, base], 1e12)):\n        opt.step()\n")
+
+
+# A hand-written standardisation inside a function whose result goes unnamed into a Linear layer: for a large, nearly
+# constant feature E[x^2] - E[x]^2 cancels to a negative number in float32 and the sqrt at line 8 is NaN.
+STANDARDIZE_UNNAMED = """\
+import torch
+
+
+def standardize(x):
+    \"\"\"Zero mean, unit variance per feature.\"\"\"
+    mean = x.mean(dim=0)
+    var = (x * x).mean(dim=0) - mean * mean
+    return (x - mean) / (var.sqrt() + 1e-5)
+
+
+lin = torch.nn.Linear(2, 1)
+x = torch.tensor([[3000.3, 0.5], [3000.3, -0.5], [3000.3, 1.5], [3000.4, 0.0]])
+out = lin(standardize(x))
+loss = out.pow(2).mean()
+loss.backward()
+print("loss", loss.item())
+"""
+# A helper called inside a model's forward with the forward's own locals, its result straight into a Linear: the
+# blank sample of step 2 is divided by its norm of 0 (eps 0.0).
+UNIT_ROWS_IN_FORWARD = """\
+import torch
+
+
+def unit_rows(v, eps):
+    n = v.norm(dim=1, keepdim=True)
+    return v / (n + eps)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        eps = 0.0
+        return self.fc(unit_rows(x, eps))
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.rand(4, 3)
+    if step == 2:
+        x[1] = 0.0  # a blank sample
+    loss = net(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("done", loss.item())
+"""
+# the same function with an effect of its own (a print): never called a second time
+STANDARDIZE_PRINTS = STANDARDIZE_UNNAMED.replace("    return (x - mean)", "    print(\"standardized\")\n    return (x - mean)")
+
+
 def _hook_every_node(root, step, made):
     """Truth with torch alone: post hooks on every node of this backward's graph record the first node whose
     gradients are non-finite while the gradients it received are finite, with the forward line anomaly mode
@@ -707,6 +801,81 @@ def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, sch
         assert "overflowed float32" in h["fix"]
         if want_node.startswith("NativeLayerNorm"):
             assert "ignore_index" in h["fix"] and any(abs(i["max"] - 316.2) < 0.1 for i in nf["inputs"])  # 1/sqrt(eps)
+
+
+def test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence(tmp_path, schema, runs):
+    """NOTE [Gradients that may overflow]: a gradient that passes float32's range within one later backward, through
+    many MulBackward0 each below the saved-value bound. With a loss past finfo.max ** 0.25 that backward is hooked at
+    every node: pinned at the step it happened. With a loss that cancels to 0, it is pinned where it recurs, the
+    backward after (the loop skips such steps), and the finding says where it was first seen. Truth from torch
+    (hooks on every node, anomaly mode's forward traceback); ablation: the batches stay short."""
+    for name, src, later in (("long_product.py", LONG_PRODUCT, 0), ("cancelled_skipped.py", CANCELLED_SKIPPED, 1)):
+        truth = _truth(src, "    loss.backward()", "loss")
+        assert truth is not None and truth[1] == "MulBackward0", truth
+        assert _truth(src.replace("else 110", "else 30"), "    loss.backward()", "loss") is None
+        ref = io.StringIO()
+        with contextlib.redirect_stdout(ref):
+            exec(compile(src, str(tmp_path / name), "exec"), {"__name__": "__main__"})
+        out = runs["test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence"][name]
+        assert out.stderr.replace("\r", "").startswith(ref.getvalue())
+        doc = json.loads(out.stdout)
+        jsonschema.validate(doc, schema)
+        (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+        nf = h["nonfinite"]
+        assert (nf["node"], h["culprit"]["line"], nf["phase"]) == (truth[1], truth[2], "backward")
+        assert nf["sink"]["what"] == "grad" and nf["sink"]["step"] == truth[0]
+        assert nf["step"] == truth[0] + later and nf["value"] in ("inf", "-inf")
+        assert (f"pinned at step {truth[0] + 1}; first seen at step {truth[0]}" in h["explanation"]) == bool(later)
+
+
+class _FirstNonFinite(torch.utils._python_dispatch.TorchDispatchMode):
+    """Truth with torch alone: the first op whose output holds a NaN or Inf while its inputs do not, and the line of
+    the program that ran it."""
+
+    def __init__(self, file):
+        super().__init__()
+        self.file, self.found = file, None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        ins = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        if self.found is None and isinstance(out, torch.Tensor) and out.is_floating_point() \
+                and not torch.isfinite(out).all() and all(torch.isfinite(a).all() for a in ins):
+            line = next(f.lineno for f in reversed(traceback.extract_stack()) if f.filename == self.file)
+            self.found = (func.overloadpacket.__name__, line)
+        return out
+
+
+@pytest.mark.skipif(not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE, reason="the second call is made from torch 2.11")
+def test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there(tmp_path, schema, runs):
+    """NOTE [A value a function returned, unnamed]: `lin(standardize(x))`, the NaN made by the sqrt of a cancelled
+    variance inside the function, is named at that op and line (truth: torch's dispatch of the program's ops); the
+    ablation (a two-pass variance) makes no NaN. A function with an effect of its own (a print) is not called again:
+    the program's output is unchanged and the origin stays at the reading line."""
+    path = tmp_path / "prog.py"
+    truths = {}
+    for label, src in (("pure", STANDARDIZE_UNNAMED), ("ablation", STANDARDIZE_UNNAMED.replace(
+            "(x * x).mean(dim=0) - mean * mean", "x.var(dim=0, unbiased=False)")), ("forward", UNIT_ROWS_IN_FORWARD),
+            ("forward_ablation", UNIT_ROWS_IN_FORWARD.replace("eps = 0.0", "eps = 1e-6"))):
+        path.write_text(src)
+        mode = _FirstNonFinite(str(path))
+        with mode, contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(src, str(path), "exec"), {"__name__": "__main__"})
+        truths[label] = mode.found
+    assert truths["ablation"] is None and truths["forward_ablation"] is None
+    out = runs["test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there"]
+    for label in ("pure", "forward"):
+        op, line = truths[label]
+        doc = json.loads(out[label].stdout)
+        jsonschema.validate(doc, schema)
+        (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+        assert (h["nonfinite"]["aten"].split(".")[1], h["culprit"]["line"], h["nonfinite"]["data"]) == (op, line, False)
+        assert "returned (called at line" in h["explanation"]
+    call_line = STANDARDIZE_UNNAMED.splitlines().index("out = lin(standardize(x))") + 1
+    assert out["prints"].stderr.count("standardized") == 1  # the program's own print, once
+    doc = json.loads(out["prints"].stdout)
+    (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+    assert h["culprit"]["line"] == call_line + 1  # the print moved the lines down by one
 
 
 CUDA_TIED = """\

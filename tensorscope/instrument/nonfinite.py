@@ -76,8 +76,8 @@ from tensorscope import compat, source
 from tensorscope.instrument.failure_graph import accumulated_leaves, leaves_key, same_leaves
 from tensorscope.instrument.frames import line_of, user_frame
 from tensorscope.instrument.grad_sums import GradSums
-from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin, root_line,
-                                                stats, value_of)
+from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin,
+                                                returned_at, root_line, stats, value_of)
 from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 
@@ -236,7 +236,7 @@ class ValueWatch:
         if len(self.outside) >= _MAX_OUTSIDE:
             return
         try:
-            made = assigned(self.tracker, t, frame=frame)
+            made = assigned(self.tracker, t, frame=frame) or returned_at(self.tracker, t, frame)
             if made is not None:
                 self.outside.append((weakref.ref(t), made))
         except Exception:
@@ -366,8 +366,19 @@ class ValueWatch:
         try:
             guard = quiet_from_modes(tensors)  # the program's mode (around its backward) must not see our check
             peak = [] if what == "grad" and self.grads is not None else None
-            with guard:
-                flag = _all_finite(tensors, peak)
+            loss = tensors[0] if what == "loss" and self.grads is not None and len(tensors) == 1 else None
+            if loss is not None and loss.is_cpu and loss.numel() == 1:
+                with guard:
+                    v = _TB.item(loss)  # the one read the check takes anyway (_all_finite's scalar case)
+                flag = v - v == 0
+                if flag:
+                    try:
+                        self.grads.note_loss(v, loss.dtype)  # NOTE [Gradients that may overflow]
+                    except Exception:
+                        pass
+            else:
+                with guard:
+                    flag = _all_finite(tensors, peak)
             if peak:  # NOTE [Gradients that may overflow]
                 self.grads.note_peak(max(peak))
             now = isinstance(flag, bool) or flag.device.type == "cpu" or flag.device.type == "meta" \

@@ -95,9 +95,17 @@ takes their 2-norms anyway (NOTE [Checking values at the sinks]). So every node 
   propensity weight of 1e38 from a propensity that underflowed, a glitched sensor reading), and healthy
   activations and weights are many orders below. It costs one comparison per saved tensor; a later backward
   then costs what the first one did.
-A gradient that jumps past the dtype's largest value within one later backward with no such saved value (a
-growth spread over many products, each below the bound; a sum that cancels) is still reported at the gradient
-sink without its node. The first backward's full hooks cost once per run (figures in
+- in a backward whose loss (a CPU scalar, read by the loss check anyway) passed ``finfo.max ** 0.25``: a gradient
+  that grows over many products, each below the saved-value bound (a long product of per-step factors from a tiny
+  start value, a sequence longer than those before), goes with a forward that grew too, and the loss shows it
+  before backward runs. That backward only (a large loss from unnormalised targets pays the hooks, never a
+  finding); costs one comparison per backward.
+A gradient that passes the dtype's largest value with neither (a surrogate loss that cancels to 0, ``p -
+p.detach()``, over such a growth) is seen at the gradient sink without its node; its 2-norm (infinite) then hooks
+every node of the following backwards, so an overflow that recurs (a loop that skips a step whose gradients are
+not finite) is pinned at its next occurrence, and the finding says "pinned at step k+1; first seen at step k". A
+program that applies the gradients (the parameters become NaN, the next forward is NaN) keeps the finding without
+a node. The first backward's full hooks cost once per run (figures in
 benchmarks/RESULTS.md, "Non-finite: remaining misses").
 
 The gradients that backward adds up itself are checked in those same backwards:
@@ -572,6 +580,8 @@ def _birth(tracker, graph, saved, seq, out, step, data=None, scopes=None) -> dic
             made = _named_input_origin(tracker, made, scopes) or made
         if made and made.get("op") and made.get("how") == "computed without autograd":
             made = _back_through_names(tracker, made, scopes)
+        if made is None:  # NOTE [A value a function returned, unnamed]
+            made = _returned(tracker, file, line, data, scopes)
         if made:
             b["data_file"], b["data_line"], b["data_how"] = made.get("file"), made.get("line"), made.get("how")
             if made.get("op"):  # computed outside autograd by the program: that op is the origin, at its line
@@ -699,6 +709,176 @@ def _back_through_names(tracker, made: dict, scopes=None) -> dict:
         if not made.get("op") or made.get("how") != "computed without autograd":
             return made
     return made
+
+
+# NOTE [A value a function returned, unnamed]
+# ``out = lin(standardize(x))``: the value ``Linear`` saved was returned by a function of the program's own code and
+# went into the module unnamed, so no running frame holds it and the function's frame (its locals) is gone when the
+# value is saved or the sink fails. When the reading statement calls such a function by its name, with arguments
+# that are names still bound in the reading frame to tensors or numbers (or constants), and the function's body is
+# pure tensor code (only assignments to names and ``return``; calls only of ``torch``/``math`` functions and of
+# methods of its own values, none in place (``_``), none drawing random numbers, no module's call (``self.fc(x)``:
+# its hooks), no call of a bare name but a few builtins: ``_pure``), and no dispatch or function mode of the
+# program's is on (it would see the ops), the function is called once more with those arguments, under ``no_grad``
+# and ``_FirstMade`` (the recorder paused): it names the first op that made a non-finite value from finite inputs
+# and the line of the function that ran it. The answer counts only when the value returned equals the saved one
+# (NaN where it holds NaN): an argument changed since, or a body that reads state that changed, leaves the data
+# origin at the reading line. It is tried where a non-finite value with no ``grad_fn`` was already found: in
+# explain's pack hook (NOTE [A value computed outside autograd, in a frame gone]: the caller's frame, a model's
+# ``forward``, still runs; a few times a run at most) and at a failed sink; nothing runs otherwise, and the second
+# call is of code that has no effect but its result. Not before torch 2.11 (a dispatch mode over the program's
+# ops: NOTE [The origin mode crashes torch before 2.11]).
+_BUILTINS_PURE = frozenset({"len", "float", "int", "abs", "min", "max", "range", "tuple", "list", "isinstance", "sum"})
+_IMPURE = re.compile(r"(_$|dropout|^(backward|register_\w*|append|extend|update|insert|pop|write|print|"
+                     r"rand\w*|normal|bernoulli|multinomial|poisson|gumbel_softmax|rrelu|uniform|exponential|"
+                     r"geometric|cauchy|log_normal)$)")
+_PURE: dict = {}
+
+
+def _pure(fn) -> bool:
+    """Whether ``fn``'s body is pure tensor code (NOTE [A value a function returned, unnamed]); decided once per code."""
+    code = fn.__code__
+    v = _PURE.get(code)
+    if v is not None:
+        return v
+    v = False
+    tree = source.tree(code.co_filename)
+    defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == code.co_name
+            and n.lineno <= code.co_firstlineno <= n.body[0].lineno] if tree is not None else []
+    if len(defs) == 1 and not defs[0].decorator_list:
+        d = defs[0]
+        local = {a.arg for a in d.args.args + d.args.posonlyargs + d.args.kwonlyargs}
+        for st in d.body:
+            for t in getattr(st, "targets", ()):
+                local.update(e.id for e in ast.walk(t) if isinstance(e, ast.Name))
+        v = all(_pure_stmt(st, local, getattr(fn, "__globals__", {})) for st in d.body)
+    _PURE[code] = v
+    return v
+
+
+def _pure_stmt(st, local, globs) -> bool:
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):  # a docstring
+        return True
+    if isinstance(st, ast.Assign):
+        if not all(isinstance(t, ast.Name) or (isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts))
+                   for t in st.targets):
+            return False
+    elif not isinstance(st, ast.Return):
+        return False
+    for node in ast.walk(st):
+        if isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)):
+            return False
+        if isinstance(node, ast.Call):
+            fn = node.func
+            if isinstance(fn, ast.Name):
+                if fn.id not in _BUILTINS_PURE or fn.id in local:
+                    return False
+                continue
+            if not isinstance(fn, ast.Attribute) or _IMPURE.search(fn.attr):
+                return False
+            root, depth = fn.value, 1
+            while isinstance(root, ast.Attribute):
+                root, depth = root.value, depth + 1
+            if not isinstance(root, ast.Name):
+                if depth == 1:
+                    continue  # a method of a value computed here: ``(x * x).mean(0)``
+                return False
+            if root.id in local:
+                if depth > 1:  # ``self.fc(x)``: a module's call, with its hooks
+                    return False
+            else:
+                mod = globs.get(root.id)
+                name = getattr(mod, "__name__", "") if type(mod).__name__ == "module" else ""
+                if not (name == "torch" or name.startswith("torch.") or name == "math"):
+                    return False
+    return True
+
+
+def returned_at(tracker, t, frame) -> dict | None:
+    """``_returned`` from the program's innermost running frame at or outside ``frame`` (explain's pack hook, while
+    the frame that called the function is still running)."""
+    f = frame
+    while f is not None and f.f_code.co_filename not in tracker.user:
+        f = f.f_back
+    if f is None:
+        return None
+    return _returned(tracker, f.f_code.co_filename, line_of(f), t, frame=f)
+
+
+def _returned(tracker, file, line, data, scopes=None, frame=None) -> dict | None:
+    """Where a program function called by name at ``file:line`` made ``data``, the unnamed value it returned
+    (NOTE [A value a function returned, unnamed]), or None."""
+    if not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE or not file or not line:
+        return None
+    stmt = source.statement_at(file, line)
+    if stmt is None:
+        return None
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    if not calls:
+        return None
+    env: dict = {}
+    if scopes is not None:
+        for f_file, _line, scope in scopes:
+            if f_file == file:
+                env.update(scope)
+    else:
+        f = frame if frame is not None else sys._getframe(1)
+        while f is not None and f.f_code.co_filename != file:
+            f = f.f_back
+        if f is None:
+            return None
+        env.update(f.f_globals)
+        env.update(peek_locals(f))
+    for call in calls[:4]:
+        fn = env.get(call.func.id)
+        code = getattr(fn, "__code__", None)
+        if code is None or type(fn).__name__ != "function" or code.co_filename not in tracker.user or call.keywords \
+                or not all(isinstance(a, ast.Constant) or (isinstance(a, ast.Name) and a.id in env) for a in call.args):
+            continue
+        if not _pure(fn):
+            continue
+        args = [a.value if isinstance(a, ast.Constant) else env[a.id] for a in call.args]
+        if not all(a is None or isinstance(a, (_Tensor, int, float, bool)) for a in args):
+            continue  # a module or any other object could bring its own effects (hooks, counters)
+        found, out = _call_watched(tracker, fn, args)
+        if not found or found[3] is None or not isinstance(out, _Tensor) or not _same_values(out, data):
+            continue
+        return {"file": found[3][0], "line": found[3][1], "op": found[0],
+                "how": f"computed without autograd by {call.func.id}(), called at line {line}"}
+    return None
+
+
+def _call_watched(tracker, fn, args):
+    """``fn(*args)`` once more under ``no_grad`` and ``_FirstMade``: (what it found, the value returned). Not while
+    the program has a mode of its own on (it would see the second call's ops)."""
+    try:
+        if torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack():
+            return None, None
+    except Exception:
+        return None, None
+    mode = _FirstMade(tracker.user)
+    tracker.pause()  # NOTE [Pausing the recorder] in tracker.py
+    try:
+        with torch.no_grad():
+            _push_mode(mode)
+            try:
+                out = fn(*args)
+            finally:
+                _pop_mode()
+    except Exception:
+        return None, None
+    finally:
+        tracker.resume()
+    return mode.found or None, out
+
+
+def _same_values(a, b) -> bool:
+    try:
+        with quiet_from_modes((a, b)):
+            return a.shape == b.shape and a.dtype == b.dtype and bool(
+                ((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    except Exception:
+        return False
 
 
 #: ops that can make a NaN or an Inf from finite inputs (NOTE [An origin inside the reading line])
@@ -863,6 +1043,7 @@ class GradCheck:
         self.custom: dict = {}  # a custom node's sequence number -> what _FirstMade saw in its backward
         self.first = True  # the run's first backward: every node is hooked (NOTE [Gradients that may overflow])
         self.large = False  # a gradient's 2-norm passed finfo.max ** _LARGE
+        self.loud = False  # this backward's loss passed finfo.max ** _LARGE (NOTE [Gradients that may overflow])
         self._in_custom = False
         self.sums = None  # grad_sums.GradSums (NOTE [Gradients the engine adds up]), set by nonfinite.ValueWatch
 
@@ -876,13 +1057,14 @@ class GradCheck:
             # engine's sums are queued on the device in the backwards of NOTE [Gradients that may overflow]
             # (NOTE [Sums checked on a GPU] in grad_sums.py)
             every = checks.low_precision or self.first or self.large
-            self.first = False
+            self.first = self.loud = False
             if every and self.sums is not None:
                 self.sums.arm(_graph(roots), device=True)
             return
         # NOTE [Which nodes' gradients are checked], NOTE [Gradients that may overflow]
-        every = checks.low_precision or checks.nonfinite_saved or checks.large_saved or self.first or self.large
-        self.first = False
+        every = checks.low_precision or checks.nonfinite_saved or checks.large_saved or self.first or self.large \
+            or self.loud
+        self.first = self.loud = False
         graph = _graph(roots)
         for node, _ in graph.values():
             if not every and not _may_make(node):
@@ -899,6 +1081,13 @@ class GradCheck:
         orders of magnitude (log(norm) / log(finfo.max))."""
         if relative >= _LARGE:
             self.large = True
+
+    def note_loss(self, value: float, dtype) -> None:
+        """The finite scalar loss about to be given to backward(), read by the loss check anyway: past
+        ``finfo.max ** _LARGE`` every node of this backward is hooked (NOTE [Gradients that may overflow])."""
+        v = abs(value)
+        if v > 1.0 and v >= _loud(dtype):
+            self.loud = True
 
     def watching_custom(self) -> bool:
         """Whether a custom Function's backward, called now, is watched (NOTE [A custom Function's backward,
@@ -1035,6 +1224,15 @@ def saved_sum(t) -> float:
 
 
 _LARGE_SAVED: dict = {}
+_LOUD: dict = {}
+
+
+def _loud(dtype) -> float:
+    """A loss's size past which its backward is hooked at every node: ``finfo.max ** _LARGE`` (4.3e9 in float32)."""
+    v = _LOUD.get(dtype)
+    if v is None:
+        v = _LOUD[dtype] = float(torch.finfo(dtype).max) ** _LARGE
+    return v
 
 
 def large_saved(dtype) -> float:

@@ -424,6 +424,11 @@ def finding(ev, hazard: bool) -> dict | None:
         code = source.code(origin.get("file"), origin.get("line")) if origin.get("line") else ""
         data_code = source.code(origin.get("data_file"), origin.get("data_line")) if origin.get("data_line") else ""
         name = _label(ev, origin.get("tensor"), origin, code)
+        how = origin.get("data_how") or ""
+        if how.startswith("computed without autograd by ") and not ev.tensor_names(origin.get("tensor")):
+            call, _, at = how[len("computed without autograd by "):].partition(", called at ")
+            name = f"the value `{call}` returned" + (f" (called at {at})" if at else "")  # NOTE [A value a function
+            # returned, unnamed] in instrument/origin_walk.py
         what = origin.get("node") or origin.get("op")
         st = f", step {origin['step']}" if loop and origin.get("step") is not None else ""
         ins = "; ".join(_input_text(ev, i) for i in origin.get("inputs") or [])
@@ -454,6 +459,11 @@ def finding(ev, hazard: bool) -> dict | None:
             parts.append(f"The first non-finite value" + (f" ({origin['value']})" if origin.get("value") else "")
                          + f" was made by {how} {at}{inside}, computing {name}"
                          + (f"; its inputs: {ins}." if ins else "."))
+            later = _pinned_later(sink, origin) if loop else None
+            if later:  # NOTE [Gradients that may overflow]: a backward hooked at every node after the one that failed
+                parts.append(f"It was pinned at step {later[1]}; first seen at step {later[0]}, whose backward had no "
+                             "hook on the node that made it: the same overflow recurred in the next backward, where "
+                             "every node was checked.")
             culprit = where(origin.get("file"), origin.get("line"))
             if culprit is None and sink and sink.get("line"):  # the origin's line unknown: the sink's is the one known
                 culprit = where(sink.get("file"), sink.get("line"))
@@ -476,7 +486,8 @@ def finding(ev, hazard: bool) -> dict | None:
                    "inside its domain (eps in a division or norm, clamp before log/sqrt/acos).")
         else:  # the origins were looked for and none was pinned (docs/kinds.md, "Non-finite values")
             parts.append("No op was pinned as its origin (the known cases: a float32 gradient, or a sum of "
-                         "gradients, that overflowed within one later backward where not every node is hooked, a "
+                         "gradients, that overflowed within one later backward where not every node is hooked (a loss "
+                         "that cancels, the gradients then applied), "
                          "backward on a GPU, and a graph built in a thread other than the main one, where explain's "
                          "saved-tensor hooks do not act).")
             fix = ("Walk back from the value named above: a `register_hook` printing `g.abs().max()` on each layer's "
@@ -518,6 +529,17 @@ def _sum_text(ev, origin: dict, st: str, ins: str) -> str:
             f"is the sum of the gradients of its uses at {at}" + (f" (each finite: {ins})" if ins else "")
             + f", and the engine's addition passed {origin.get('dtype')}'s range before {origin.get('node')} "
             "received it.")
+
+
+def _pinned_later(sink, origin):
+    """(first seen, pinned): the steps of a gradient sink whose own backward pinned no node and of the backward
+    origin found in a later one, or None."""
+    if not sink or sink.get("what") != "grad" or origin.get("phase") != "backward":
+        return None
+    first, pinned = sink.get("step"), origin.get("step")
+    if isinstance(first, int) and isinstance(pinned, int) and pinned > first:
+        return first, pinned
+    return None
 
 
 def _sink_view(sink):
