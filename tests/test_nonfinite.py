@@ -86,7 +86,7 @@ def _jobs(folder: Path) -> dict:
                 "loss_scaler.py": LOSS_SCALER, "ratio_then_log.py": RATIO_THEN_LOG, "propensity.py": PROPENSITY,
                 "long_product.py": LONG_PRODUCT, "cancelled_skipped.py": CANCELLED_SKIPPED,
                 "standardize_unnamed.py": STANDARDIZE_UNNAMED, "standardize_prints.py": STANDARDIZE_PRINTS,
-                "unit_rows.py": UNIT_ROWS_IN_FORWARD}
+                "unit_rows.py": UNIT_ROWS_IN_FORWARD, "standardize_draws.py": STANDARDIZE_DRAWS}
     for name, text in programs.items():
         (folder / name).write_text(text)
     own = {name: str(folder / name) for name in programs}
@@ -137,7 +137,9 @@ def _jobs(folder: Path) -> dict:
         "test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there": {
             "pure": cli("explain", "--json", own["standardize_unnamed.py"], cwd=folder),
             "prints": cli("explain", "--json", own["standardize_prints.py"], cwd=folder),
-            "forward": cli("explain", "--json", own["unit_rows.py"], cwd=folder)},
+            "forward": cli("explain", "--json", own["unit_rows.py"], cwd=folder),
+            "draws_python": plain(own["standardize_draws.py"], folder),
+            "draws": cli("explain", "--json", own["standardize_draws.py"], cwd=folder)},
     }
 
 
@@ -658,6 +660,14 @@ print("done", loss.item())
 """
 # the same function with an effect of its own (a print): never called a second time
 STANDARDIZE_PRINTS = STANDARDIZE_UNNAMED.replace("    return (x - mean)", "    print(\"standardized\")\n    return (x - mean)")
+# the same function ending in an op that draws random numbers although its name does not say so (attention with
+# dropout_p): the second call must leave the program's next random number as python gives it
+STANDARDIZE_DRAWS = STANDARDIZE_UNNAMED.replace(
+    "    return (x - mean) / (var.sqrt() + 1e-5)\n",
+    "    z = (x - mean) / (var.sqrt() + 1e-5)\n"
+    "    return torch.nn.functional.scaled_dot_product_attention(z[None], z[None], z[None], dropout_p=0.5)[0]\n"
+).replace("lin = torch.nn.Linear(2, 1)\n", "torch.manual_seed(0)\nlin = torch.nn.Linear(2, 1)\n") + \
+    "print(\"next draw\", torch.rand(3).tolist())\n"
 
 
 def _hook_every_node(root, step, made):
@@ -876,6 +886,35 @@ def test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_nam
     doc = json.loads(out["prints"].stdout)
     (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
     assert h["culprit"]["line"] == call_line + 1  # the print moved the lines down by one
+    # a second call that drew random numbers would move the program's next draw (measured: it did, before the
+    # generators' states were put back); python's own output is the truth
+    draw = [ln for ln in out["draws_python"].stdout.splitlines() if ln.startswith("next draw")]
+    assert len(draw) == 1 and out["draws"].stderr.replace("\r", "").count(draw[0]) == 1, out["draws"].stderr
+
+
+def test_the_second_call_runs_only_functions_without_effects(tmp_path, monkeypatch):
+    """NOTE [A value a function returned, unnamed]: a function is called a second time only when every call in it is
+    an op of an op namespace or a method of its own values; torch's functions with effects are refused by name."""
+    from tensorscope.instrument.origin_walk import _pure
+    bodies = {
+        "ok_ops": "return torch.log(F.softmax(x, -1)) + torch.nn.functional.relu(x) + math.sqrt(2) + torch.linalg.norm(x)",
+        "ok_methods": "y = (x * x).mean(0)\n    return y.sqrt() / torch.norm(x)",
+        "saves": "e = torch.save(x, 'x.pt')\n    return x.log()",
+        "seeds": "e = torch.manual_seed(0)\n    return x.log()",
+        "collective": "e = torch.distributed.all_reduce(x)\n    return x.log()",
+        "dtype": "e = torch.set_default_dtype(torch.float64)\n    return x.log()",
+        "retains": "e = x.retain_grad()\n    return x.log()",
+        "private_print": "e = torch._C._VariableFunctions._print('x')\n    return x.log()",
+        "lowrank": "u, s, v = torch.svd_lowrank(x)\n    return s.log()",
+        "module_call": "return self_fc(x)",
+    }
+    src = "import math\nimport torch\nimport torch.nn.functional as F\n\n" + "".join(
+        f"def {name}(x):\n    {body}\n\n\n" for name, body in bodies.items())
+    (tmp_path / "effects_mod.py").write_text(src)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import effects_mod
+    got = {name: _pure(getattr(effects_mod, name)) for name in bodies}
+    assert got == {name: name.startswith("ok_") for name in bodies}, got
 
 
 CUDA_TIED = """\

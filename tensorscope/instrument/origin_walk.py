@@ -728,11 +728,36 @@ def _back_through_names(tracker, made: dict, scopes=None) -> dict:
 # ``forward``, still runs; a few times a run at most) and at a failed sink; nothing runs otherwise, and the second
 # call is of code that has no effect but its result. Not before torch 2.11 (a dispatch mode over the program's
 # ops: NOTE [The origin mode crashes torch before 2.11]).
+# What "no effect" is, named rather than guessed from a name's shape: a function of a module is allowed only from
+# ``math``, the op namespaces ``torch.nn.functional``, ``torch.linalg``, ``torch.special`` and ``torch.fft``, and
+# ``torch`` itself where the name is an aten op (``torch._C._VariableFunctions``) or one of ``torch.functional``'s
+# (``norm``, ``cdist``, ``einsum``): ``torch.save``, ``torch.manual_seed``, ``torch.set_default_dtype``,
+# ``torch.distributed.all_reduce`` (a collective that one rank alone would hang on) and ``torch.cuda.synchronize``
+# are refused. A method that changes its tensor without a trailing ``_`` (``retain_grad``, ``record_stream``) is
+# refused too. An op can still draw random numbers where its name does not say so (``scaled_dot_product_attention``
+# with ``dropout_p``), so the generators' states (the CPU's, and each CUDA device's once CUDA is initialised) are
+# taken before the second call and put back after it: the program's next random number is the one python gives.
 _BUILTINS_PURE = frozenset({"len", "float", "int", "abs", "min", "max", "range", "tuple", "list", "isinstance", "sum"})
-_IMPURE = re.compile(r"(_$|dropout|^(backward|register_\w*|append|extend|update|insert|pop|write|print|"
+_IMPURE = re.compile(r"(_$|^_|dropout|binomial|lowrank|^(backward|register_\w*|append|extend|update|insert|pop|write|print|"
                      r"rand\w*|normal|bernoulli|multinomial|poisson|gumbel_softmax|rrelu|uniform|exponential|"
-                     r"geometric|cauchy|log_normal)$)")
+                     r"geometric|cauchy|log_normal|retain_grad|record_stream)$)")
 _PURE: dict = {}
+#: the modules whose functions the second call may run (NOTE [A value a function returned, unnamed])
+_OP_MODULES = frozenset({"math", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft"})
+
+
+def _pure_function(mod, attrs) -> bool:
+    """Whether ``mod.attrs[0].attrs[1]...`` names a function of an op namespace (``_OP_MODULES``, or an aten op or
+    ``torch.functional`` function on ``torch``)."""
+    for a in attrs[:-1]:
+        mod = getattr(mod, a, None)
+    name = getattr(mod, "__name__", "") if type(mod).__name__ == "module" else ""
+    if name in _OP_MODULES:
+        return True
+    if name != "torch":
+        return False
+    fn = attrs[-1]
+    return hasattr(torch._C._VariableFunctions, fn) or fn in getattr(torch.functional, "__all__", ())
 
 
 def _pure(fn) -> bool:
@@ -776,8 +801,9 @@ def _pure_stmt(st, local, globs) -> bool:
                 continue
             if not isinstance(fn, ast.Attribute) or _IMPURE.search(fn.attr):
                 return False
-            root, depth = fn.value, 1
+            root, depth, attrs = fn.value, 1, [fn.attr]
             while isinstance(root, ast.Attribute):
+                attrs.insert(0, root.attr)
                 root, depth = root.value, depth + 1
             if not isinstance(root, ast.Name):
                 if depth == 1:
@@ -787,9 +813,7 @@ def _pure_stmt(st, local, globs) -> bool:
                 if depth > 1:  # ``self.fc(x)``: a module's call, with its hooks
                     return False
             else:
-                mod = globs.get(root.id)
-                name = getattr(mod, "__name__", "") if type(mod).__name__ == "module" else ""
-                if not (name == "torch" or name.startswith("torch.") or name == "math"):
+                if not _pure_function(globs.get(root.id), attrs):
                     return False
     return True
 
@@ -859,6 +883,12 @@ def _call_watched(tracker, fn, args):
     mode = _FirstMade(tracker.user)
     tracker.pause()  # NOTE [Pausing the recorder] in tracker.py
     try:
+        cpu_rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    except Exception:
+        tracker.resume()
+        return None, None
+    try:
         with torch.no_grad():
             _push_mode(mode)
             try:
@@ -868,7 +898,12 @@ def _call_watched(tracker, fn, args):
     except Exception:
         return None, None
     finally:
-        tracker.resume()
+        try:  # the program's next random number is python's (NOTE [A value a function returned, unnamed])
+            torch.set_rng_state(cpu_rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
+        finally:
+            tracker.resume()
     return mode.found or None, out
 
 
