@@ -259,7 +259,9 @@ class ValueWatch:
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
         roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or ()) if isinstance(r, _Tensor)]
         roots = [r for r in roots if _floating(r)]
-        if roots and not _finite_scalar(roots):  # NOTE [A step's sinks on the CPU, read directly]
+        # NOTE [A step's sinks on the CPU, read directly]; under explain (``self.grads``) the loss's value is also
+        # the trigger of NOTE [Gradients that may overflow], which ``_check`` hands on: no shortcut there
+        if roots and (self.grads is not None or not _finite_scalar(roots)):
             self._check("loss", roots, frame)
         if self.grads is not None:
             self._grad_birth()
@@ -974,7 +976,8 @@ def _sums_finite(tensors) -> bool:
 # every step, nothing is recorded: the check is one read. So where no dispatch or torch-function mode is on
 # (no program mode could see the read: ``quiet_from_modes`` would give no guard) and the tensors are plain CPU
 # tensors, the read is made at once, with TensorBase's own methods (no wrapper of ours is entered, so the
-# recorder need not be paused): the loss's one value (``item``), the parameters' sums (``_sums_finite``). Only
+# recorder need not be paused): the loss's one value (``item``; not under explain, whose loss check also feeds
+# NOTE [Gradients that may overflow] with that value), the parameters' sums (``_sums_finite``). Only
 # when a value is not finite, or the read cannot be made so, does the check go ``_check``'s way, which reads
 # the same values again and records the sink. The parameters to check are the optimizer's floating ones,
 # ``_floating`` read in place for the tensor types already known (``_INSPECTABLE``): a small model's step
