@@ -127,12 +127,13 @@ class _ForkServer:
             raise AssertionError(f"tests/_forked.py --serve ended (status {self.proc.poll()})")
         return json.loads(line)
 
-    def run(self, kind, args, cwd, stdin, env, timeout) -> tuple:
+    def run(self, kind, args, cwd, stdin, env, timeout, text=True, overlay=None) -> tuple:
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._start(env)
             out, err, inp = (os.path.join(self.tmp, name) for name in ("out", "err", "in"))
-            job = {"kind": kind, "args": args, "cwd": str(cwd), "out": out, "err": err, "environ": env}
+            job = {"kind": kind, "args": args, "cwd": str(cwd), "out": out, "err": err, "environ": env,
+                   "env": overlay or {}}
             if stdin is not None:
                 Path(inp).write_bytes(stdin.encode() if isinstance(stdin, str) else stdin)
                 job["stdin"] = inp
@@ -144,7 +145,7 @@ class _ForkServer:
                 os.kill(pid, signal.SIGKILL)
                 self._reply(None)
                 raise subprocess.TimeoutExpired([kind, *args], timeout)
-            return _result(kind, args, reply["status"], Path(out).read_bytes(), Path(err).read_bytes(), True)
+            return _result(kind, args, reply["status"], Path(out).read_bytes(), Path(err).read_bytes(), text)
 
 
 def _shared_server() -> _ForkServer:
@@ -181,6 +182,9 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool 
     of that process, so the runs share nothing else; the saving is one torch import per run (~2 s of
     CPU). ``text=False`` gives stdout and stderr as bytes. ``env=`` sets (None: removes) variables in the
     environment of the process the runs fork from, which torch's import reads too (OMP_NUM_THREADS).
+    The process the runs fork from is the test process's fork server (NOTE [One fork server per test
+    process]) when the call's environment is the tests' own in every variable read at torch's import,
+    else a `tests/_forked.py` of this call's own: either way the same children, one at a time.
     Runs on platforms without ``os.fork`` go one process each.
     """
     base = _env()
@@ -196,6 +200,12 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool 
         specs.append((kind, [str(a) for a in args], opts))
     if not hasattr(os, "fork"):
         return [_one_process(kind, args, opts, text, base) for kind, args, opts in specs]
+    if _import_time(base) == _import_time(_env()) and _FORK_SERVER.can_run(base):
+        # the test process's fork server, already started or started now with the tests' own environment
+        # (NOTE [One fork server per test process]): no torch import of its own for this call
+        return [_FORK_SERVER.run(kind, args, opts.get("cwd", REPO), opts.get("stdin"), base, timeout, text,
+                                 opts.get("env", {}))
+                for kind, args, opts in specs]
     with tempfile.TemporaryDirectory(prefix="ts-many-") as tmp:
         listed = []
         for i, (kind, args, opts) in enumerate(specs):
