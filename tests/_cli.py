@@ -80,6 +80,10 @@ def run_cli(*args: str, cwd: str | os.PathLike = REPO, stdin: str | None = None,
 # stdin, stdout, stderr, working directory and whole environment, argv and __main__, leaving as python
 # leaves. What torch reads at its import cannot change in a child: a call whose environment differs from
 # the server's in such a variable (_IMPORT_TIME) runs a process of its own, as does a call with fresh=True.
+# run_many sends its runs to the same server, one at a time, when its environment is the tests' own in those
+# variables (else one tests/_forked.py of its own per call, started with that environment): a run_many call
+# then costs no torch import of its own (about 1.4 s of CPU per call measured loaded, 2026-11-26). It never
+# starts the server with another environment, which would send every later run_cli to a fresh process.
 # A run that outlives its timeout is killed and raises subprocess.TimeoutExpired, as subprocess.run does.
 _IMPORT_TIME = ("PYTHON", "TORCH", "PYTORCH", "OMP_", "MKL", "KMP_", "OPENBLAS", "CUDA", "NVIDIA", "LD_",
                 "MALLOC", "GLIBC")
@@ -127,12 +131,13 @@ class _ForkServer:
             raise AssertionError(f"tests/_forked.py --serve ended (status {self.proc.poll()})")
         return json.loads(line)
 
-    def run(self, kind, args, cwd, stdin, env, timeout) -> tuple:
+    def run(self, kind, args, cwd, stdin, env, timeout, text=True, overlay=None) -> tuple:
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._start(env)
             out, err, inp = (os.path.join(self.tmp, name) for name in ("out", "err", "in"))
-            job = {"kind": kind, "args": args, "cwd": str(cwd), "out": out, "err": err, "environ": env}
+            job = {"kind": kind, "args": args, "cwd": str(cwd), "out": out, "err": err, "environ": env,
+                   "env": overlay or {}}
             if stdin is not None:
                 Path(inp).write_bytes(stdin.encode() if isinstance(stdin, str) else stdin)
                 job["stdin"] = inp
@@ -144,7 +149,7 @@ class _ForkServer:
                 os.kill(pid, signal.SIGKILL)
                 self._reply(None)
                 raise subprocess.TimeoutExpired([kind, *args], timeout)
-            return _result(kind, args, reply["status"], Path(out).read_bytes(), Path(err).read_bytes(), True)
+            return _result(kind, args, reply["status"], Path(out).read_bytes(), Path(err).read_bytes(), text)
 
 
 def _shared_server() -> _ForkServer:
@@ -181,6 +186,9 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool 
     of that process, so the runs share nothing else; the saving is one torch import per run (~2 s of
     CPU). ``text=False`` gives stdout and stderr as bytes. ``env=`` sets (None: removes) variables in the
     environment of the process the runs fork from, which torch's import reads too (OMP_NUM_THREADS).
+    The process the runs fork from is the test process's fork server (NOTE [One fork server per test
+    process]) when the call's environment is the tests' own in every variable read at torch's import,
+    else a `tests/_forked.py` of this call's own: either way the same children, one at a time.
     Runs on platforms without ``os.fork`` go one process each.
     """
     base = _env()
@@ -196,6 +204,12 @@ def run_many(jobs: list[tuple], *, timeout: float = DEFAULT_TIMEOUT, text: bool 
         specs.append((kind, [str(a) for a in args], opts))
     if not hasattr(os, "fork"):
         return [_one_process(kind, args, opts, text, base) for kind, args, opts in specs]
+    if _import_time(base) == _import_time(_env()) and _FORK_SERVER.can_run(base):
+        # the test process's fork server, already started or started now with the tests' own environment
+        # (NOTE [One fork server per test process]): no torch import of its own for this call
+        return [_FORK_SERVER.run(kind, args, opts.get("cwd", REPO), opts.get("stdin"), base, timeout, text,
+                                 opts.get("env", {}))
+                for kind, args, opts in specs]
     with tempfile.TemporaryDirectory(prefix="ts-many-") as tmp:
         listed = []
         for i, (kind, args, opts) in enumerate(specs):

@@ -27,11 +27,11 @@ def pytest_configure(config):
         pass
 
 
-# The files whose module fixtures run the most programs (measured with --durations): started first,
-# one per xdist worker under --dist loadfile, so that the many short files fill in around them instead
-# of leaving one worker alone with a long file at the end of the run.
-_LONGEST_FIRST = ("test_corpus.py", "test_corpus_world.py", "test_transparency.py", "test_saved_hooks.py",
-                  "test_invisible_hooks.py")
+# The longest files (setup + call + teardown summed per file, from a whole run with --durations=0; the
+# order of 2026-11-26, suite14): started first, longest first, under --dist loadfile, so that the many
+# short files fill in around them instead of leaving one worker alone with a long file at the end.
+_LONGEST_FIRST = ("test_transparency.py", "test_nonfinite.py", "test_faults.py", "test_retention.py",
+                  "test_distributed.py", "test_peer_harness.py", "test_invisible_hooks.py", "test_aliasing.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

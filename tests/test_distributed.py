@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from _cli import load_report, _env, line_of, validate_against_schema
+from _cli import load_report, _env, line_of, run_many, validate_against_schema
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = str(REPO / "tensorscope") + "/"  # tensorscope's own code: no frame of it in a rank's traceback
@@ -117,11 +117,8 @@ def _run(cmd, cwd, env=None):
 def test_reentrant_checkpoint_under_ddp_is_explained(tmp_path):
     prog = str(PROGRAMS / "ddp_checkpoint_twice.py")
     report = tmp_path / "r.json"
-    with ThreadPoolExecutor(2) as pool:
-        py = pool.submit(_run, [PY, prog, str(free_port())], REPO)
-        ts = pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", str(report), prog, str(free_port())], REPO)
-        py, ts = py.result(), ts.result()
-    assert ts == py
+    py, ts = run_many([("python", prog, free_port()), ("tensorscope", "run", "-o", report, prog, free_port())])
+    assert ts[:3] == py
     name = re.search(r"Parameter at index \d+ with name ([\w.]+) has been marked as ready twice", py[2])[1]
     doc = load_report(report.read_text())
     validate_against_schema(doc)
@@ -246,18 +243,15 @@ def test_torchrun_ddp_construction_broadcast_is_the_writer_on_every_rank(torchru
 def buffers_alone(tmp_path_factory):
     """ddp_buffers.py in a one-process gloo group: python, run -o, explain -o; and its `gan` mode."""
     out = tmp_path_factory.mktemp("buffers_alone")
+    # forked runs (tests/_cli.py: run_many): the program's output and exit status, not how its process starts
     jobs = {
-        "python": [PY, str(BUFFERS), str(free_port())],
-        "run": [PY, "-m", "tensorscope", "run", "-o", str(out / "run.json"), str(BUFFERS), str(free_port())],
-        "explain": [PY, "-m", "tensorscope", "explain", "-o", str(out / "explain.json"), str(BUFFERS),
-                    str(free_port())],
-        "gan_python": [PY, str(BUFFERS), str(free_port()), "gan"],
-        "gan_explain": [PY, "-m", "tensorscope", "explain", "-o", str(out / "gan.json"), str(BUFFERS),
-                        str(free_port()), "gan"],
+        "python": ("python", BUFFERS, free_port()),
+        "run": ("tensorscope", "run", "-o", out / "run.json", BUFFERS, free_port()),
+        "explain": ("tensorscope", "explain", "-o", out / "explain.json", BUFFERS, free_port()),
+        "gan_python": ("python", BUFFERS, free_port(), "gan"),
+        "gan_explain": ("tensorscope", "explain", "-o", out / "gan.json", BUFFERS, free_port(), "gan"),
     }
-    with ThreadPoolExecutor(2) as pool:
-        futures = {k: pool.submit(_run, cmd, REPO) for k, cmd in jobs.items()}
-        results = {k: f.result() for k, f in futures.items()}
+    results = {k: tuple(r[:3]) for k, r in zip(jobs, run_many(list(jobs.values())))}
     docs = {k: load_report((out / f"{k}.json").read_text()) for k in ("run", "explain", "gan")}
     return results, docs
 

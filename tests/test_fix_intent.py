@@ -151,7 +151,7 @@ def test_fixes_of_a_parameter_write_keep_the_clip(programs, tmp_path):
     original = programs["data"][0]
     verify = tmp_path / "verify.py"
     verify.write_text(VERIFY)
-    rc, out, err = run_python(verify, *map(str, rewritten), str(clone), str(original), cwd=tmp_path)
+    rc, out, err = run_python(verify, *map(str, rewritten), str(clone), str(original), cwd=tmp_path, fresh=False)
     assert rc == 0, err[-3000:]
     got = json.loads(out.strip().splitlines()[-1])
     for path in map(str, rewritten):
@@ -267,7 +267,7 @@ def test_a_write_through_a_view_whose_base_is_read_later_keeps_the_write(tmp_pat
     old.write_text(VIEW_PROGRAM.replace("first.mul_(0.5)", "first = first.mul(0.5)"))
     verify = tmp_path / "verify.py"
     verify.write_text(VIEW_VERIFY)
-    rc, out, err = run_python(verify, str(fixed), str(old), cwd=tmp_path)
+    rc, out, err = run_python(verify, str(fixed), str(old), cwd=tmp_path, fresh=False)
     assert rc == 0, err[-3000:]
     got = json.loads(out.strip().splitlines()[-1])
     assert got[str(fixed)] == {"found": [], "as_reference": True}, got
