@@ -219,7 +219,9 @@ def test_plain_python_fails_where_device_cpu_runs(tmp_path):
     """The corpus program that puts its input on "cuda" fails without a GPU; with --device cpu it runs."""
     prog = REPO / "tests" / "corpus" / "device_cuda_input_cpu_model.py"
     rc_py, _, err_py = run_python(prog, fresh=False)
-    assert rc_py == 1 and "Torch not compiled with CUDA enabled" in err_py
+    # a CPU-only build, PyPI's CUDA build without a driver, with a driver but no GPU (docs/compatibility.md)
+    no_cuda = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver on your system", "No CUDA GPUs are available")
+    assert rc_py == 1 and any(m in err_py for m in no_cuda), err_py[-500:]
     rc, out, err, doc = run_cli("run", "--json", "--device", "cpu", str(prog))
     assert rc == 0, err
     assert doc["program"]["exception"] is None and doc["diagnosis"] is None
@@ -245,7 +247,7 @@ def test_default_mode_installs_no_device_machinery(tmp_path):
     prog = tmp_path / "probe.py"
     prog.write_text(
         "import torch\n"
-        "print(torch._C._len_torch_function_stack(), torch.get_default_device())\n"
+        "print(torch._C._len_torch_function_stack(), torch.empty(0).device)\n"  # get_default_device: 2.3+
         "print(torch.load.__module__, torch.cuda.synchronize.__module__)\n"
         "with torch.device('meta'):\n"
         "    print(torch.zeros(2).device)\n")

@@ -74,16 +74,26 @@ def test_directory(tmp_path):
     assert_message(res, 2, "a directory")
 
 
+# Python 3.10's file tokenizer (fgets-based) words these differently from 3.11+: a NUL byte ends its line, which
+# is joined to the next ("x = 1print(x)"), and a non-UTF-8 line is reported one line late with the old PEP URL.
+# tensorscope's runner.compile_program gives 3.11+'s wording (docs/compatibility.md): not matched on 3.10 yet.
+_PY310_TOKENIZER = pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10's tokenizer words NUL and "
+                                      "non-UTF-8 errors otherwise (docs/compatibility.md)")
+
+
+@_PY310_TOKENIZER
 def test_nul_bytes(tmp_path):
     assert_same_as_python(tmp_path, "nul.py", b"x = 1\x00\nprint(x)\n")
 
 
+@_PY310_TOKENIZER
 def test_binary_garbage(tmp_path):
     rnd = random.Random(1)
     data = bytes(rnd.randrange(256) for _ in range(4096)) + b"\x00"
     assert_same_as_python(tmp_path, "garbage.py", data)
 
 
+@_PY310_TOKENIZER
 def test_non_utf8_without_cookie(tmp_path):
     assert_same_as_python(tmp_path, "latin.py", b'x = "caf\xe9"\nprint(x)\n')
 

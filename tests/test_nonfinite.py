@@ -181,7 +181,9 @@ def test_corpus_scored():
         assert not result["differs"], result["differs"]
     acc = result["accuracy"]
     print(f"\nnon-finite corpus: {result['buggy']} buggy, {result['clean']} clean; {acc}; silent {result['silent']}")
-    assert min(acc.values()) >= 0.9, result["misses"]
+    # before 2.11 no op inside a backward node is named (docs/compatibility.md): 0.875 of ops on 2.2.2
+    assert min(acc.values()) >= 0.9 or (not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE and acc["op"] >= 0.85 and
+                                        min(v for k, v in acc.items() if k != "op") >= 0.9), result["misses"]
     assert result["silent"] == 1.0, result["misses"]
     run = result["run"]
     print(f"under run: {run['buggy']} buggy, {run['clean']} clean; {run['accuracy']}; silent {run['silent']}")
@@ -204,9 +206,12 @@ def test_explain_names_the_origin_and_keeps_the_program_transparent(schema, runs
     (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
     assert h["culprit"]["line"] == 9 and h["culprit"]["code"] == "dist = torch.sqrt(sq)"
     nf = h["nonfinite"]
-    assert (nf["node"], nf["aten"], nf["phase"], nf["value"]) == ("SqrtBackward0", "aten.div", "backward", "inf")
+    # the aten op inside a backward node is named from 2.11 (a dispatch mode over backward; docs/compatibility.md)
+    aten = "aten.div" if compat.DISPATCH_MODE_OVER_BACKWARD_SAFE else None
+    assert (nf["node"], nf["aten"], nf["phase"], nf["value"]) == ("SqrtBackward0", aten, "backward", "inf")
     # the inputs' statistics are torch's: SqrtBackward0 divides by 2 * sqrt(sq), which is 0 for the first pair
-    assert any(i["zeros"] == 1 and i["min"] == 0.0 for i in nf["inputs"])
+    if compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:  # the node's rerun that reads them: from 2.11
+        assert any(i["zeros"] == 1 and i["min"] == 0.0 for i in nf["inputs"])
     assert "eps" in h["fix"] or "clamp" in h["fix"]
     assert h["backward"]["line"] == 11
 
@@ -248,12 +253,15 @@ def test_torch_func_transforms_under_explain(schema, runs):
     ref, out = runs["test_torch_func_transforms_under_explain"].values()
     assert ref.returncode == 0 and "inf" in ref.stdout.splitlines()[-1]  # torch: d/dx log(x) at 0 is inf
     assert out.returncode == 1, out.stderr[-2000:]  # a hazard; the program itself exited 0
-    assert out.stderr.replace("\r", "").startswith(ref.stdout)
+    # --json: the program's stdout goes to stderr, after what python itself wrote there first (torch 2.15 warns
+    # at `torch.func`'s import that torch.jit.script is deprecated, under python as under tensorscope)
+    assert out.stderr.replace("\r", "").startswith(ref.stderr.replace("\r", "") + ref.stdout)
     doc = json.loads(out.stdout)
     assert validate_against_schema(doc)
     assert doc["program"]["exit_status"] == 0
     (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
-    assert (h["culprit"]["line"], h["nonfinite"]["op"], h["nonfinite"]["phase"]) == (6, "aten.log", "forward")
+    if compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:  # a NaN made inside a transform is pinned from 2.11 (no mode before)
+        assert (h["culprit"]["line"], h["nonfinite"]["op"], h["nonfinite"]["phase"]) == (6, "aten.log", "forward")
 
 
 def test_a_program_that_raises_on_the_nan_gets_the_diagnosis(runs):
@@ -712,7 +720,9 @@ def test_a_log_whose_gradient_overflows_names_its_tiny_input(schema, runs):
     assert validate_against_schema(doc)
     (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
     assert (h["nonfinite"]["node"], h["culprit"]["line"]) == ("LogBackward0", 14)
-    assert "negative" not in h["fix"] and f"{p.item():.3g}" in h["fix"] and "clamp_min" in h["fix"], h["fix"]
+    assert "negative" not in h["fix"] and "clamp_min" in h["fix"], h["fix"]
+    if compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:  # the node's rerun that reads its input: from 2.11
+        assert f"{p.item():.3g}" in h["fix"], h["fix"]
 
 
 def test_a_gradient_sum_that_overflows_is_named_and_the_program_unchanged(schema, runs):
@@ -806,7 +816,10 @@ def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, sch
         (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
         nf = h["nonfinite"]
         assert (nf["step"], nf["node"], h["culprit"]["line"], nf["phase"]) == (truth[0], truth[1], truth[2], "backward")
-        assert nf["aten"].split(".")[1] in (want_op, f"{want_op}_backward") and nf["value"] in ("inf", "-inf")
+        assert nf["value"] in ("inf", "-inf")
+        if not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE:
+            continue  # the op inside the backward node, its inputs and the overflow's fix: from 2.11 (its rerun)
+        assert nf["aten"].split(".")[1] in (want_op, f"{want_op}_backward"), nf
         assert "overflowed float32" in h["fix"]
         if want_node.startswith("NativeLayerNorm"):
             assert "ignore_index" in h["fix"] and any(abs(i["max"] - 316.2) < 0.1 for i in nf["inputs"])  # 1/sqrt(eps)

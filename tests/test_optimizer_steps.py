@@ -20,6 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from _cli import REPO, line_of, run_many
+from tensorscope import compat
 from tensorscope.instrument import foreach_writes, session
 from tensorscope.instrument.recorder import storage_key
 
@@ -147,10 +148,16 @@ def test_cli_step_between_backwards_and_a_failed_step():
         d = doc["diagnosis"]
         assert d["kind"] == "inplace-modified-saved-tensor", d
         culprit = next(i for i, line in enumerate(Path(p).read_text().splitlines(), 1) if line.endswith("# <- culprit"))
-        assert d["culprit"]["line"] == culprit, d["culprit"]
         step_line = line_of(p, "opt.step()")
         writes = [s for s in doc["events_summary"]["sites"] if s["kind"] == "write" and s["line"] == step_line]
         assert writes and writes[0]["count"] > 600, doc["events_summary"]  # every write of ~30 Adam steps counted
+        if not compat.CAN_READ_SAVED_DATA:
+            # torch 2.2.2, 2.6.0 and 2.9.1 (no SavedTensor.data): the stale saved weight.t() (torch's error names it
+            # "output 0 of AsStridedBackward0") is not matched to the leaf it views, so no culprit is named there
+            # (docs/compatibility.md); the rest of the report is checked as on 2.10+
+            assert d["culprit"] is None or d["culprit"]["line"] == culprit, d["culprit"]
+            continue
+        assert d["culprit"]["line"] == culprit, d["culprit"]
         if k == 0:  # the optimizer's own write, named as the wrappers name it
             assert d["culprit"]["library"] == "torch/optim/adam.py:_single_tensor_adam", d["culprit"]
         else:

@@ -91,6 +91,12 @@ PATTERNS = (
             + r"\s+(?P<d1>" + DEV + r")!", _two_devices),
     Pattern(w("Torch not compiled with") + r"\s+(?P<backend>CUDA|XPU|MTIA|MPS|HIP)\s+enabled",
             lambda m: {"reason": "no-" + m["backend"].lower(), "backend": m["backend"]}),
+    # torch 2.2.2 without XPU: the allocation itself has no kernel there, "Could not run
+    # 'aten::empty.memory_format' with arguments from the 'XPU' backend." (2.6.0 on: "Torch not compiled with
+    # XPU enabled"). Only an allocation (empty*): another op missing for a backend is not a missing backend.
+    Pattern(w("Could not run") + r"\s+'aten::empty(?:_strided|\.\w{1,40})?'\s+" + w("with arguments from the")
+            + r"\s+'(?P<backend>XPU|MTIA|MPS|HIP)'\s+backend\.",
+            lambda m: {"reason": "no-" + m["backend"].lower(), "backend": m["backend"]}),
     # a CUDA build on a machine with no NVIDIA driver, or none of its GPUs visible (NOTE [CUDA asked for where
     # there is none])
     Pattern(w("Found no NVIDIA driver on your system.")

@@ -104,7 +104,9 @@ PATTERNS = (
             + r"\s+(?P<got>[^\n]{1,120})", lambda m: {"reason": "grad-non-tensor", "got": m["got"].strip()}),
     Pattern(r"vmap\([^\n]{0,200}\):\s+`[^`\n]{0,200}`\s+" + w("must only return Tensors, got type")
             + r"\s+(?P<got><class '[\w.]{1,80}'>)[^\n]{0,200}", lambda m: {"reason": "vmap-output", "got": m["got"]}),
-    Pattern(re.escape("torch.func.{grad, vjp, jacrev, hessian}") + r"\s+" + w("don't yet support saved tensor hooks.")
+    # "torch.func transforms don't ..." on 2.2.2
+    Pattern(r"(?:" + re.escape("torch.func.{grad, vjp, jacrev, hessian}") + "|" + w("torch.func transforms") + r")\s+"
+            + w("don't yet support saved tensor hooks.")
             + r"[^\n]{0,200}", lambda m: {"reason": "saved-tensor-hooks"}),
 )
 

@@ -61,7 +61,7 @@ PATTERNS = (Pattern(r"Function\s+(?P<fn>[\w:<>]{1,300})\s+" + w("returned an inv
             # `x.grad = g` with g of another size or dtype than x
             Pattern(w("attempting to assign a gradient") + r"\s+(?:of\s+size\s+'(?P<gs>[^'\n]{1,400})'\s+"
                     + w("to a tensor of size") + r"\s+'(?P<ts>[^'\n]{1,400})'|with\s+dtype\s+'(?P<gd>\w{1,40})'\s+"
-                    + w("to a tensor with grad_dtype") + r"\s+'(?P<td>\w{1,40})')",
+                    + w("to a tensor with") + r"\s+(?:grad_)?dtype\s+'(?P<td>\w{1,40})')",  # "dtype" on 2.2.2
                     lambda m: {"node": None, "index": None, "reason": "assigned-shape" if m["gs"] else "assigned-dtype",
                                "detail": (f"size {m['gs']} assigned to a tensor of size {m['ts']}" if m["gs"] else
                                           f"dtype {m['gd']} assigned to a tensor of dtype {m['td']}")}),
