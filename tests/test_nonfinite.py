@@ -825,7 +825,7 @@ def test_a_float32_gradient_overflowing_in_a_listed_node_is_pinned(tmp_path, sch
             assert "ignore_index" in h["fix"] and any(abs(i["max"] - 316.2) < 0.1 for i in nf["inputs"])  # 1/sqrt(eps)
 
 
-def test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence(tmp_path, schema, runs):
+def test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence(tmp_path, runs):
     """NOTE [Gradients that may overflow]: a gradient that passes float32's range within one later backward, through
     many MulBackward0 each below the saved-value bound. With a loss past finfo.max ** 0.25 that backward is hooked at
     every node: pinned at the step it happened. With a loss that cancels to 0, it is pinned where it recurs, the
@@ -841,7 +841,7 @@ def test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_
         out = runs["test_a_float32_overflow_in_a_later_backward_is_pinned_by_the_loss_or_at_its_recurrence"][name]
         assert out.stderr.replace("\r", "").startswith(ref.getvalue())
         doc = json.loads(out.stdout)
-        jsonschema.validate(doc, schema)
+        assert validate_against_schema(doc)
         (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
         nf = h["nonfinite"]
         assert (nf["node"], h["culprit"]["line"], nf["phase"]) == (truth[1], truth[2], "backward")
@@ -869,7 +869,7 @@ class _FirstNonFinite(torch.utils._python_dispatch.TorchDispatchMode):
 
 
 @pytest.mark.skipif(not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE, reason="the second call is made from torch 2.11")
-def test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there(tmp_path, schema, runs):
+def test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_named_there(tmp_path, runs):
     """NOTE [A value a function returned, unnamed]: `lin(standardize(x))`, the NaN made by the sqrt of a cancelled
     variance inside the function, is named at that op and line (truth: torch's dispatch of the program's ops); the
     ablation (a two-pass variance) makes no NaN. A function with an effect of its own (a print) is not called again:
@@ -889,7 +889,7 @@ def test_a_nan_made_in_a_function_whose_result_goes_unnamed_into_a_module_is_nam
     for label in ("pure", "forward"):
         op, line = truths[label]
         doc = json.loads(out[label].stdout)
-        jsonschema.validate(doc, schema)
+        assert validate_against_schema(doc)
         (h,) = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
         assert (h["nonfinite"]["aten"].split(".")[1], h["culprit"]["line"], h["nonfinite"]["data"]) == (op, line, False)
         assert "returned (called at line" in h["explanation"]
