@@ -16,6 +16,7 @@ through their public names only: the backward running is ``backward_calls.curren
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import OrderedDict
 
@@ -590,9 +591,19 @@ def _decorated_function(frame):
 
     The function is a closure variable of torch's own wrapper frame, read with ``peek_locals`` (NOTE
     [Locals of a running frame]).
+
+    NOTE [The grad-mode decorator's frame]
+    The wrapper is known by its closure, not its name: in torch/utils/_contextlib.py, 2.2 to 2.13
+    name it ``decorate_context`` (``generator_context`` for a generator function), while 2.15 renames
+    both wrappers' code to the context manager's name (``no_grad``, ``enable_grad``,
+    ``inference_mode``: ``_set_stack_frame_name``), measured on 2.2.2, 2.6.0, 2.9.1, 2.13.0 and 2.15.0.
+    On each, both wrappers close over exactly ``ctx_factory`` and ``func``, and only the generator's
+    code has CO_GENERATOR set, so that flag tells them apart.
     """
     try:
-        if frame.f_code.co_name != "decorate_context" or "func" not in frame.f_code.co_freevars:
+        code = frame.f_code
+        if ("func" not in code.co_freevars or "ctx_factory" not in code.co_freevars
+                or code.co_flags & inspect.CO_GENERATOR):
             return None
         func = peek_locals(frame).get("func")
         return getattr(func, "__code__", None)
