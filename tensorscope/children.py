@@ -7,7 +7,11 @@ recording that ends with it; a spawned or exec'd child (multiprocessing spawn an
 ``subprocess`` running python) runs plain python. So the report names each child, its pid and
 how it ended, and a child that failed is never reported as clean. Children are seen where they
 start (``os.fork``; ``_posixsubprocess.fork_exec``, which both ``subprocess`` and multiprocessing's
-spawn call) and where the program waits for them (``os.waitpid``, which ``Popen.wait`` and
+spawn call; ``os.posix_spawn`` and ``os.posix_spawnp``, which ``subprocess`` calls instead of fork_exec
+when it can: on Python 3.13 with glibc 2.34+ (``os.POSIX_SPAWN_CLOSEFROM``) that is the default
+``close_fds=True`` too, for an executable given with its directory and no preexec_fn, cwd, pass_fds,
+user or group, so ``subprocess.run([sys.executable, ...])`` never reaches fork_exec there; before
+3.13 only with ``close_fds=False``) and where the program waits for them (``os.waitpid``, which ``Popen.wait`` and
 ``multiprocessing.Process.join`` call). A child nobody waited for is looked at without reaping it
 (``waitid`` with WNOWAIT), so the program's own atexit handlers still find it.
 """
@@ -85,6 +89,20 @@ def watched():
             started[pid] = Child(pid, "exec", argv)
         return pid
 
+    def spawner(real):
+        def posix_spawn(*args, **kwargs):
+            pid = real(*args, **kwargs)  # its own errors for its own arguments (path, argv, env, /, ...)
+            if os.getpid() == parent:
+                try:
+                    names = [os.fsdecode(a) for a in args[1]]
+                except Exception:
+                    names = None
+                started[pid] = Child(pid, "exec", names)
+            return pid
+        return named(posix_spawn, real)
+
+    real_spawns = {name: getattr(os, name) for name in ("posix_spawn", "posix_spawnp") if hasattr(os, name)}
+
     def waitpid(*args):
         pid, status = real_waitpid(*args)
         child = started.get(pid) if pid > 0 else None
@@ -96,12 +114,16 @@ def watched():
     os.fork, os.waitpid, _posixsubprocess.fork_exec = named(fork, real_fork), named(waitpid, real_waitpid), fork_exec
     if real_subprocess_fork_exec is not None:
         subprocess._fork_exec = fork_exec
+    for name, real in real_spawns.items():
+        setattr(os, name, spawner(real))
     try:
         yield watch
     finally:
         os.fork, os.waitpid, _posixsubprocess.fork_exec = real_fork, real_waitpid, real_fork_exec
         if real_subprocess_fork_exec is not None:
             subprocess._fork_exec = real_subprocess_fork_exec
+        for name, real in real_spawns.items():
+            setattr(os, name, real)
 
 
 def _peek(pid: int) -> int | None:

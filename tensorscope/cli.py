@@ -373,7 +373,7 @@ def _main(req: Request) -> int:
         session.resume_collector()
         session.release_signals()  # dies by a signal that came while the report was written
     if verdict is None:  # a forked child of the program returned: it exits as python's would, no report
-        return result.exit_status
+        return result.exit_status if result.exit_code is None else result.exit_code
     if result.timed_out:
         _err(f"the program did not finish within {req.timeout:g} s and was stopped; the report is partial")
     return _exit(result, req, verdict, written)
@@ -633,7 +633,8 @@ def _exit(result, req: Request, verdict: tuple[bool, bool], written: bool = True
         return ExitCode.FAIL_ON
     if req.command == "explain":
         return ExitCode.FOUND if found else ExitCode.OK
-    return result.exit_status
+    # an int beyond a C long: sys.exit of it prints and exits as python does (NOTE [A status beyond a C long])
+    return result.exit_status if getattr(result, "exit_code", None) is None else result.exit_code
 
 
 def _read_program(program: str) -> bytes:

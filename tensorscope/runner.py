@@ -38,6 +38,7 @@ class Outcome:
     interrupted: bool = False
     timed_out: bool = False
     os_exit: bool = False  # the program called os._exit
+    exit_code: int | None = None  # sys.exit's int when it does not fit a C long: tensorscope exits with it
     signal: int | None = None  # the signal that ended the program (SIGTERM, SIGHUP)
     forked_child: bool = False  # run returned in a process forked from the one that started it
     children: list = field(default_factory=list)  # children.Child: the processes the program started
@@ -80,8 +81,20 @@ def _drop_unstarted_frame(exc: RecursionError) -> None:
         prev.tb_next = None
 
 
+# NOTE [A status beyond a C long]
+# Python exits 255 for ``sys.exit(n)`` when n does not fit a C long, and what it prints then is the
+# interpreter's own, by release (measured with ``python -c 'import threading, sys; sys.exit(2**70)'``):
+# nothing on 3.10 and 3.11; "OverflowError: Python int too large to convert to C long" on 3.12.1;
+# on 3.13.0 "Exception ignored on threading shutdown:" and then, with threading imported, a traceback
+# from threading._shutdown ending "SystemError: <method 'is_done' of '_thread._ThreadHandle' objects>
+# returned a result with an exception set" (the OverflowError is still set when threading shuts down).
+# So tensorscope keeps that int (Outcome.exit_code) and ends with ``sys.exit`` of it once the report is
+# written: the interpreter then prints and exits exactly as python does. The report says 255.
+
+
 def _exit_status(code) -> int:
-    """Python's handling of ``SystemExit(code)``: an int beyond a C long exits 255, as python's -1."""
+    """Python's handling of ``SystemExit(code)``: an int beyond a C long exits 255, as python's -1
+    (see NOTE [A status beyond a C long])."""
     if code is None:
         return 0
     if isinstance(code, int):  # bool too
@@ -203,6 +216,8 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
                     on_end()
         except SystemExit as e:
             outcome.exit_status = _exit_status(e.code)
+            if outcome.exit_status == 0xFF and isinstance(e.code, int) and not -(1 << 63) <= e.code < (1 << 63):
+                outcome.exit_code = e.code  # NOTE [A status beyond a C long]
         except ProgramTimeout as e:
             outcome.timed_out = True
             outcome.exit_status = 124

@@ -19,6 +19,7 @@ class Result:
     timed_out: bool = False
     os_exit: bool = False
     signal: int | None = None  # the signal that ended the program
+    exit_code: int | None = None  # sys.exit's int beyond a C long: NOTE [A status beyond a C long]
 
 
 class Session:
@@ -127,7 +128,7 @@ class Session:
                                  on_abrupt_end=abrupt_end)
             self.held = outcome.held
             if outcome.forked_child:  # the program forked and the child returned: python's exit, no report
-                return Result(None, outcome.exit_status)
+                return Result(None, outcome.exit_status, exit_code=outcome.exit_code)
             # NOTE [No collector passes while the report is built]
             # The program has ended; building the report allocates one container per fact, and the
             # cyclic collector would walk the program's whole heap again and again meanwhile (a
@@ -193,7 +194,7 @@ class Session:
         diagnose.attach(doc, recording)
         outcome.main_globals = None
         return Result(doc, outcome.exit_status, interrupted=outcome.interrupted, timed_out=outcome.timed_out,
-                      os_exit=outcome.os_exit, signal=outcome.signal)
+                      os_exit=outcome.os_exit, signal=outcome.signal, exit_code=outcome.exit_code)
 
     def _static_doc(self, e, filename) -> dict:
         """The report of a program that did not compile (see NOTE [One document skeleton])."""
