@@ -14,6 +14,22 @@ user or group, so ``subprocess.run([sys.executable, ...])`` never reaches fork_e
 3.13 only with ``close_fds=False``) and where the program waits for them (``os.waitpid``, which ``Popen.wait`` and
 ``multiprocessing.Process.join`` call). A child nobody waited for is looked at without reaping it
 (``waitid`` with WNOWAIT), so the program's own atexit handlers still find it.
+
+A child that the program ends itself is not a failure: ``Pool.terminate`` (which a Pool's ``with``
+block calls), ``Process.terminate``/``kill`` and ``Popen.terminate``/``kill``/``send_signal`` all call
+``os.kill(pid, sig)`` (3.10 to 3.13), so the signals the program sends its children (``os.kill``, and
+``os.killpg`` of a group a child leads) are kept with the child. After SIGTERM, SIGKILL, SIGINT, SIGHUP
+or SIGQUIT from the program, however the child ends is the program's doing (a multiprocessing child
+interrupted by SIGINT exits 1); after another signal, only a death by that signal is.
+
+NOTE [A signal that reaches a child before it runs]
+Linux runs the parent first after fork, so ``p.start(); p.terminate()`` sends SIGTERM before the
+child has run a single instruction. Under python SIGTERM is at SIG_DFL and the kernel ends the child.
+Under tensorscope SIGTERM and SIGHUP have a Python-level handler (exits.fatal_signals_report): its
+C part only sets a flag, which CPython clears in the child right after fork (``PyOS_AfterFork_Child``
+calls ``_PySignal_AfterFork``, so that a signal is not handled in both processes), and the child lives
+on (here: it slept its 60 s and exited 0). So ``os.fork`` blocks those signals while it forks; the child
+puts SIG_DFL back before unblocking them, and a SIGTERM that came meanwhile ends it there, at once.
 """
 
 from __future__ import annotations
@@ -23,7 +39,12 @@ import contextlib
 import os
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from tensorscope import exits
+
+#: signals after which however a child ends is the program's doing (see NOTE [Child processes])
+STOPPING = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
 
 
 @dataclass
@@ -32,12 +53,15 @@ class Child:
     start: str  # "fork", or "exec" (subprocess, multiprocessing spawn/forkserver)
     argv: list | None = None  # the command line of an exec'd child
     exit_status: int | None = None  # as subprocess's returncode: negative when a signal ended it
+    signals: set = field(default_factory=set)  # the signals the program sent it (os.kill, os.killpg)
 
     @property
     def failed(self) -> bool:
         """Ended badly: a forked or python child that exited non-zero or was killed. Other programs
         (``grep``, ``git``) say things with their status that the program reads itself."""
         if self.exit_status in (0, None):
+            return False
+        if self.signals & STOPPING or -self.exit_status in self.signals:  # the program ended it
             return False
         return self.start == "fork" or bool(self.argv) and os.path.basename(self.argv[0]).startswith("python")
 
@@ -74,7 +98,16 @@ def watched():
     real_subprocess_fork_exec = getattr(subprocess, "_fork_exec", None)
 
     def fork():
-        pid = real_fork()
+        # NOTE [A signal that reaches a child before it runs]
+        blocked = exits.stand_ins()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, blocked) if blocked else None
+        try:
+            pid = real_fork()
+            if pid == 0:
+                exits.default_again(blocked)
+        finally:
+            if mask is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if pid > 0 and os.getpid() == parent:
             started[pid] = Child(pid, "fork")
         return pid
@@ -101,6 +134,16 @@ def watched():
             return pid
         return named(posix_spawn, real)
 
+    def sender(real, group: bool):
+        def kill(pid, sig, /):
+            real(pid, sig)
+            if os.getpid() == parent:
+                child = started.get(pid if group or pid > 0 else -pid)
+                if child is not None:
+                    child.signals.add(sig)
+        return named(kill, real)
+
+    real_kill, real_killpg = os.kill, getattr(os, "killpg", None)
     real_spawns = {name: getattr(os, name) for name in ("posix_spawn", "posix_spawnp") if hasattr(os, name)}
 
     def waitpid(*args):
@@ -116,6 +159,9 @@ def watched():
         subprocess._fork_exec = fork_exec
     for name, real in real_spawns.items():
         setattr(os, name, spawner(real))
+    os.kill = sender(real_kill, False)
+    if real_killpg is not None:
+        os.killpg = sender(real_killpg, True)
     try:
         yield watch
     finally:
@@ -124,6 +170,9 @@ def watched():
             subprocess._fork_exec = real_subprocess_fork_exec
         for name, real in real_spawns.items():
             setattr(os, name, real)
+        os.kill = real_kill
+        if real_killpg is not None:
+            os.killpg = real_killpg
 
 
 def _peek(pid: int) -> int | None:

@@ -132,6 +132,21 @@ def os_exit_reports(ending: Ending, real_exit):
         os._exit = real_exit
 
 
+def stand_ins() -> tuple:
+    """The signals whose handler now is tensorscope's stand-in for SIG_DFL (``fatal_signals_report``)."""
+    return tuple(s for s in FATAL if getattr(_getsignal(s), "tensorscope_default", False))
+
+
+def default_again(signals) -> None:
+    """In a forked child: SIG_DFL again where the stand-in was, so the kernel ends the child at once as
+    under python (NOTE [A signal that reaches a child before it runs] in children.py)."""
+    for s in signals:
+        try:
+            _signal(s, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+
+
 @contextlib.contextmanager
 def fatal_signals_report(ending: Ending):
     """SIGTERM and SIGHUP write the report, then the process dies by them (see NOTE [Ending as python ends])."""
