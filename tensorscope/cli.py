@@ -535,7 +535,7 @@ def _write_fd(fd: int, data: bytes) -> None:
 
 # NOTE [Atomic report]
 # `-o FILE` is checked before the program starts (its folder exists and is writable, FILE is not a
-# folder), so a wrong path costs nothing; a relative FILE is made absolute against the folder
+# folder, and the temporary file can be made there: made and removed at once), so a wrong path costs nothing; a relative FILE is made absolute against the folder
 # tensorscope started in, wherever the program `os.chdir`s to. The report is written to a new
 # file beside FILE (`.FILE.<pid>.tmp`, the mode FILE has or the umask gives) and renamed over FILE
 # with os.replace only once complete: a full disk, a file size limit or a kill mid-write leaves the
@@ -555,7 +555,32 @@ def checked_output(output: str) -> str:
         raise UsageError(f"can't write the report to '{output}': permission denied")
     if _is_regular_or_new(path) and not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"can't write the report to '{output}': the directory '{folder}' is not writable")
+    why = _cannot_create_beside(path)
+    if why:
+        raise UsageError(f"can't write the report to '{output}': {why}")
     return path
+
+
+def _cannot_create_beside(path: str) -> Optional[str]:
+    """Why the temporary file of ``write_report`` cannot be made beside ``path``, or None. os.access
+    answers for root from the permission bits alone, where /proc, /sys or an NFS export with
+    root_squash still refuse a new file: only making one (and removing it) tells."""
+    real = os.path.realpath(path)
+    if not _is_regular_or_new(real):
+        return None
+    folder, name = os.path.split(real)
+    probe = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return None
+    except OSError as e:
+        return e.strerror or str(e)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+    return None
 
 
 def _is_regular_or_new(path: str) -> bool:

@@ -118,10 +118,14 @@ def test_dev_full(tmp_path):
     assert b"No space left on device" in err and b"Traceback" not in err
 
 
-@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+@pytest.mark.parametrize("where", ["missing folder", "a folder", "a folder that makes no file"])
 def test_output_is_checked_before_the_program_starts(tmp_path, where):
+    """A folder that makes no file: /proc (os.access lets root write there, creating a file fails)."""
     marker = tmp_path / "ran.txt"
-    output = tmp_path / "missing" / "r.json" if where == "missing folder" else tmp_path
+    output = {"missing folder": tmp_path / "missing" / "r.json", "a folder": tmp_path,
+              "a folder that makes no file": Path("/proc/r.json")}[where]
+    if where == "a folder that makes no file" and not os.path.isdir("/proc"):
+        pytest.skip("no /proc here")
     rc, out, err = _run([PY, "-m", "tensorscope", "run", "-o", str(output), str(FAULTS / "marker.py"), str(marker)],
                         tmp_path)
     assert rc == 2 and out == b"", (rc, out, err)
@@ -129,36 +133,50 @@ def test_output_is_checked_before_the_program_starts(tmp_path, where):
     assert not marker.exists(), "the program ran before -o was checked"
 
 
-def test_read_only_folder_as_a_non_root_user(tmp_path):
+def _nobody(tmp_path):
+    """A preexec_fn that becomes the user nobody, if nobody can run this python and tensorscope here; else None."""
+    for p in (tmp_path, *tmp_path.parents):
+        if os.stat(p).st_mode & 0o005 != 0o005:
+            return None
+
+    def preexec():
+        os.setgid(65534)
+        os.setuid(65534)
+
+    probe = subprocess.run([PY, "-c", "import tensorscope, torch"], cwd=tmp_path, env=_env(),
+                           preexec_fn=preexec, capture_output=True, timeout=DEFAULT_TIMEOUT)
+    return preexec if probe.returncode == 0 else None
+
+
+def test_read_only_folder(tmp_path):
+    """A folder the user cannot write to: as a non-root user, a folder without write permission; as root,
+    whom permissions do not bind, the same as nobody, else (nobody cannot run python here: /root is
+    closed) a read-only file system, which binds root too, where this machine lets root mount one."""
     folder = tmp_path / "ro"
     folder.mkdir()
     marker = tmp_path / "ran.txt"
     cmd = [PY, "-m", "tensorscope", "run", "-o", str(folder / "r.json"), str(FAULTS / "marker.py"), str(marker)]
+    preexec, mounted = None, False
     if os.geteuid() != 0:
         folder.chmod(0o555)
-        preexec = None
-    else:  # as root, permissions do not bind: become nobody, if nobody can run this python at all
-        for p in (tmp_path, *tmp_path.parents):
-            if os.stat(p).st_mode & 0o005 != 0o005:
-                pytest.skip(f"{p} is closed to other users: cannot run as nobody here")
+    else:
         tmp_path.chmod(0o777)
-        folder.chmod(0o755)  # root's, so read-only to nobody
-
-        def preexec():
-            os.setgid(65534)
-            os.setuid(65534)
-
-        probe = subprocess.run([PY, "-c", "import tensorscope, torch"], cwd=tmp_path, env=_env(),
-                               preexec_fn=preexec, capture_output=True, timeout=DEFAULT_TIMEOUT)
-        if probe.returncode != 0:
-            pytest.skip(f"nobody cannot run {PY} here: {probe.stderr[-200:]!r}")
+        preexec = _nobody(tmp_path)
+        if preexec is None and shutil.which("mount"):
+            mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+                                   capture_output=True, timeout=DEFAULT_TIMEOUT)
+            mounted = mount.returncode == 0
+        if preexec is None and not mounted:
+            pytest.skip("as root here, neither nobody can run python nor a read-only file system can be mounted")
     try:
         p = subprocess.run(cmd, cwd=tmp_path, env=_env(), preexec_fn=preexec, capture_output=True,
                            timeout=DEFAULT_TIMEOUT)
     finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], capture_output=True, timeout=DEFAULT_TIMEOUT)
         folder.chmod(0o755)
     assert p.returncode == 2 and b"not writable" in p.stderr, p
-    assert not marker.exists()
+    assert p.stdout == b"" and not marker.exists()
 
 
 def test_relative_output_is_resolved_where_tensorscope_started(tmp_path):
@@ -366,6 +384,22 @@ def test_subprocess_and_dataloader_workers_are_named(tmp_path):
     page = (tmp_path / "r.html").read_text()
     assert "1 child process failed" in page and "is clean" not in page
 
+
+
+def test_children_the_program_stops_itself_are_not_failures(tmp_path):
+    """Pool.terminate (a Pool's `with` block), Process.terminate and Popen.kill end children by a signal the
+    program sends: python's run succeeds, so the verdict names only the child that failed on its own."""
+    report = tmp_path / "r.json"
+    py, ts = pair("children_stopped.py", cwd=tmp_path, report=report)
+    assert py[0] == 0 and py[1].endswith(b"terminated -15\nkilled -9\nfailing 3\n"), py
+    assert ts == py
+    children = read_report(report)["program"]["children"]
+    failed = [c for c in children if c["failed"]]
+    assert [c["exit_status"] for c in failed] == [3], children
+    stopped = [c for c in children if c["exit_status"] in (-signal.SIGTERM, -signal.SIGKILL)]
+    assert len(stopped) >= 2 and not any(c["failed"] for c in stopped), children
+    rc, out, err = _run([PY, "-m", "tensorscope", "explain", str(report)], tmp_path)
+    assert rc == 1 and b"1 child process failed" in out, (rc, out, err)
 
 
 def test_the_exit_code_table_lists_every_exit_code():
