@@ -90,34 +90,34 @@ class GPT(nn.Module):
         logits = self.head(self.ln_f(x))
         return F.cross_entropy(logits.view(-1, VOCAB), targets.reshape(-1))
 
+if __name__ == "__main__":  # gpt_infer.py imports the model above
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    stream = torch.randint(0, VOCAB, (16, BATCH, CONTEXT + 1), generator=gen).to(DEVICE)
 
-torch.manual_seed(0)
-gen = torch.Generator().manual_seed(0)
-stream = torch.randint(0, VOCAB, (16, BATCH, CONTEXT + 1), generator=gen).to(DEVICE)
-
-model = GPT().to(DEVICE)
-raw_model = model
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
-
-
-def train():
-    loss = None
-    t0 = None
-    for step in range(STEPS):
-        if step == 1:
-            t0 = time.process_time()
-        batch = stream[step % len(stream)]
-        loss = model(batch[:, :-1], batch[:, 1:])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-    out = loss.item()
-    if t0 is not None and os.environ.get("TS_BENCH_LOOP"):
-        with open(os.environ["TS_BENCH_LOOP"], "w") as fh:
-            json.dump({"loop_cpu_s": time.process_time() - t0, "steps": STEPS - 1}, fh)
-    return out
+    model = GPT().to(DEVICE)
+    raw_model = model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
 
 
-final = train()
-print(f"gpt_train ok steps={STEPS} loss={final:.4f}")
+    def train():
+        loss = None
+        t0 = None
+        for step in range(STEPS):
+            if step == 1:
+                t0 = time.process_time()
+            batch = stream[step % len(stream)]
+            loss = model(batch[:, :-1], batch[:, 1:])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        out = loss.item()
+        if t0 is not None and os.environ.get("TS_BENCH_LOOP"):
+            with open(os.environ["TS_BENCH_LOOP"], "w") as fh:
+                json.dump({"loop_cpu_s": time.process_time() - t0, "steps": STEPS - 1}, fh)
+        return out
+
+
+    final = train()
+    print(f"gpt_train ok steps={STEPS} loss={final:.4f}")
