@@ -204,39 +204,30 @@ def _wait_for(proc, text: bytes, stream) -> bytes:
     return seen
 
 
-def test_kill_9_leaves_the_previous_report(tmp_path):
-    report = tmp_path / "r.json"
-    report.write_text("previous\n")
-    proc = subprocess.Popen([PY, "-m", "tensorscope", "run", "-o", str(report), "tests/programs/forever_loop.py"],
-                            cwd=REPO, env=_env(), preexec_fn=_terminal_signals, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-    try:
-        _wait_for(proc, b"ready\n", proc.stdout)
-        proc.kill()
-        assert proc.wait(timeout=DEFAULT_TIMEOUT) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-    assert report.read_text() == "previous\n"
-
-
-# --- signals (rows 5, 6) ------------------------------------------------------------------------------
-
-def _signalled(cmd, signum, cwd, ready=b"ready\n"):
+def _signalled(cmd, signum, cwd, ready=b"ready\n", stream="stdout"):
+    """(returncode, stdout, stderr) of ``cmd``, sent ``signum`` once ``ready`` appeared on ``stream``."""
     proc = subprocess.Popen(cmd, cwd=cwd, env=_env(), preexec_fn=_terminal_signals, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
-        first = _wait_for(proc, ready, proc.stdout)
+        first = _wait_for(proc, ready, getattr(proc, stream))
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=DEFAULT_TIMEOUT)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return proc.returncode, first + out, err
+    return (proc.returncode, first + out, err) if stream == "stdout" else (proc.returncode, out, first + err)
 
+
+def test_kill_9_leaves_the_previous_report(tmp_path):
+    report = tmp_path / "r.json"
+    report.write_text("previous\n")
+    cmd = [PY, "-m", "tensorscope", "run", "-o", str(report), "tests/programs/forever_loop.py"]
+    assert _signalled(cmd, signal.SIGKILL, REPO)[0] == -signal.SIGKILL
+    assert report.read_text() == "previous\n"
+
+
+# --- signals (rows 5, 6) ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_fatal_signal_writes_the_report_then_dies_by_it(tmp_path, signum):
@@ -260,17 +251,7 @@ def test_sigterm_loses_buffered_output_as_python_does(tmp_path, monkeypatch):
     path = str(FAULTS / "buffered_then_term.py")
 
     def killed(cmd):
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), preexec_fn=_terminal_signals, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-        try:
-            err = _wait_for(proc, b"ready\n", proc.stderr)
-            proc.send_signal(signal.SIGTERM)
-            out, rest = proc.communicate(timeout=DEFAULT_TIMEOUT)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        return proc.returncode, out, err + rest
+        return _signalled(cmd, signal.SIGTERM, tmp_path, stream="stderr")
 
     with ThreadPoolExecutor(2) as pool:
         py = pool.submit(killed, [PY, path])
@@ -302,18 +283,10 @@ def test_second_ctrl_c_while_the_report_is_built(tmp_path):
     path = str(FAULTS / "interrupt_big_report.py")
     py = _run([PY, path], tmp_path)
     assert py[0] == -signal.SIGINT and py[2].endswith(b"KeyboardInterrupt\n"), py
-    proc = subprocess.Popen([PY, "-m", "tensorscope", "run", "-o", str(report), path], cwd=tmp_path, env=_env(),
-                            preexec_fn=_terminal_signals, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        err = _wait_for(proc, b"\nKeyboardInterrupt\n", proc.stderr)  # the program has ended
-        proc.send_signal(signal.SIGINT)
-        out, rest = proc.communicate(timeout=DEFAULT_TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGINT, (proc.returncode, rest)
-    assert (out, err + rest) == (py[1], py[2])
+    # Ctrl-C again once the program has ended (its traceback is out): while the report is built
+    ts = _signalled([PY, "-m", "tensorscope", "run", "-o", str(report), path], signal.SIGINT, tmp_path,
+                    ready=b"\nKeyboardInterrupt\n", stream="stderr")
+    assert ts == py, ts
     doc = read_report(report)
     assert doc["program"]["exit_status"] == 130 and doc["tensors"], doc["program"]
     assert any(n.startswith("interrupted") for n in doc["notes"]), doc["notes"]

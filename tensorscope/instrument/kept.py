@@ -129,7 +129,9 @@ class KeptValues:
         if op not in _KEEPING:
             if not isinstance(base, _Tensor) or base.grad_fn is not None:
                 return
-        # ``keep`` for an alias (never over outside memory), inlined: the young list only (NOTE [Young kept values])
+        # ``keep`` for an alias (never over outside memory), inlined: the young list only (NOTE [Young kept values]).
+        # Kept apart from ``keep`` on purpose: this runs for every alias a program line takes, and a call to
+        # ``keep`` there is a Python call on the hot path (NOTE [Hot path] in patches.py); change both together.
         young = self.young
         try:
             src = _ref(base) if isinstance(base, _Tensor) else None
