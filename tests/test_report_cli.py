@@ -79,7 +79,7 @@ def test_gpt_report_fits_in_120_lines_at_80_columns(gpt):
 _GPT_STATE = """
 import json, runpy, sys
 sys.argv = [sys.argv[1], "0.025"]  # one step: the same parameters and state keys
-g = runpy.run_path(sys.argv[0], run_name="gpt_check")
+g = runpy.run_path(sys.argv[0], run_name="__main__")  # its run is behind a __main__ guard
 model, opt = g["model"], g["opt"]
 pnames = {id(p): n for n, p in model.named_parameters(prefix="model")}
 print(json.dumps({"expected": sorted(f"opt.state[{pnames[id(p)]}].{k}" for p, st in opt.state.items() for k in st),
