@@ -89,6 +89,7 @@ def watched():
     """Record the children the program starts while the block runs; yields a ``Watch``."""
     # here, not at the top: it imports torch, which must come after the program is compiled
     # (NOTE [Compile the program before importing torch] in session.py)
+    from tensorscope.instrument.frames import strip_for_reraise
     from tensorscope.instrument.transparent import named
 
     watch = Watch()
@@ -112,31 +113,42 @@ def watched():
             started[pid] = Child(pid, "fork")
         return pid
 
-    def fork_exec(*args):
-        pid = real_fork_exec(*args)
+    def exec_started(pid, argv):
         if os.getpid() == parent:
             try:
-                argv = [os.fsdecode(a) for a in args[0]]
+                names = [os.fsdecode(a) for a in argv]
             except Exception:
-                argv = None
-            started[pid] = Child(pid, "exec", argv)
+                names = None
+            started[pid] = Child(pid, "exec", names)
         return pid
+
+    # each wrapper below raises the real function's own error without a frame of its own in the program's
+    # traceback (NOTE [Invisible frames])
+    def fork_exec(*args):
+        try:
+            pid = real_fork_exec(*args)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
+        return exec_started(pid, args[0])
 
     def spawner(real):
         def posix_spawn(*args, **kwargs):
-            pid = real(*args, **kwargs)  # its own errors for its own arguments (path, argv, env, /, ...)
-            if os.getpid() == parent:
-                try:
-                    names = [os.fsdecode(a) for a in args[1]]
-                except Exception:
-                    names = None
-                started[pid] = Child(pid, "exec", names)
-            return pid
+            try:
+                pid = real(*args, **kwargs)  # its own errors for its own arguments (path, argv, env, /, ...)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
+            return exec_started(pid, args[1])
         return named(posix_spawn, real)
 
     def sender(real, group: bool):
         def kill(pid, sig, /):
-            real(pid, sig)
+            try:
+                real(pid, sig)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
             if os.getpid() == parent:
                 child = started.get(pid if group or pid > 0 else -pid)
                 if child is not None:

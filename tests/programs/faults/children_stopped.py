@@ -1,10 +1,14 @@
 """Children the program stops itself are not failures: a Pool's workers (its `with` block ends by
 Pool.terminate, which sends them SIGTERM), a Process it terminates and a python subprocess it kills.
-A child that exits 3 on its own is one."""
+A child that exits 3 on its own is one. The errors of os.kill and of starting a missing program show
+python's traceback, with no frame of tensorscope's."""
 import multiprocessing as mp
+import os
+import signal
 import subprocess
 import sys
 import time
+import traceback
 
 import torch
 
@@ -29,3 +33,8 @@ if __name__ == "__main__":
     failing.start()
     failing.join()
     print("failing", failing.exitcode, flush=True)
+    for start in (lambda: os.kill(failing.pid, signal.SIGTERM), lambda: subprocess.run(["/nonexistent/program"])):
+        try:
+            start()  # reaped: no such process; no such file (os.posix_spawn on Python 3.13, else fork_exec)
+        except OSError:
+            traceback.print_exc()
