@@ -80,7 +80,9 @@ _LOUD = _Loud()
 # ``at::enableRecordFunction``; no message, unlike ``_toggle_collection_dynamic``, which logs a warning
 # to stderr at every call) and switched on again after. With no profiler on this costs one C call.
 # PyTorch offers no read of that flag: a program that switched RecordFunction off itself while its
-# profiler runs would find it on again after our work (docs/how-it-works.md, Known limits).
+# profiler runs would find it on again after our work (docs/how-it-works.md, Known limits). The memory
+# our work allocates still reaches a profiler with ``profile_memory=True`` (the allocator reports to the
+# profiler's state, not through RecordFunction), and a GPU profiler's CUDA activity still traces our kernels.
 _profiler_on = getattr(torch._C._autograd, "_profiler_enabled", None)
 _record_function = getattr(torch._C._autograd, "_enable_record_function", None)
 if _profiler_on is None:
