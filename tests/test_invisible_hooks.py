@@ -145,7 +145,8 @@ def threes(tmp_path_factory):
     subject is what they print, raise and compute, not how the process starts or ends (that is compared
     with fresh interpreters in tests/test_transparency.py)."""
     folder = tmp_path_factory.mktemp("hooks")
-    programs = {**TYPES, **CAUSES, "alive": ALIVE, "mode_around_backward": MODE_AROUND_BACKWARD}
+    programs = {**TYPES, **CAUSES, "alive": ALIVE, "mode_around_backward": MODE_AROUND_BACKWARD,
+                "profiled_step": PROFILED_STEP}
     args = {name: ("--logs",) if name == "wrapper_subclasses" else () for name in programs}
     jobs = []
     for name, code in programs.items():
@@ -312,3 +313,36 @@ def test_a_dispatch_mode_around_backward_sees_only_the_programs_ops(threes):
     assert py[0] == 0 and "aten.mul.Tensor in MulBackward0" in py[1] and "_local_scalar_dense" not in py[1]
     assert run == py
     assert explain == py
+
+
+PROFILED_STEP = """
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 30), torch.nn.ReLU(), torch.nn.Linear(30, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 20)
+    with torch.autograd.profiler.profile(record_shapes=True) as prof:
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+    for name, shapes in sorted({(e.name, str(e.input_shapes)) for e in prof.function_events}):
+        print(name, shapes)
+"""
+
+
+def _without_kineto_log(stderr):
+    # torch's profiler logs its start and stop to stderr with a clock and a pid ("USDT:<date> <pid>...")
+    return [line for line in stderr.splitlines() if not line.startswith("USDT:")]
+
+
+def test_a_profiled_step_shows_only_the_programs_ops(threes):
+    # the program's profiler listed tensorscope's own ops as the program's: under run the check of the
+    # gradients after backward (flatten_dense_tensors, cat, sum, item), under explain also the checksum and
+    # finiteness read of each saved tensor in the pack hook (view, dot, sum, item) and the comparisons at
+    # unpack (ne, is_nonzero); NOTE [Our ops unseen by the program's profiler] in instrument/quiet.py
+    py, run, explain = threes[1]["profiled_step"]
+    assert py[0] == 0 and "aten::addmm" in py[1] and "aten::item" not in py[1]
+    for got in (run, explain):
+        assert got[:2] == py[:2]
+        assert _without_kineto_log(got[2]) == _without_kineto_log(py[2])

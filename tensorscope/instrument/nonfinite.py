@@ -78,6 +78,7 @@ from tensorscope.instrument.frames import line_of, user_frame
 from tensorscope.instrument.grad_sums import GradSums
 from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin,
                                                 returned_at, root_line, stats, value_of)
+from tensorscope.instrument.quiet import profiling as _profiling
 from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 
@@ -1006,8 +1007,8 @@ def _floating_params(optimizer) -> list:
 def _finite_scalar(roots) -> bool:
     """Whether ``roots`` is one plain CPU scalar whose value is finite, read directly (see the NOTE above);
     False when it is not, or when it cannot be read so (``_check`` then decides)."""
-    if len(roots) != 1 or _dispatch_modes() or _function_modes():
-        return False
+    if len(roots) != 1 or _dispatch_modes() or _function_modes() or _profiling():
+        return False  # a profiler on: ``_check``'s guard keeps the read out of it
     t = roots[0]
     if type(t) is not _Tensor or not t.is_cpu or t.numel() != 1:
         return False
@@ -1026,7 +1027,7 @@ def _finite_on_cpu(params) -> bool:
             return False
     if not params:
         return True
-    if not (_dispatch_modes() or _function_modes()):
+    if not (_dispatch_modes() or _function_modes() or _profiling()):
         try:
             if _sums_finite(params):
                 return True

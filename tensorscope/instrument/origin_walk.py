@@ -123,7 +123,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mod
 
 from tensorscope import compat, source
 from tensorscope.instrument.frames import line_of, peek_locals, user_frame
-from tensorscope.instrument.quiet import quiet_from_modes
+from tensorscope.instrument.quiet import profiling as _profiling
+from tensorscope.instrument.quiet import quiet_from_modes, unrecorded
 from tensorscope.instrument.saved import Packed
 
 _Tensor = torch.Tensor
@@ -1254,7 +1255,11 @@ def saved_sum(t) -> float:
     """The sum of a floating CPU tensor saved for backward, read with one reduction: not finite when the tensor
     holds a NaN or Inf (an overflowing sum of finite values errs towards hooking every node), past
     ``large_saved(dtype)`` when it holds values a gradient can overflow against. Called by explain's pack hook
-    (saved_checks) only while values are checked: NOTE [Which nodes' gradients are checked]."""
+    (saved_checks) only while values are checked: NOTE [Which nodes' gradients are checked]. Unseen by the
+    program's profiler (NOTE [Our ops unseen by the program's profiler] in quiet.py)."""
+    if _profiling():
+        with unrecorded():
+            return _TensorBase.sum(_TensorBase.detach(t)).item()
     return _TensorBase.sum(_TensorBase.detach(t)).item()
 
 

@@ -6,6 +6,8 @@ A program's ``__torch_function__`` subclass or ``TorchDispatchMode`` must not se
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 
@@ -68,6 +70,66 @@ class _Loud:
 _LOUD = _Loud()
 
 
+# NOTE [Our ops unseen by the program's profiler]
+# A program that profiles its own code (``torch.profiler.profile``, ``torch.autograd.profiler.profile``)
+# gets every aten op its thread runs in the event list, through RecordFunction callbacks the dispatcher
+# calls whatever dispatch keys are excluded: ``quiet()`` does not hide our ops from them. So while the
+# thread's profiler is on (``_profiler_enabled``, a read of the thread's profiler state), our own tensor
+# work (a finiteness check, a sum of gradients, a checksum of a saved tensor) runs with RecordFunction
+# switched off for the thread (``_enable_record_function(False)``, the thread-local flag
+# ``at::enableRecordFunction``; no message, unlike ``_toggle_collection_dynamic``, which logs a warning
+# to stderr at every call) and switched on again after. With no profiler on this costs one C call.
+# PyTorch offers no read of that flag: a program that switched RecordFunction off itself while its
+# profiler runs would find it on again after our work (docs/how-it-works.md, Known limits). The memory
+# our work allocates still reaches a profiler with ``profile_memory=True`` (the allocator reports to the
+# profiler's state, not through RecordFunction), and a GPU profiler's CUDA activity still traces our kernels.
+_profiler_on = getattr(torch._C._autograd, "_profiler_enabled", None)
+_record_function = getattr(torch._C._autograd, "_enable_record_function", None)
+if _profiler_on is None:
+    _record_function = None  # no way to tell a profiler is on: our ops stay as they are
+
+
+def profiling() -> bool:
+    """Whether this thread's profiler records ops now (see NOTE [Our ops unseen by the program's profiler])."""
+    return _record_function is not None and _profiler_on()
+
+
+class unrecorded:
+    """``inner`` (a guard of this module, or none) with RecordFunction off for the thread: our ops stay out of
+    the program's profiler (see NOTE [Our ops unseen by the program's profiler])."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner=_LOUD):
+        self.inner = inner
+
+    def __enter__(self):
+        depth = getattr(_unrecorded_depth, "n", 0)  # nested: only the outermost switches the flag back on
+        _unrecorded_depth.n = depth + 1
+        if not depth:
+            _record_function(False)
+        try:
+            self.inner.__enter__()
+        except BaseException:
+            self._leave()
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            self.inner.__exit__(*exc)
+        finally:
+            self._leave()
+
+    @staticmethod
+    def _leave():
+        _unrecorded_depth.n -= 1
+        if not _unrecorded_depth.n:
+            _record_function(True)
+
+
+_unrecorded_depth = threading.local()
+
+
 def quiet_from_modes(tensors):
     """``quiet()`` while a program's dispatch mode (``quiet_all()``: or torch-function mode) is on and every
     tensor read is a plain one, else no guard.
@@ -75,8 +137,12 @@ def quiet_from_modes(tensors):
     A hook of ours that computes on tensors (a finiteness check: ``sum``, ``isfinite``, ``.item()``)
     runs inside the program's ``with Mode():`` when the program's backward does, and the mode would
     record those ops as the program's. Subclass tensors keep their dispatch (a wrapper subclass has
-    no storage of its own to compute on), and with no mode on the guard costs nothing.
+    no storage of its own to compute on), and with no mode on the guard costs nothing. While the
+    thread's profiler is on, the guard also keeps the ops out of it (``unrecorded``).
     """
+    guard = _LOUD
     if (_dispatch_modes() or _function_modes()) and all(type(t) in _PLAIN for t in tensors if t is not None):
-        return quiet_all() if _function_modes() else quiet()
-    return _LOUD
+        guard = quiet_all() if _function_modes() else quiet()
+    if _record_function is not None and _profiler_on():  # NOTE [Our ops unseen by the program's profiler]
+        return unrecorded(guard)
+    return guard

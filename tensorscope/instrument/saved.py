@@ -70,7 +70,9 @@ from tensorscope.instrument import state
 _get_ident = threading.get_ident
 _PAUSED = state.PAUSED  # see NOTE [Pausing the recorder] in tracker.py
 from tensorscope.instrument.fingerprint import checksum
+from tensorscope.instrument.quiet import profiling as _profiling
 from tensorscope.instrument.quiet import quiet as _quiet, quiet_tf as _quiet_tf
+from tensorscope.instrument.quiet import unrecorded as _unrecorded
 from tensorscope.instrument.recorder import inspectable
 from tensorscope.instrument.watch import exposed_input
 
@@ -238,7 +240,13 @@ def pack(t):
     if kind is not None:
         return _pack_as_pytorch(t, kind)
     if type(t) is not _Tensor or _dispatch_modes():
+        if _profiling():
+            with _unrecorded(_quiet()):
+                return _pack(t)
         with _quiet():
+            return _pack(t)
+    if _profiling():  # our detach and checks unseen by the program's profiler (NOTE in quiet.py)
+        with _unrecorded():
             return _pack(t)
     return _pack(t)
 
