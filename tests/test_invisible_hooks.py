@@ -332,8 +332,9 @@ PROFILED_STEP = """
 
 
 def _without_kineto_log(stderr):
-    # torch's profiler logs its start and stop to stderr with a clock and a pid ("USDT:<date> <pid>...")
-    return [line for line in stderr.splitlines() if not line.startswith("USDT:")]
+    # torch's profiler logs its start and stop to stderr with a clock and a pid: "USDT:<date> <pid>..." on
+    # 2.13, "STAGE:<date> <pid>:<tid> ActivityProfilerController.cpp..." on 2.2.2
+    return [line for line in stderr.splitlines() if not line.startswith(("USDT:", "STAGE:"))]
 
 
 def test_a_profiled_step_shows_only_the_programs_ops(threes):
