@@ -725,9 +725,11 @@ def held_walk(tracker, main_globals, exc, growth=None) -> HeldWalk:
         # model go through a few hundred distinct steps, and they are made while the walk's tables are held
         paths: dict = {}
         tracked = [t for t in tracker.live_tensors().values() if walk.reached(id(t))]
-        if len(tracked) < MAX_PATHS:  # the snapshot tracks more: every tensor reached
+        if len(tracked) >= MAX_PATHS:  # the first MAX_PATHS in the id table's order are the ones written
+            del tracked[MAX_PATHS:]
+        else:  # the snapshot tracks more, in an order known only then: every tensor reached
             tracked = [e[0] for e in walk._seen.values() if issubclass(type(e[0]), _Tensor)]
-        for t in tracked[:MAX_PATHS] if len(tracked) > MAX_PATHS else tracked:
+        for t in tracked:
             paths[id(t)] = (t, [steps.setdefault((s["via"], s["label"]), s) for s in json_steps(walk.path(id(t)))])
         del tracked
         total = sum(nbytes for nbytes, _, _ in walk.storages.values())
