@@ -474,3 +474,38 @@ def test_a_new_storage_at_a_freed_ones_address_is_new(tmp_path):
     assert len(s3["keys"] - s2["keys"]) == 2  # the new item and the new buffer, though at an old address
     labels = [step["label"] for step in s3["witness"]["path"]]
     assert labels == ["state", "['kept']", "[1]"], labels  # the item new at the last sample and still kept
+
+
+def test_memory_paths_of_tensors_the_snapshot_numbers(tmp_path):
+    """The end-of-run walk runs before the snapshot (NOTE [The end-of-run walk before the snapshot]), and most of
+    the tensors it reaches here are numbered only by the snapshot: the report still gives a path to the first
+    MAX_PATHS tensors in id order, each the list index that holds it."""
+    from tensorscope.compact import expand
+    from tensorscope.instrument.retention import MAX_PATHS
+
+    n = MAX_PATHS + 500
+    prog = tmp_path / "many_in_a_list.py"
+    # `a` is numbered before the list's tensors and walked after them (bare tensors last: NOTE [Retention walks])
+    prog.write_text("import torch\n"
+                    "a = torch.ones(3)\n"
+                    f"xs = [torch.full((1,), float(i)) for i in range({n})]\n"
+                    "w = torch.ones(2, requires_grad=True)\n"
+                    "(w * 2).sum().backward()\n"
+                    "print(len(xs))\n")
+    report = tmp_path / "r.json"
+    rc, out, err, _ = run_cli("run", "-o", str(report), str(prog))
+    assert rc == 0, err
+    assert out.strip().splitlines()[-1] == str(n)
+    doc = expand(json.loads(report.read_text()))
+    names = {t["id"]: t["names"] for t in doc["tensors"]}
+    paths = doc["memory"]["paths"]
+    listed = [tid for tid in names if any(name.startswith("xs[") for name in names[tid])]
+    assert len(listed) == n  # every element is a tensor of the report
+    assert len(paths) == MAX_PATHS
+    ids = sorted(paths, key=lambda tid: int(tid[1:]))
+    assert list(paths) == ids  # in id order
+    for tid in ids:
+        assert "".join(s["label"] for s in paths[tid]) in names[tid]  # `xs` then `[i]`: the tensor's own name
+    assert any("a" in names[tid] for tid in ids)
+    # the first MAX_PATHS in id order: every tensor with a smaller id than the last one given a path has one
+    assert [tid for tid in sorted(names, key=lambda t: int(t[1:])) if int(tid[1:]) <= int(ids[-1][1:])] == ids

@@ -194,7 +194,14 @@ class Growth:
         keys: dict[int, set] = {}
         born = self._births(walk)
         for key, (nbytes, r, tid) in walk.storages.items():
-            keys.setdefault(r, set()).add(_identity(walk, key, tid, born.get(key)))
+            b = born.get(key)
+            ident = _identity(walk, key, tid, b[1] if b is not None else None)
+            if b is not None:  # the previous sample's equal identity, shared (NOTE [Samples share what did not change])
+                if b[2] == ident:
+                    ident = b[2]
+                else:
+                    born[key] = (b[0], b[1], ident)
+            keys.setdefault(r, set()).add(ident)
         rb = walk.root_bytes()
         prev = self.samples[-1]["roots"] if self.samples else {}
         before = self.samples[-2]["roots"] if len(self.samples) > 1 else {}
@@ -206,6 +213,8 @@ class Growth:
             entry = {"where": info["where"], "type": info["type"], "bytes": rb.get(r, 0),
                      "nodes": walk.nodes.get(r, 0), "keys": frozenset(keys.get(r, ()))}
             old = prev.get(name)
+            if old is not None and old["keys"] == entry["keys"]:
+                entry["keys"] = old["keys"]  # one set for every sample where it stayed the same
             new = entry["keys"] - old["keys"] if old is not None else entry["keys"]
             grew = old is not None and (entry["bytes"] > old["bytes"] or entry["nodes"] > old["nodes"])
             if grew:
@@ -219,10 +228,11 @@ class Growth:
                     for name, e in roots.items()) or any(name not in roots for name in prev)
         return {"step": self.boundaries, "truncated": walk.truncated, "roots": roots, "moved": moved}
 
-    def _births(self, walk) -> dict[int, int]:
+    def _births(self, walk) -> dict[int, tuple]:
         """Each storage's first sampled step, kept while the object it was reached through lives (a weak
         reference to that tensor: a new tensor at a freed storage's address is a new birth). See NOTE
-        [Storage identity across samples]."""
+        [Storage identity across samples]. The table itself, ``key -> (weak reference, step, identity at
+        the last sample or None)``: ``_sample`` puts each storage's new identity in it."""
         old, now = self._born, {}
         step = self.boundaries
         for key, (_, _, tid) in walk.storages.items():
@@ -234,9 +244,9 @@ class Growth:
                 ref = weakref.ref(walk.obj(tid))  # never .untyped_storage(): that makes a Python object gc sees
             except Exception:  # nothing to watch: compared by address, as before the births
                 continue
-            now[key] = (ref, step)
+            now[key] = (ref, step, None)
         self._born = now
-        return {key: b for key, (_, b) in now.items()}
+        return now
 
     def _witness(self, walk, r, new_keys) -> dict:
         """The path to the largest storage new under root ``r``, or to its graph: on equal bytes, one
@@ -315,6 +325,16 @@ def _identity(walk, key, tid, born) -> tuple:
     parent, label = walk.label(tid)
     return (key, parent, label, born)
 
+
+# NOTE [Samples share what did not change]
+# A sample keeps, per name, the set of its storages' identities (NOTE [Storage identity across samples]), and
+# a run keeps every sample. Made afresh each time, a name holding 5,000 parameters cost about 1 MB a sample
+# (a tuple, a label string and a set entry per storage): a loop of 2,500 top-level module calls, sampled 17
+# times before its first backward (NOTE [Steps without backward]), left 31 MB resident under the rest of the
+# run (benchmarks/RESULTS.md, "mem15, 2026-11-26"). So an identity equal to the one the storage had at the
+# last sample is that same tuple (kept beside its birth in ``_born``), and a name's set equal to its set at the
+# last sample is that same set: a sample then costs what changed. Equal values, so every comparison reads the
+# same as before.
 
 # NOTE [Storage identity across samples]
 # A storage's address (its StorageImpl) is reused by the allocator once the storage is freed: a leaf's

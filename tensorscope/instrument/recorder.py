@@ -183,6 +183,23 @@ def describe(t, storage: bool = False) -> TensorFacts:
     return d
 
 
+# NOTE [Equal facts shared at the end of the run]
+# The end-of-run snapshot describes every live tensor (20,000 on a model of 5,000 parameters trained with Adam),
+# and the description is held until the report is written: the run's peak memory. Most of a model's tensors have
+# one of a few shapes, so their shape, stride and byte range tuples (and sizes past the small ints Python
+# caches) are equal: described at the end, each is the one object of that value (``_share``), a few MB less at
+# the peak (benchmarks/RESULTS.md, "mem15, 2026-11-26"). Tuples and ints: nothing can change them, so sharing
+# is invisible. Not during the run, where a description costs on the program's time and is not held long.
+_SHARED_FACTS = ("shape", "stride", "byte_range", "nbytes", "storage_nbytes", "storage_offset")
+
+
+def _share(facts, table: dict) -> None:
+    for name in _SHARED_FACTS:
+        v = getattr(facts, name)
+        if v is not None:
+            setattr(facts, name, table.setdefault(v, v))
+
+
 def _on_storage(t, key) -> bool:
     try:
         return storage_key(t) == key
@@ -281,6 +298,7 @@ class Recorder:
         self._n_tensors = 0
         self.tensor_facts: dict[str, TensorFacts] = {}  # tid -> last description (plain data)
         self.describe_storage = False  # the end-of-run snapshot: storage sizes too (see describe)
+        self._shared: dict = {}  # equal shapes, strides, byte ranges and sizes described at the end, one each
         self.tensor_created: dict[str, dict] = {}  # tid -> {"file","line","how","source"}
         self.tensor_names: dict[str, list] = {}  # tid -> names seen at events
         # storages: key -> [sid, [weakrefs of tensors seen on it]]
@@ -328,6 +346,7 @@ class Recorder:
         number on empty tables, as they record into empty ones)."""
         self._ids.clear()
         self._storages.clear()
+        self._shared.clear()
 
     def known_tid(self, t) -> str | None:
         """The id of a tensor already seen and alive, or None (no id is assigned)."""
@@ -347,6 +366,8 @@ class Recorder:
         """Assign an id, remember the tensor's facts and storage; return the id."""
         tid = self.tid(t)
         facts = describe(t, self.describe_storage)
+        if self.describe_storage:  # the end-of-run snapshot: NOTE [Equal facts shared at the end of the run]
+            _share(facts, self._shared)
         key = facts.storage_key
         if key is not None:
             facts.storage = self.storage_id(key, t)

@@ -625,7 +625,73 @@ def exception_roots(main_globals, exc, user) -> list:
 
 def held(tracker, main_globals, exc, growth=None) -> dict:
     """The ``memory`` object of the report: the top holders of memory by bytes at the end of the run
-    (or at the uncaught exception), each with its path; live views that pin a much larger storage."""
+    (or at the uncaught exception), each with its path; live views that pin a much larger storage.
+    ``held_walk`` then ``HeldWalk.finish``: the end of a run calls the two around its snapshot (NOTE [The
+    end-of-run walk before the snapshot])."""
+    return held_walk(tracker, main_globals, exc, growth).finish(tracker)
+
+
+# NOTE [The end-of-run walk before the snapshot]
+# The end-of-run walk reaches every object the program's names hold (50,000 on a model of 5,000 parameters
+# trained with Adam) and its tables (``Walk._seen``, ``storages``) are the largest thing the end of a run
+# builds while it lasts; the snapshot (snapshot.take) is the largest thing it keeps. Run after the snapshot,
+# the walk's tables came on top of it: the run's peak memory. So the walk runs first (``held_walk``), keeps
+# what the report needs of it as plain data (paths, byte counts) plus the few tensors whose ids it names,
+# and is released; the snapshot is then built in the memory the walk gave back, and ``HeldWalk.finish``
+# numbers those tensors afterwards, in the order ``held`` numbered them when it ran after the snapshot
+# (its holders' largest tensors, then the pinned views and their bases, then the paths of the tracked
+# tensors in the id table's order), so the report is the same (benchmarks/RESULTS.md, "mem15,
+# 2026-11-26"). The paths are kept for the first MAX_PATHS tracked tensors the walk reached, in the id
+# table's order; when fewer are tracked before the snapshot, for every tensor reached (the snapshot
+# tracks the tensors it names next, and which of those the walk reached is only known then). Those
+# tensors are held until ``finish`` (the program has ended; they were reached from its names).
+
+
+class HeldWalk:
+    """What the end-of-run walk found, before the tensors it names have ids (see NOTE [The end-of-run walk
+    before the snapshot]); ``finish`` gives the ``memory`` object."""
+
+    def __init__(self, doc, holders, pinned, paths, growth):
+        self.doc = doc  # the memory object, its tensor ids still to fill
+        self.holders = holders  # (holder entry, its largest tensor or None)
+        self.pinned = pinned  # (view, base, path, bytes reached, storage bytes)
+        self.paths = paths  # id(tensor) -> (tensor, path)
+        self.growth = growth
+
+    def finish(self, tracker) -> dict:
+        for entry, t in self.holders:
+            if "tensor" in entry and t is not None:
+                entry["tensor"] = tracker.note_tensor(t)
+        pinned = []
+        for t, base, path, reach, nbytes in self.pinned:
+            tid = tracker.note_tensor(t)
+            c = tracker.tensor_created.get(tid) or {}
+            made = tracker.tensor_created.get(tracker.tid(base)) or {}  # the pinned memory: where its base was made
+            if made.get("file") not in tracker.user:
+                made = c
+            pinned.append({"tensor": tid, "path": path, "nbytes": reach, "storage_nbytes": nbytes,
+                           "file": c.get("file"), "line": c.get("line"), "how": c.get("how"),
+                           "alloc": {"file": made["file"], "line": made["line"], "how": made.get("how")}
+                           if made.get("line") else None})
+        paths = {}  # tid -> the path that holds it, for the tensors tracked in the run (`--tensor NAME`)
+        found = self.paths
+        for tid, t in tracker.live_tensors().items():
+            p = found.get(id(t))
+            if p is not None and p[0] is t and len(paths) < MAX_PATHS:
+                paths[tid] = p[1]
+        self.holders = self.pinned = self.paths = found = None
+        doc, growth = self.doc, self.growth
+        out = {"device": doc["device"], "total_bytes": doc["total_bytes"], "storages": doc["storages"],
+               "holders": doc["holders"], "pinned_views": pinned, "paths": paths, "visited": doc["visited"],
+               "truncated": doc["truncated"], "cuda_allocated": _cuda_allocated(), "cuda_blocks": doc["cuda_blocks"]}
+        if growth is not None:
+            out["sampled_steps"] = [s["step"] for s in growth.samples]
+            out["sample_seconds"] = round(growth.seconds, 4)
+        return out
+
+
+def held_walk(tracker, main_globals, exc, growth=None) -> HeldWalk:
+    """The end-of-run walk, released before it returns (see NOTE [The end-of-run walk before the snapshot])."""
     walk = Walk(tracker.user, budget=END_BUDGET, storage_sizes=True)
     try:
         walk.run(exception_roots(main_globals, exc, tracker.user))
@@ -643,6 +709,7 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
             counts[r] = counts.get(r, 0) + 1
         holders.sort(key=lambda h: (-h[0], h[1]))
         out = []
+        later = []  # (entry, its largest tensor): numbered by finish()
         for nbytes, r, entry in holders[:MAX_HOLDERS]:
             entry["tensors"] = counts.get(r, 0)
             big = walk.first_tensor.get(r)
@@ -650,30 +717,32 @@ def held(tracker, main_globals, exc, growth=None) -> dict:
                 steps = walk.path(big)
                 entry["path"] = json_steps(steps)
                 t = walk.obj(big)
-                entry["tensor"] = tracker.note_tensor(t) if issubclass(type(t), _Tensor) else None
+                later.append((entry, t if issubclass(type(t), _Tensor) else None))
                 entry["graph"] = any(s.get("via") in ("grad_fn", "saved", "next") for s in steps)
             out.append(entry)
-        pinned = _pinned_views(tracker, walk)
-        paths = {}  # tid -> the path that holds it, for the tensors tracked in the run (`--tensor NAME`)
+        pinned = _pinned_views(walk)
         steps: dict = {}  # (via, label) -> one step dict shared by every path through it: 5,000 paths of a
         # model go through a few hundred distinct steps, and they are made while the walk's tables are held
-        for tid, t in tracker.live_tensors().items():
-            if walk.reached(id(t)) and len(paths) < MAX_PATHS:
-                paths[tid] = [steps.setdefault((s["via"], s["label"]), s) for s in json_steps(walk.path(id(t)))]
+        paths: dict = {}
+        tracked = [t for t in tracker.live_tensors().values() if walk.reached(id(t))]
+        if len(tracked) >= MAX_PATHS:  # the first MAX_PATHS in the id table's order are the ones written
+            del tracked[MAX_PATHS:]
+        else:  # the snapshot tracks more, in an order known only then: every tensor reached
+            tracked = [e[0] for e in walk._seen.values() if issubclass(type(e[0]), _Tensor)]
+        for t in tracked:
+            paths[id(t)] = (t, [steps.setdefault((s["via"], s["label"]), s) for s in json_steps(walk.path(id(t)))])
+        del tracked
         total = sum(nbytes for nbytes, _, _ in walk.storages.values())
         doc = {"device": "cpu", "total_bytes": total, "storages": len(walk.storages), "holders": out,
-               "pinned_views": pinned, "paths": paths, "visited": walk.visited, "truncated": walk.truncated,
-               "cuda_allocated": _cuda_allocated(), "cuda_blocks": cuda_blocks(walk)}
-        if growth is not None:
-            doc["sampled_steps"] = [s["step"] for s in growth.samples]
-            doc["sample_seconds"] = round(growth.seconds, 4)
-        return doc
+               "visited": walk.visited, "truncated": walk.truncated, "cuda_blocks": cuda_blocks(walk)}
+        return HeldWalk(doc, later, pinned, paths, growth)
     finally:
         walk.release()
 
 
-def _pinned_views(tracker, walk) -> list:
-    """Live views whose storage is at least PIN_RATIO times the bytes they reach and PIN_MIN_BYTES."""
+def _pinned_views(walk) -> list:
+    """Live views whose storage is at least PIN_RATIO times the bytes they reach and PIN_MIN_BYTES:
+    (view, base, path, bytes reached, storage bytes), numbered by ``HeldWalk.finish``."""
     out = []
     for key, (nbytes, r, tid_obj) in walk.storages.items():
         if nbytes < PIN_MIN_BYTES:
@@ -690,15 +759,7 @@ def _pinned_views(tracker, walk) -> list:
             continue
         if nbytes < PIN_RATIO * max(reach, 1):
             continue
-        tid = tracker.note_tensor(t)
-        c = tracker.tensor_created.get(tid) or {}
-        made = tracker.tensor_created.get(tracker.tid(base)) or {}  # the pinned memory: where its base was made
-        if made.get("file") not in tracker.user:
-            made = c
-        out.append({"tensor": tid, "path": json_steps(walk.path(tid_obj)), "nbytes": reach, "storage_nbytes": nbytes,
-                    "file": c.get("file"), "line": c.get("line"), "how": c.get("how"),
-                    "alloc": {"file": made["file"], "line": made["line"], "how": made.get("how")}
-                    if made.get("line") else None})
+        out.append((t, base, json_steps(walk.path(tid_obj)), reach, nbytes))
         if len(out) >= 32:
             break
     return out

@@ -13,7 +13,8 @@ import torch
 from tensorscope.instrument import (ddp, device as _device, nonfinite, ops as _ops, retention, saved, saving,
                                     snapshot as _snapshot, state)
 from tensorscope import compat
-from tensorscope.recording import Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, referenced_seqs
+from tensorscope.recording import (Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, freeze_shared,
+                                  referenced_seqs)
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.recorder import event_dict
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -173,9 +174,12 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
             tracker.choose_failure(exc)  # see NOTE [The last failure, not the first] in recorder.py
             if tracker.values is not None:
                 tracker.values.at_exit(exc)  # a NaN the program raised on: its origin (instrument/nonfinite.py)
+            # the end-of-run walk first: NOTE [The end-of-run walk before the snapshot] in retention.py
+            walked = _memory_walk(tracker, main_globals, exc)
             tracker.describe_storage = True  # the storage map's sizes: see describe()
             snap = _snapshot.take(tracker, main_globals, exc)
-            snap["memory"] = _memory(tracker, main_globals, exc)
+            snap["memory"] = _memory(tracker, walked)
+            walked = None
             tracker.kept.finish(tracker, snap["named"])  # see NOTE [Kept values] in kept.py
             tracker.shared.finish(tracker)  # see NOTE [Shared state] in sharedstate.py
             tracker.running_stats.finish(tracker)
@@ -185,12 +189,22 @@ def snapshot(tracker: Tracker, main_globals, exc) -> dict:
         tracker.active = active_before
 
 
-def _memory(tracker, main_globals, exc) -> dict | None:
-    """The report's ``memory`` object (see NOTE [Retention walks]); None if the walk failed."""
+def _memory_walk(tracker, main_globals, exc):
+    """The end-of-run walk (see NOTE [Retention walks]); None if it failed or is off."""
     if not tracker.growth.enabled:
         return None
     try:
-        return retention.held(tracker, main_globals, exc, tracker.growth)
+        return retention.held_walk(tracker, main_globals, exc, tracker.growth)
+    except Exception:
+        return None
+
+
+def _memory(tracker, walked) -> dict | None:
+    """The report's ``memory`` object, once the snapshot has numbered the tensors; None if the walk failed."""
+    if walked is None:
+        return None
+    try:
+        return walked.finish(tracker)
     except Exception:
         return None
 
@@ -267,7 +281,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         snapshot=Snapshot(named=freeze(snap["named"]), alive=tuple(sorted(snap["alive"], key=_tid_order)),
                           view_of=freeze(snap["view_of"]), counters=freeze(snap["counters"]),
                           has_grad=freeze(snap["has_grad"]), roles=freeze(snap.get("roles", {})),
-                          optimizers=freeze(snap.get("optimizers", [])), memory=freeze(snap.get("memory"))),
+                          optimizers=freeze(snap.get("optimizers", [])), memory=freeze_shared(snap.get("memory"))),
     )
     if release:
         tracker.release_tables()

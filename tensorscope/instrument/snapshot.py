@@ -191,10 +191,16 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
     counters: dict[str, str] = {}
     by_storage: dict = {}
     facts = tracker.tensor_facts
-    for tid, t in live.items():
+    for tid, t in live.items():  # a storage's one tensor as its tid, a list only where several share it
         key = facts[tid].storage_key if tid in facts else None
         if key is not None:
-            by_storage.setdefault(key, []).append(tid)
+            mates = by_storage.get(key)
+            if mates is None:
+                by_storage[key] = tid
+            elif type(mates) is str:
+                by_storage[key] = [mates, tid]
+            else:
+                mates.append(tid)
     n = 0
     for tid in sorted(live, key=lambda s: int(s[1:])):
         if tid in counters:
@@ -203,7 +209,10 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         vid = f"v{n}"
         counters[tid] = vid
         key = facts[tid].storage_key if tid in facts else None
-        for other in by_storage.get(key, []):
+        mates = by_storage.get(key)
+        if mates is None or type(mates) is str:  # alone on its storage
+            continue
+        for other in mates:
             if other == tid or other in counters:
                 continue
             try:
@@ -217,6 +226,10 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
             has_grad[tid] = (t.grad is not None) if t.is_leaf else None
         except Exception:
             has_grad[tid] = None
-    return {"named": named, "alive": set(live), "view_of": view_of, "counters": counters,
+    del by_storage
+    # the ids alone, in id order (the recording's order): the tensors themselves are not held past this
+    alive = tuple(sorted(live, key=lambda s: (len(s), s)))
+    live = None
+    return {"named": named, "alive": alive, "view_of": view_of, "counters": counters,
             "has_grad": has_grad, "roles": roles, "optimizers": optimizers}
 
