@@ -308,20 +308,25 @@ class OptimizerSteps:
 
 
 def _index(opt) -> dict:
-    """id -> tensor of every tensor the step may write: each parameter, its ``.grad``, its state tensors."""
+    """id -> tensor of every tensor the step may write: each parameter, its ``.grad``, its state tensors.
+
+    The state is read through ``opt.state.values()``, not looked up by parameter: a tensor's ``__hash__`` is a
+    Python function of torch's (``Tensor.__hash__``), one call per parameter per step. Every state a step may
+    write is filed under one of its parameters; a state left under a parameter no group holds any more only
+    adds its tensors to the index (kept until the step ends, as the parameters are), and no write of the step
+    is recorded differently for it."""
     index = {}
-    state = opt.state
     for group in opt.param_groups:
         for p in group["params"]:
             index[id(p)] = p
             g = p.grad
             if g is not None:
                 index[id(g)] = g
-            s = state.get(p)
-            if s:
-                for v in s.values():
-                    if isinstance(v, _Tensor):
-                        index[id(v)] = v
+    for s in opt.state.values():
+        if s:
+            for v in s.values():
+                if isinstance(v, _Tensor):
+                    index[id(v)] = v
     return index
 
 

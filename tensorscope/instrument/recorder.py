@@ -243,6 +243,15 @@ class _KeyedRef(weakref.ref):
         self.tid = tid
 
 
+# NOTE [A keyed reference made in C]
+# ``_KeyedRef(t, callback, key, tid)`` runs two Python frames (its ``__new__`` and ``__init__``, each with a
+# ``super()`` call) for every tensor given an id: in a training loop, each step's loss at its backward call.
+# ``weakref.ref.__new__`` called on the subclass makes the same object in C (a subclass's reference is always
+# a new one, never a shared one), and ``weakref.ref.__init__`` only checks its arguments, so the reference is
+# made there and its two slots set after.
+_new_ref = weakref.ref.__new__
+
+
 def _forgetter(ids: dict):
     def forget(ref):
         """A tensor died: its id() may be reused by the next object, so its entry goes."""
@@ -334,7 +343,9 @@ class Recorder:
         self._n_tensors += 1
         tid = f"t{self._n_tensors}"
         try:
-            self._ids[k] = _KeyedRef(t, self._forget, k, tid)
+            ref = _new_ref(_KeyedRef, t, self._forget)  # NOTE [A keyed reference made in C]
+            ref.key, ref.tid = k, tid
+            self._ids[k] = ref
         except TypeError:  # not weak-referenceable: never matched again
             pass
         return tid
