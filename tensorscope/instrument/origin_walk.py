@@ -315,8 +315,8 @@ def _attr(node, name, ours=False):
 # variables of one node are made in the same op call, under the same top of the saved-tensor hooks stack, so
 # that getter calls explain's own ``unpack`` (never the program's hooks), which returns the ``Packed``'s tensor;
 # with hooks, torch checks no version, and for a tensor that needs no gradient (``result1``, a data input) it
-# returns the hook's tensor itself, so the identity test holds (measured on 2.6.0: ``node._saved_result1 is``
-# the packed tensor). ``state.recorder`` is None for the read, as in stale.walk, so that ``unpack`` records
+# returns the hook's tensor itself, so the identity test holds (measured on 2.6.0 and 2.9.1: ``node._saved_result1
+# is`` the packed tensor; 2.2.2 returns a new tensor on the same bytes, so there the bytes and geometry are compared). ``state.recorder`` is None for the read, as in stale.walk, so that ``unpack`` records
 # nothing (a stale or silently written saved tensor raises or is skipped, never noted). Before this read existed,
 # on those releases layer_norm's non-finite mean and rstd (a float16 ``Linear`` that overflowed before a
 # ``LayerNorm``) were taken for data the program fed in, and ``addmm``/``mul``/``div``/``mm``/``pow`` were never
@@ -538,9 +538,20 @@ def _result_of(entry, t) -> bool:
         return False
     node = entry[0]
     for name in dir(node):
-        if name.startswith("_raw_saved_result") and _attr(node, name[len("_raw_saved_"):], True) is t:
-            return True
+        if name.startswith("_raw_saved_result"):
+            got = _attr(node, name[len("_raw_saved_"):], True)
+            if got is t or (got is not None and not compat.CAN_READ_SAVED_DATA and _same_bytes(got, t)):
+                return True
     return False
+
+
+def _same_bytes(a, b) -> bool:
+    """The same tensor's bytes and geometry: torch 2.2.2's getter returns a new tensor object for the hook's
+    tensor (measured; 2.6.0 and 2.9.1 return the same object), so there identity is not enough."""
+    try:
+        return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+    except Exception:
+        return False
 
 
 def _past_masks(graph, bad_nodes: list) -> list:
