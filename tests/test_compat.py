@@ -445,3 +445,46 @@ def test_the_node_that_saved_a_tensor_detached_in_place_is_named_under_run():
     d = doc["diagnosis"]
     assert (d["kind"], d["culprit"]["line"], (d.get("saved_by") or {}).get("node")) == \
         ("saved-detached-inplace", 6, "MulBackward0"), d
+
+
+# NOTE [Saved tensors read back]: the walk that finds where a NaN was made reads a node's saved tensors by name
+# (layer_norm's mean and rstd, addmm's operands). torch before 2.10 has no SavedTensor.data; there they are read
+# through the node's getter, which runs explain's own unpack hook. The reader of those releases is taken on this
+# torch too (a wrapper that switches SavedTensor.data off before the CLI starts), beside the ordinary one.
+OVERFLOW_BEFORE_LAYER_NORM = """\
+import torch
+torch.manual_seed(0)
+h = torch.rand(2, 8) * 4.0 + 8.0
+wo = torch.nn.Linear(8, 4)
+with torch.no_grad():
+    wo.weight.fill_(1e37)
+out = wo(h)
+normed = torch.nn.functional.layer_norm(out, (4,))
+loss = normed.pow(2).mean()
+loss.backward()
+print(out.isinf().any().item(), h.isfinite().all().item(), loss.isnan().item())
+"""
+WITHOUT_SAVED_DATA = """\
+import sys
+from tensorscope import compat
+from tensorscope.cli import main
+compat.CAN_READ_SAVED_DATA = False  # as on torch 2.2 to 2.9
+sys.argv = ["tensorscope", *sys.argv[1:]]
+main()
+"""
+
+
+def test_the_origin_under_a_layer_norm_is_found_with_or_without_saved_data(tmp_path):
+    prog = tmp_path / "overflow.py"
+    prog.write_text(OVERFLOW_BEFORE_LAYER_NORM)
+    rc, out, err = run_python(prog, fresh=False)
+    # torch: the Linear's output (line 7) overflows float32 from finite inputs; layer_norm makes it NaN
+    assert rc == 0 and out.split() == ["True", "True", "True"], (out, err)
+    wrapper = tmp_path / "without_saved_data.py"
+    wrapper.write_text(WITHOUT_SAVED_DATA)
+    for how, (rc, stdout, err) in {"SavedTensor.data": run_cli("explain", "--json", str(prog))[:3],
+                                   "the getter": run_python(wrapper, "explain", "--json", str(prog), fresh=False)}.items():
+        doc = json.loads(stdout)
+        nf = [h for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"]
+        assert nf and (nf[0]["nonfinite"]["op"], nf[0]["culprit"]["line"], nf[0]["nonfinite"]["data"]) == \
+            ("aten.addmm", 7, False), (how, nf, err)

@@ -80,7 +80,14 @@ def test_torchrun_program_behaves_as_under_plain_torchrun(torchrun):
     # plain torchrun): each rank's line once, and nothing else (no report on stdout with -o)
     out = proc.stdout.replace("\n", "")
     expected = [f"rank {r} step 0 loss {loss:.4f}" for r in (0, 1)]
-    assert all(out.count(e) == 1 for e in expected) and len(out) == sum(map(len, expected)), proc.stdout
+    rest = out
+    for e in expected:
+        rest = rest.replace(e, "", 1)
+    # torch 2.9.1's gloo prints each rank's connection on stdout, under plain torchrun too (measured; the two ranks'
+    # characters interleave); 2.2.2, 2.13.0 and 2.15.0 print nothing there
+    gloo = "".join(f"[Gloo] Rank {r} is connected to 1 peer ranks. Expected number of connected peer ranks is : 1"
+                   for r in (0, 1))
+    assert all(out.count(e) == 1 for e in expected) and sorted(rest) in ([], sorted(gloo)), proc.stdout
     error = "RuntimeError: Expected to have finished reduction in the prior iteration"
     where = f"  File \"{PROGRAMS / 'ddp_unused.py'}\", line {FORWARD}, in <module>"
     if "[rank0]: " in proc.stderr:  # torchrun tags each rank's lines with "[rankN]: " (not on 2.2.2)

@@ -181,9 +181,9 @@ def test_corpus_scored():
         assert not result["differs"], result["differs"]
     acc = result["accuracy"]
     print(f"\nnon-finite corpus: {result['buggy']} buggy, {result['clean']} clean; {acc}; silent {result['silent']}")
-    # before 2.11 no op inside a backward node is named (docs/compatibility.md): 0.875 of ops on 2.2.2
-    assert min(acc.values()) >= 0.9 or (not compat.DISPATCH_MODE_OVER_BACKWARD_SAFE and acc["op"] >= 0.85 and
-                                        min(v for k, v in acc.items() if k != "op") >= 0.9), result["misses"]
+    # on every release: before 2.11 no op inside a backward node is named (docs/compatibility.md), yet 0.94 of ops
+    # are on 2.2.2 and 0.96 on 2.6.0 and 2.9.1 since the walk reads saved tensors back there (0.85 before that)
+    assert min(acc.values()) >= 0.9, result["misses"]
     assert result["silent"] == 1.0, result["misses"]
     run = result["run"]
     print(f"under run: {run['buggy']} buggy, {run['clean']} clean; {run['accuracy']}; silent {run['silent']}")

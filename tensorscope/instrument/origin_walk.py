@@ -123,8 +123,9 @@ from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mod
 
 from tensorscope import compat, source
 from tensorscope.instrument.frames import line_of, peek_locals, user_frame
+from tensorscope.instrument import state
 from tensorscope.instrument.quiet import profiling as _profiling
-from tensorscope.instrument.quiet import quiet_from_modes, unrecorded
+from tensorscope.instrument.quiet import quiet, quiet_from_modes, unrecorded
 from tensorscope.instrument.saved import Packed
 
 _Tensor = torch.Tensor
@@ -275,13 +276,14 @@ def _redo(node, base: str, packs: list):
         dim = getattr(node, "_saved_dim", None)
         return _REDUCE[base](inputs[0], dim=list(dim) if dim else None, keepdim=bool(getattr(node, "_saved_keepdim", False)),
                              correction=getattr(node, "_saved_correction", 1))
+    ours = bool(packs)  # the node's saved tensors went through explain's pack hook (NOTE [Saved tensors read back])
     if base == "Addmm":  # a product past the dtype's range (float16: 65504), the bias left out (it is not saved)
-        a, b = _attr(node, "mat1"), _attr(node, "mat2")
+        a, b = _attr(node, "mat1", ours), _attr(node, "mat2", ours)
         if a is not None and b is not None:
             return torch.mm(a, b)
     if base in _BINARY:
         fn, other = _BINARY[base]
-        a, b = _attr(node, "self"), _attr(node, other)
+        a, b = _attr(node, "self", ours), _attr(node, other, ours)
         if base == "Pow" and b is None:
             b = getattr(node, "_saved_exponent", None)
         if a is not None and b is not None:
@@ -289,15 +291,48 @@ def _redo(node, base: str, packs: list):
     return None
 
 
-def _attr(node, name):
+def _attr(node, name, ours=False):
+    """The node's saved tensor ``name`` (NOTE [Saved tensors read back]); ``ours``: the node's saved tensors are
+    known to have gone through explain's pack hook (a ``Packed`` of its sequence number is live)."""
     raw = getattr(node, "_raw_saved_" + name, None)
     if raw is None:
         return None
+    if not compat.CAN_READ_SAVED_DATA:
+        return _unpacked(node, name) if ours else None
     try:
         d = compat.saved_data(raw)
     except Exception:
         return None
     return d.tensor if isinstance(d, Packed) else d  # with explain's hooks on, the data is our pack record
+
+
+# NOTE [Saved tensors read back]
+# The walk reads a node's saved tensors by name: ``addmm``'s ``mat1``/``mat2``, ``mul``'s ``self``/``other`` to
+# redo the op (``_redo``), a division's divisor, and ``native_layer_norm``'s ``result1``/``result2`` (its mean and
+# rstd, saved without a ``grad_fn``: ``_result_of`` tells them from a data input by identity). From torch 2.10
+# ``SavedTensor.data`` gives them without any check (compat.py, NOTE [Reading a saved tensor without its checks]).
+# torch 2.2 to 2.9 (measured on 2.2.2, 2.6.0, 2.9.1) have no such read: there the node's own getter
+# (``node._saved_result1``) is used, only for a node of which a ``Packed`` of explain's is live. All the saved
+# variables of one node are made in the same op call, under the same top of the saved-tensor hooks stack, so
+# that getter calls explain's own ``unpack`` (never the program's hooks), which returns the ``Packed``'s tensor;
+# with hooks, torch checks no version, and for a tensor that needs no gradient (``result1``, a data input) it
+# returns the hook's tensor itself, so the identity test holds (measured on 2.6.0 and 2.9.1: ``node._saved_result1
+# is`` the packed tensor; 2.2.2 returns a new tensor on the same bytes, so there the bytes and geometry are compared). ``state.recorder`` is None for the read, as in stale.walk, so that ``unpack`` records
+# nothing (a stale or silently written saved tensor raises or is skipped, never noted). Before this read existed,
+# on those releases layer_norm's non-finite mean and rstd (a float16 ``Linear`` that overflowed before a
+# ``LayerNorm``) were taken for data the program fed in, and ``addmm``/``mul``/``div``/``mm``/``pow`` were never
+# redone.
+def _unpacked(node, name):
+    prev = state.recorder
+    state.recorder = None
+    try:
+        with quiet():
+            t = getattr(node, "_saved_" + name)
+    except Exception:
+        return None
+    finally:
+        state.recorder = prev
+    return t if isinstance(t, _Tensor) else None
 
 
 def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
@@ -367,7 +402,7 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
             custom = isinstance(node, torch.autograd.function.BackwardCFunction)
             if custom or (base in _MAY and (any(_has_zero(p.tensor) for p in packs if not p.is_output)
                                             or not any(not p.is_output for p in packs))
-                          and not _safe_divisor(node, base)):
+                          and not _safe_divisor(node, base, bool(packs))):
                 maybe.append((s, None))
         if not exact and _nan_from_nan(graph, saved, surfaced):  # NOTE [A NaN from an infinity a mask wrote]
             meets = {s for s in below if s != surfaced and _BACKWARD.sub("", graph[s][0].name()) in _INF_MEETS
@@ -458,12 +493,12 @@ _NAN_FROM_NAN = frozenset({"Exp", "Exp2", "Expm1", "Sigmoid", "Tanh", "Relu", "G
 _INF_MEETS = frozenset({"Add", "Sub", "Rsub", "Mul"})
 
 
-def _safe_divisor(node, base: str) -> bool:
+def _safe_divisor(node, base: str, ours: bool = False) -> bool:
     """A division whose divisor, read from the node, holds no 0 and nothing below 1 in magnitude (see NOTE [A NaN
     from an infinity a mask wrote])."""
     if base != "Div":
         return False
-    other = _attr(node, "other")
+    other = _attr(node, "other", ours)
     if not isinstance(other, _Tensor) or other.numel() == 0 or other.numel() > 1_000_000 or other.is_complex():
         return False
     try:
@@ -504,9 +539,20 @@ def _result_of(entry, t) -> bool:
         return False
     node = entry[0]
     for name in dir(node):
-        if name.startswith("_raw_saved_result") and _attr(node, name[len("_raw_saved_"):]) is t:
-            return True
+        if name.startswith("_raw_saved_result"):
+            got = _attr(node, name[len("_raw_saved_"):], True)
+            if got is t or (got is not None and not compat.CAN_READ_SAVED_DATA and _same_bytes(got, t)):
+                return True
     return False
+
+
+def _same_bytes(a, b) -> bool:
+    """The same tensor's bytes and geometry: torch 2.2.2's getter returns a new tensor object for the hook's
+    tensor (measured; 2.6.0 and 2.9.1 return the same object), so there identity is not enough."""
+    try:
+        return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+    except Exception:
+        return False
 
 
 def _past_masks(graph, bad_nodes: list) -> list:
