@@ -42,6 +42,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from tensorscope import exits
+from tensorscope.instrument.frames import strip_for_reraise
 
 #: signals after which however a child ends is the program's doing (see NOTE [Child processes])
 STOPPING = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
@@ -89,7 +90,6 @@ def watched():
     """Record the children the program starts while the block runs; yields a ``Watch``."""
     # here, not at the top: it imports torch, which must come after the program is compiled
     # (NOTE [Compile the program before importing torch] in session.py)
-    from tensorscope.instrument.frames import strip_for_reraise
     from tensorscope.instrument.transparent import named
 
     watch = Watch()
