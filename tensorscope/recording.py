@@ -95,6 +95,19 @@ def plain_shared(value: Any, memo: dict | None = None) -> Any:
     return out
 
 
+def group_add(groups: dict, key: Any, tid: str) -> None:
+    """Add ``tid`` to ``groups[key]``, held as the one id while it is alone and as a list from its second:
+    most storages and version counters have one tensor, and a list each would be a large part of the end-of-run
+    tables on 20,000 tensors. Readers take a ``str`` as the one member."""
+    mates = groups.get(key)
+    if mates is None:
+        groups[key] = tid
+    elif type(mates) is str:
+        groups[key] = [mates, tid]
+    else:
+        mates.append(tid)
+
+
 def thaw(value: Any) -> Any:
     """A fresh mutable copy (tuples become lists): what the explanations get, so they never change a recording."""
     kind = type(value)

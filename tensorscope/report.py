@@ -8,7 +8,7 @@ this document and that recording only.
 from __future__ import annotations
 
 from tensorscope.version import __version__
-from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, plain, plain_shared
+from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, group_add, plain, plain_shared
 from tensorscope.source import code_at, display_path  # noqa: F401  (report.code_at, report.display_path: the callers' names)
 
 SCHEMA_VERSION = 4  # 2: the `recording` object; 3: the compact form; 4: a view's base in its row (docs/CONTRACT.md)
@@ -198,13 +198,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
         counter = counters_of.get(tid)
         rows.append([tid, names, facts.storage, counter, facts.data_ptr, view_of.get(tid), k])
         if counter:  # a counter's one tensor as its id, a list from its second (only those are written)
-            mates = counters.get(counter)
-            if mates is None:
-                counters[counter] = tid
-            elif type(mates) is str:
-                counters[counter] = [mates, tid]
-            else:
-                mates.append(tid)
+            group_add(counters, counter, tid)
         sid = facts.storage
         if sid and live:
             if sid in storages:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from tensorscope import compat
+from tensorscope.recording import group_add
 
 
 _Tensor = torch.Tensor
@@ -194,13 +195,7 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
     for tid, t in live.items():  # a storage's one tensor as its tid, a list only where several share it
         key = facts[tid].storage_key if tid in facts else None
         if key is not None:
-            mates = by_storage.get(key)
-            if mates is None:
-                by_storage[key] = tid
-            elif type(mates) is str:
-                by_storage[key] = [mates, tid]
-            else:
-                mates.append(tid)
+            group_add(by_storage, key, tid)
     n = 0
     for tid in sorted(live, key=lambda s: int(s[1:])):
         if tid in counters:
