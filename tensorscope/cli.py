@@ -395,6 +395,9 @@ def _abrupt_end(result, req: Request) -> Optional[int]:
     if fail_on_found:
         return ExitCode.FAIL_ON
     if req.command == "explain":
+        if getattr(result, "exit_code", None) is not None:  # python's own text for it (NOTE [A status beyond a C long])
+            from tensorscope.exits import interpreter_exit_text
+            interpreter_exit_text(result.exit_code)
         return ExitCode.FOUND if found else ExitCode.OK
     return None
 
@@ -657,6 +660,9 @@ def _exit(result, req: Request, verdict: tuple[bool, bool], written: bool = True
     if fail_on_found:
         return ExitCode.FAIL_ON
     if req.command == "explain":
+        if getattr(result, "exit_code", None) is not None:  # python's own text for it (NOTE [A status beyond a C long])
+            from tensorscope.exits import interpreter_exit_text
+            interpreter_exit_text(result.exit_code)
         return ExitCode.FOUND if found else ExitCode.OK
     # an int beyond a C long: sys.exit of it prints and exits as python does (NOTE [A status beyond a C long])
     return result.exit_status if getattr(result, "exit_code", None) is None else result.exit_code

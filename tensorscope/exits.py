@@ -235,3 +235,21 @@ class HeldSignals:
                 pass
         if self.pending is not None:  # the program is over: python would have flushed its output
             die_by(self.pending, self._real_exit, flush=True)
+
+
+def interpreter_exit_text(code: int) -> None:
+    """What this interpreter prints on stderr when it exits by ``sys.exit(code)`` for an int beyond a
+    C long, printed on stderr by ``explain``, which exits with its own status (NOTE [A status beyond a
+    C long] in runner.py: the text is the interpreter's own, by release). A fresh interpreter of the
+    same executable exits that way and its stderr is passed on: nothing else is asked of it."""
+    import subprocess
+
+    try:
+        _flush()
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", f"import threading, sys; sys.exit({int(code)})"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              timeout=300)
+        if done.stderr:
+            os.write(2, done.stderr)
+    except Exception:  # no text rather than a crash: the exit status is explain's anyway
+        pass

@@ -90,6 +90,8 @@ def _drop_unstarted_frame(exc: RecursionError) -> None:
 # returned a result with an exception set" (the OverflowError is still set when threading shuts down).
 # So tensorscope keeps that int (Outcome.exit_code) and ends with ``sys.exit`` of it once the report is
 # written: the interpreter then prints and exits exactly as python does. The report says 255.
+# ``explain`` exits with its own status; it prints the text a fresh interpreter of the same executable
+# prints for that exit (exits.interpreter_exit_text), so its stderr is python's too.
 
 
 def _exit_status(code) -> int:

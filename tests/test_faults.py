@@ -304,6 +304,10 @@ def test_exit_as_python(tmp_path, prog, status):
     assert doc["program"]["exit_status"] == status
     if prog == "str_raises.py":
         assert doc["program"]["exception"]["message"] == "<exception str() failed>"
+    else:  # explain exits with its own status, and prints what the interpreter prints for it (3.13.0 has a text)
+        rc, out, err = _run([PY, "-m", "tensorscope", "explain", str(FAULTS / prog)], tmp_path)
+        assert rc == 0 and out.startswith(py[1]), (rc, out)
+        assert err == py[2], (err, py[2])
 
 
 # --- children (rows 9, 11) ------------------------------------------------------------------------------
