@@ -27,9 +27,10 @@ Per test the two sides are compared on the outcome (passed, failed, skipped, xfa
 xpass, error, crash, timeout) and on the failure message and captured
 stdout/stderr/log, with addresses, timings, temporary paths and column padding
 scrubbed.  A test whose outcome is the same but whose text differs is run once more
-under plain python (a control run): when python disagrees with itself too (profiler
-tables sorted by measured time, log lines with a clock), the test is counted as
-``nondeterministic`` rather than different.  The summary gives identical / different /
+under plain python (a control run): when python disagrees with itself too (log lines
+with a clock), the test is counted as ``nondeterministic`` rather than different.  The rows
+of a torch.profiler table sorted by a measured time are compared in a fixed order (their
+order is the clock's), so such a table differs only by its rows.  The summary gives identical / different /
 crash counts per file and the first differing line of every different test;
 DIR/results.json holds everything.
 
@@ -195,6 +196,54 @@ def scrub(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
 
 
+# --- torch.profiler tables sorted by a measured time
+# ``prof.key_averages().table(sort_by="self_cpu_time_total")`` prints one row per op, ordered by the time
+# each op took in this run: two runs of the same program list the same rows in an order the clock picks
+# (the times themselves are scrubbed). Such a table is recognised by what it is -- a dashed rule, a header
+# with ``Name``, a rule, rows, a rule -- whose rows run from the largest to the smallest value of one of its
+# time columns; its rows are then compared in a fixed order. A table in another order (``sort_by="count"``,
+# or none) keeps its order, and a row that is missing or differs still differs.
+_RULE = re.compile(r"^\s*-{3,}(?:\s+-{3,})+\s*$")
+_TIME = re.compile(r"^(\d+(?:\.\d+)?)(ns|us|ms|s)$")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _cells(line: str) -> list:
+    return re.split(r"\s{2,}", line.strip())
+
+
+def _by_time(rows: list) -> bool:
+    """True when some column of the rows holds times only, from the largest down."""
+    cells = [_cells(r) for r in rows]
+    if len(cells) < 2 or len({len(c) for c in cells}) != 1:
+        return False
+    for col in range(1, len(cells[0])):
+        times = [_TIME.match(c[col]) for c in cells]
+        if all(times):
+            values = [float(m.group(1)) * _UNIT[m.group(2)] for m in times]
+            if all(x >= y for x, y in zip(values, values[1:])):
+                return True
+    return False
+
+
+def time_sorted_tables_in_order(text: str) -> str:
+    """``text`` with the rows of every profiler table sorted by a measured time put in a fixed order."""
+    lines = (text or "").splitlines()
+    i = 0
+    while i + 2 < len(lines):
+        if _RULE.match(lines[i]) and "Name" in _cells(lines[i + 1]) and _RULE.match(lines[i + 2]):
+            end = i + 3
+            while end < len(lines) and not _RULE.match(lines[end]) and lines[end].strip():
+                end += 1
+            rows = lines[i + 3:end]
+            if end < len(lines) and _RULE.match(lines[end]) and _by_time(rows):
+                lines[i + 3:end] = sorted(rows, key=scrub)
+            i = end
+        else:
+            i += 1
+    return "\n".join(lines)
+
+
 def first_difference(a: dict, b: dict, names=("tensorscope", "python")) -> str | None:
     """The first line that differs between two test records (by default: tensorscope side, python side)."""
     na, nb = names
@@ -208,7 +257,7 @@ def first_difference(a: dict, b: dict, names=("tensorscope", "python")) -> str |
             line += f"; {nb}: {_first_line(b['message'])}"
         return line
     for key in ("message", "stdout", "stderr", "log"):
-        la, lb = scrub(a.get(key, "")).splitlines(), scrub(b.get(key, "")).splitlines()
+        la, lb = (scrub(time_sorted_tables_in_order(r.get(key, ""))).splitlines() for r in (a, b))
         for i in range(max(len(la), len(lb))):
             x = la[i] if i < len(la) else "<end>"
             y = lb[i] if i < len(lb) else "<end>"

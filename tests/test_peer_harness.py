@@ -102,3 +102,54 @@ def test_explain_runs_the_tensorscope_side_under_explain(tmp_path):
     assert verdicts == {"test_a_passes": "identical", "test_g_sees_the_tool": "different"}
     reports = sorted((tmp_path / "peer_sample").glob("ts-*.report.json"))
     assert reports and all(json.loads(p.read_text())["command"] == "explain" for p in reports)
+
+
+
+def _profiled_table(mm: int, add: int, sort_by, mm_calls=1, add_calls=1, mul=0):
+    """torch.profiler's table of mm of mm x mm, add of `add` elements (and mul of `mul`), called as often as
+    asked: the same ops and counts whatever the sizes; which one took longer is the sizes'."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    a, b, c = torch.ones(mm, mm), torch.ones(add), torch.ones(mul)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(mm_calls):
+            torch.mm(a, a)
+        for _ in range(add_calls):
+            torch.add(b, b)
+        if mul:
+            torch.mul(c, c)
+    return prof.key_averages().table(sort_by=sort_by)
+
+
+def _swap(table: str, x: str, y: str) -> str:
+    lines = table.splitlines()
+    i, j = (next(k for k, line in enumerate(lines) if line.split()[:1] == [op]) for op in (x, y))
+    lines[i], lines[j] = lines[j], lines[i]
+    return "\n".join(lines)
+
+
+def test_time_sorted_profiler_tables_are_compared_by_their_rows():
+    """The rows of a table sorted by measured time come in the clock's order: two runs that list the same
+    rows in another order are the same; a table in another order (by count) still differs by its order."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("peer_under_test", HARNESS)
+    peer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peer)
+
+    def record(text):
+        return {"outcome": "passed", "message": "", "stdout": text}
+
+    slow_mm = _profiled_table(400, 4, "self_cpu_time_total")
+    slow_add = _profiled_table(4, 4_000_000, "self_cpu_time_total")
+    names = [[line.split()[0] for line in t.splitlines() if line.strip().startswith("aten::")]
+             for t in (slow_mm, slow_add)]
+    assert names[0] != names[1] and sorted(names[0]) == sorted(names[1]), names  # torch put them in another order
+    assert peer.first_difference(record(slow_mm), record(slow_add)) is None
+    other = slow_mm.replace("aten::add ", "aten::sub ")
+    assert peer.first_difference(record(slow_mm), record(other)) is not None  # a row that differs still differs
+    # by count: add x3 (microseconds), mm x2 (milliseconds), mul x1 (between): in no column from the largest down
+    by_count = _profiled_table(400, 4, "count", mm_calls=2, add_calls=3, mul=4_000_000)
+    assert peer.first_difference(record(by_count), record(by_count)) is None
+    assert peer.first_difference(record(by_count), record(_swap(by_count, "aten::add", "aten::mul"))) is not None
