@@ -155,3 +155,21 @@ def test_a_hazard_found_at_every_step_is_shown_once_with_its_count(explained, sa
     # without the failure, the verdict says how many distinct hazards the count holds
     alone = render(dict(doc, diagnosis=None), "text", width=100)
     assert f"{n} hazards (1 distinct): silent-saved-tensor-write" in alone
+
+
+def test_a_clean_run_ends_with_its_verdict(tmp_path):
+    """A clean training run's summary (parameters, timeline) outgrows a 50-row terminal: its last line is the
+    verdict again, as the second is, so the last screen says nothing was found (NOTE [The finding on the last
+    screen])."""
+    clean = PROGRAM.split("probs = F.softmax")[0].replace("att.data.mul_(0.9)", "pass")
+    assert "mul_" not in clean and "backward()" in clean
+    (tmp_path / "gpt.py").write_text(clean)
+    env = dict(os.environ, COLUMNS="80", LINES=str(SCREEN))
+    py = subprocess.run([sys.executable, "gpt.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "tensorscope", "run", "gpt.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert py.returncode == proc.returncode == 0 and py.stdout == "", proc.stderr
+    shown = _lines(proc.stdout)
+    verdict = f"clean: {STEPS} backward calls, all succeeded; hazards: none"
+    assert len(shown) > SCREEN and "Timeline" in proc.stdout
+    assert shown[1] == verdict and shown[-1] == verdict and shown[-2] == "", shown[-3:]

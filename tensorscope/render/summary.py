@@ -324,7 +324,10 @@ def found(doc) -> bool:
 # weight initialisation), so in a terminal the diagnosis has scrolled away when the prompt returns.
 # explain is asked for the finding: when it finds one, its default is the verdict and the panels
 # with one line naming the options that show the rest (--report, --full, --tensor, --line). The
-# longer forms (run's summary, explain --report, --full) end with the verdict again.
+# longer forms (run's summary, explain --report, --full) end with the verdict again, clean or not
+# (as pyinstrument and memray end theirs with a footer): a clean run of a real model is as long, and
+# a user who sees its last screen (parameters, the timeline) must not have to scroll back to learn
+# whether anything was found.
 MORE = "more: --report (the summary) · --full (every event) · --tensor NAME · --line FILE:LINE"
 
 
@@ -343,9 +346,9 @@ def findings(doc, panels) -> list:
 
 
 def closing(doc) -> list:
-    """The verdict again at the end of a long report that found something, so that the last screen
-    holds it (see NOTE [The finding on the last screen])."""
-    return [Text("", end="\n"), verdict(doc)] if found(doc) else []
+    """The verdict again at the end of a long report, so that the last screen holds it (see NOTE
+    [The finding on the last screen])."""
+    return [Text("", end="\n"), verdict(doc)]
 
 
 def renderables(doc, panels) -> list:
@@ -364,7 +367,7 @@ def renderables(doc, panels) -> list:
     for section in sections:
         out.append(Text("", end="\n"))
         out.extend(section)
-    if sections:  # the panels are no longer on the last screen
+    if sections:  # the verdict is no longer on the last screen
         out.extend(closing(doc))
     return [Group(*out)]
 
