@@ -503,6 +503,33 @@ def _emit(doc: dict, req: Request, raw: bool = False) -> bool:
         return failure is None
     if rank is not None and rank != 0 and not req.all_ranks:
         return True
+    try:
+        _print_report(doc, req, rank, raw)
+    except OSError as e:  # stdout closed, on a full disk, or a pipe whose reader left (`| head`)
+        _stdout_lost(e)
+        return False
+    return True
+
+
+def _stdout_lost(e: OSError) -> None:
+    """The report could not be printed: say so, and point stdout at /dev/null so that the interpreter's
+    last flush of it says nothing more (python's own advice for a closed pipe)."""
+    _err(f"can't print the report on stdout: {e.strerror or e}")
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _print_report(doc: dict, req: Request, rank, raw: bool) -> None:
+    """The report on stdout (see _emit)."""
+    from tensorscope.render import render
+
+    if sys.stdout is None:  # file descriptor 1 was closed when python started (`>&-`)
+        raise OSError(9, "stdout is closed")
+
     if req.json:
         text = render(doc, "json", full=req.full)
     elif doc["message"] is not None:  # a pasted error text's panel: 100 columns, no colour, as in a file
@@ -526,7 +553,6 @@ def _emit(doc: dict, req: Request, raw: bool = False) -> bool:
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    return True
 
 
 def _write_fd(fd: int, data: bytes) -> None:

@@ -25,7 +25,8 @@ class ExitCode(enum.IntEnum):
     #: (python's handling of the program is untouched otherwise: its output is the same).
     FAIL_ON = 5
     #: -o FILE could not be written (a full disk, a file size limit, /dev/full): the previous FILE is
-    #: untouched. Replaces the program's status, 5 and 124; a run ended by a signal still dies by it.
+    #: untouched. Also: the report could not be printed on stdout (full, closed, a pipe whose reader left).
+    #: Replaces the program's status, 5 and 124; a run ended by a signal still dies by it.
     NOT_WRITTEN = 6
     #: --timeout expired; the partial report is still produced.
     TIMEOUT = 124

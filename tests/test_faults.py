@@ -118,6 +118,40 @@ def test_dev_full(tmp_path):
     assert b"No space left on device" in err and b"Traceback" not in err
 
 
+def _closed_stdout():
+    _terminal_signals()
+    os.close(1)
+
+
+@pytest.mark.parametrize("stdout", ["/dev/full", "a pipe whose reader left", "closed"])
+def test_a_report_that_cannot_be_printed(tmp_path, stdout):
+    """No -o: the report goes to stdout, which is full, a pipe nobody reads (`| head`) or closed (`>&-`).
+    The program runs as under python (which exits 0 here: it prints nothing); then one line says the
+    report was not printed, exit NOT_WRITTEN, never an internal error."""
+    if stdout == "/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    results = []
+    for cmd in ([PY], [PY, "-m", "tensorscope", "run"]):
+        marker = tmp_path / f"ran{len(results)}.txt"
+        kw = {"preexec_fn": _closed_stdout} if stdout == "closed" else {}
+        r, w = os.pipe()
+        os.close(r)
+        sink = open(stdout, "wb") if stdout == "/dev/full" else w
+        try:
+            p = subprocess.run([*cmd, str(FAULTS / "marker.py"), str(marker)], cwd=tmp_path, env=_env(),
+                               stdout=None if stdout == "closed" else sink, stderr=subprocess.PIPE,
+                               timeout=DEFAULT_TIMEOUT, **kw)
+        finally:
+            os.close(w)
+            if stdout == "/dev/full":
+                sink.close()
+        results.append((p.returncode, p.stderr, marker.read_text()))
+    (py_rc, py_err, py_ran), (rc, err, ran) = results
+    assert (py_rc, py_err, py_ran) == (0, b"", "ran")
+    assert ran == "ran" and rc == NOT_WRITTEN, (rc, err)
+    assert err.count(b"\n") == 1 and err.startswith(b"tensorscope: can't print the report on stdout: "), err
+
+
 @pytest.mark.parametrize("where", ["missing folder", "a folder", "a folder that makes no file"])
 def test_output_is_checked_before_the_program_starts(tmp_path, where):
     """A folder that makes no file: /proc (os.access lets root write there, creating a file fails)."""
