@@ -395,9 +395,6 @@ def _abrupt_end(result, req: Request) -> Optional[int]:
     if fail_on_found:
         return ExitCode.FAIL_ON
     if req.command == "explain":
-        if getattr(result, "exit_code", None) is not None:  # python's own text for it (NOTE [A status beyond a C long])
-            from tensorscope.exits import interpreter_exit_text
-            interpreter_exit_text(result.exit_code)
         return ExitCode.FOUND if found else ExitCode.OK
     return None
 

@@ -19,6 +19,15 @@ report, then ends the process the same way:
 After the program, while the report is built and written, SIGINT, SIGTERM and SIGHUP are held
 (``HeldSignals``): the report is finished, then the process dies by the first of them; a second
 one ends it at once.
+
+Once the program has ended the process (the report is written from the signal's handler or from
+``os._exit``), none of the program's own Python signal handlers runs any more: under python the
+process is gone. Measured on a DataLoader with workers: SIGTERM to the process group (``timeout``,
+Slurm) kills the workers too, their SIGCHLD reaches torch's handler
+(torch/utils/data/_utils/signal_handling.py) while the main thread builds the report, and that
+handler raises "DataLoader worker (pid N) is killed by signal: Terminated." inside it, losing the
+report. ``mute_program_handlers`` replaces each such handler by one that does nothing (main thread
+only: signal.signal refuses elsewhere; the process ends right after, so nothing is put back).
 """
 
 from __future__ import annotations
@@ -97,7 +106,10 @@ class Ending:
         watchdog = threading.Timer(GRACE, self._late, (status, signum))
         watchdog.daemon = True
         watchdog.start()
-        held = HeldSignals(self._real_exit) if threading.current_thread() is threading.main_thread() else None
+        held = None
+        if threading.current_thread() is threading.main_thread():
+            held = HeldSignals(self._real_exit)
+            mute_program_handlers()
         replaced = None
         try:
             replaced = self._report(status, signum)
@@ -112,6 +124,22 @@ class Ending:
     def _late(self, status, signum) -> None:
         _say(f"the report took more than {GRACE:g} s; ending without it")
         self._real_exit(status if signum is None else 128 + signum)
+
+
+def _nothing(signum, frame) -> None:
+    """A program's handler once the process is ending (see NOTE [Ending as python ends])."""
+
+
+def mute_program_handlers() -> None:
+    """Every Python-level handler but the held signals' does nothing from now on (main thread only)."""
+    for s in signal.valid_signals():
+        if s in HELD:
+            continue
+        try:
+            if callable(_getsignal(s)):
+                _signal(s, _nothing)
+        except (ValueError, OSError, TypeError, RuntimeError):
+            pass
 
 
 @contextlib.contextmanager

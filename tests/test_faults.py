@@ -279,6 +279,39 @@ def test_fatal_signal_writes_the_report_then_dies_by_it(tmp_path, signum):
     assert f"ended by {signal.Signals(signum).name}: the report is partial" in doc["notes"]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_fatal_signal_to_the_group_runs_none_of_the_programs_handlers(tmp_path, signum):
+    """`timeout`, Slurm and a closed terminal signal the whole group: the workers die too, and their SIGCHLD
+    must not reach the program's handler (torch's, for DataLoader workers) while the report is written: under
+    python the process is gone (NOTE [Ending as python ends])."""
+    report = tmp_path / "r.json"
+    report.write_text("previous\n")
+    path = str(FAULTS / "children_die_on_term.py")
+
+    def group(cmd):
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), preexec_fn=_terminal_signals, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            first = _wait_for(proc, b"ready\n", proc.stdout)
+            os.killpg(proc.pid, signum)
+            out, err = proc.communicate(timeout=DEFAULT_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return proc.returncode, first + out, err
+
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(group, [PY, path])
+        ts = pool.submit(group, [PY, "-m", "tensorscope", "run", "-o", str(report), path])
+        py, ts = py.result(), ts.result()
+    assert py == (-signum, b"ready\n", b""), py
+    assert ts == py
+    doc = read_report(report)
+    assert doc["program"]["exit_status"] == 128 + signum
+    assert doc["events_summary"]["recorded"] > 0
+
+
 def test_sigterm_loses_buffered_output_as_python_does(tmp_path, monkeypatch):
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)  # stdout block-buffered in a pipe, as by default
     report = tmp_path / "r.json"
