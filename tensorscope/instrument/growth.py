@@ -41,7 +41,10 @@ loop pays it for its first forward only, and its findings are the backward sampl
 forward samples are reported only when the run made no backward call (an evaluation loop after training
 is not sampled). A call is top-level when no frame of ``torch/nn/modules/module.py``'s ``_call_impl``
 is above the program's calling frame (walked at most 64 frames up); calls made while tracing or
-compiling are not counted.
+compiling are not counted. A program that calls ``torch.compile`` loses the hook there (``stop``): dynamo
+would trace the hook's Python code into the compiled frames (graph breaks, and "Dynamo does not know how
+to trace the builtin" warnings for what the hook calls), and torch 2.9 and later warn at every
+``OptimizedModule`` call site while any global module hook is registered; under python neither happens.
 
 NOTE [Python's traceback under the global forward hook]
 With the hook in place every module call takes ``_call_impl``'s slow path, so an exception raised in a

@@ -588,6 +588,7 @@ def make_compile(orig):
         if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
             rec.note("torch.compile was used: what runs inside compiled graphs is not inspected "
                      "(their inputs, outputs, saved tensors and backward are)")
+            rec.growth_fwd.stop()  # NOTE [Steps without backward]: no global hook under a compiled module
         try:  # NOTE [Invisible frames]
             return orig(*args, **kwargs)
         except BaseException as e:
