@@ -193,13 +193,14 @@ def on_forward_error(module) -> bool:
     called there (not a boundary). Never raises."""
     try:
         caller = sys._getframe(2)
-        if caller.f_code is not (_FAST[0] if _FAST is not None else None):
-            return False
+        code = caller.f_code
+        if code.co_name != "_call_impl" or not code.co_filename.endswith(_MODULE_PY):
+            return False  # called from inner (torch 2.3 and later): the normal path
         exc = sys.exc_info()[1]
         tb = exc.__traceback__ if exc is not None else None
         if tb is None or tb.tb_frame is not caller:
             return False  # the normal path (2.2 calls the hook from _call_impl too), inside an except of the program
-        if not _python_fast(module):
+        if _FAST is None or not _python_fast(module):
             return True
         new = _fast_entry(tb)
         if new is None:
@@ -210,9 +211,9 @@ def on_forward_error(module) -> bool:
             _arm_replace(caller.f_back, tb, new)
         return True
     except Exception:
-        return True
+        return False
     finally:
-        caller = exc = tb = new = None
+        caller = code = exc = tb = new = None
 
 
 def _arm_replace(frame, old, new) -> None:
