@@ -51,6 +51,9 @@ def _strip_chain(exc: BaseException) -> None:
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         strip_traceback(exc)
+        growth = sys.modules.get("tensorscope.instrument.growth")  # imported with torch, not before
+        if growth is not None:  # NOTE [Python's traceback under the global forward hook] in growth.py
+            growth.python_call_entries(exc)
         if isinstance(exc, RecursionError):
             _drop_unstarted_frame(exc)
         for linked in (exc.__cause__, exc.__context__):

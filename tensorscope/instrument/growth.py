@@ -41,7 +41,34 @@ loop pays it for its first forward only, and its findings are the backward sampl
 forward samples are reported only when the run made no backward call (an evaluation loop after training
 is not sampled). A call is top-level when no frame of ``torch/nn/modules/module.py``'s ``_call_impl``
 is above the program's calling frame (walked at most 64 frames up); calls made while tracing or
-compiling are not counted.
+compiling are not counted. A program that calls ``torch.compile`` loses the hook there (``stop``): dynamo
+would trace the hook's Python code into the compiled frames (graph breaks, and "Dynamo does not know how
+to trace the builtin" warnings for what the hook calls), and torch 2.9 and later warn at every
+``OptimizedModule`` call site while any global module hook is registered; under python neither happens.
+
+NOTE [Python's traceback under the global forward hook]
+With the hook in place every module call takes ``_call_impl``'s slow path, so an exception raised in a
+``forward`` (a shape mismatch in the first forward, the commonest error there) would pass through the
+slow path's frames: ``return inner()`` and ``inner``'s ``result = forward_call(*args, **kwargs)`` (torch
+2.3 and later; on 2.2 the slow path's own ``result = forward_call(...)`` line of ``_call_impl``), where
+python shows the fast path's ``return forward_call(*args, **kwargs)``. So the hook is registered with
+``always_call=True``: on every release from 2.2 to 2.15, ``_call_impl``'s ``except Exception:`` branch
+(``result`` and ``args`` bound there) calls it before its bare ``raise``, with the exception being handled.
+Called there (the handled exception's newest entry is the calling ``_call_impl`` frame itself) and when
+python would have taken the fast path (the module has no hooks of its own, and no global hook but this
+one), the hook replaces that entry and the ``inner`` entry after it by one entry of the same frame at
+the fast path's call: its ``tb_lasti`` and ``tb_lineno`` are measured once at import, by calling a probe
+module whose ``forward`` raises while no global hook is registered (``fast_path_entry``), so the line, the
+3.11+ carets and ``traceback.extract_tb`` are python's on every release without reading torch's source.
+From Python 3.11 a bare ``raise`` re-raises the exception with its ``__traceback__``, so the new chain is
+set there; on 3.10 it restores the traceback its ``except`` caught, so the replacement is made one frame up
+on arrival (a one-shot local trace function, as in NOTE [A bare raise on Python 3.10] in frames.py; not
+where the program has a trace function of its own, a debugger or coverage: the slow path's entries stay;
+where explain's watch traces, only the frame's local function is set).
+Every module level the exception passes fixes its own entry. Not reached by this: a ``BaseException``
+that is not an ``Exception`` (``KeyboardInterrupt`` in a forward: torch's ``except Exception`` does not run
+the hook), whose uncaught traceback ``python_call_entries`` rewrites the same way before it is printed;
+and ``inspect.stack()`` inside a ``forward``, which sees the ``inner`` frame while the hook is in place.
 """
 
 from __future__ import annotations
@@ -50,11 +77,12 @@ import os
 import sys
 import threading
 import time
+import types
 import weakref
 
 import torch
 
-from tensorscope.instrument import retention
+from tensorscope.instrument import frames, retention
 from tensorscope.instrument.retention import PIN_MIN_BYTES, PIN_RATIO
 from tensorscope.instrument.recorder import node_name
 
@@ -92,6 +120,155 @@ def forward_hook(tracker):
         if t is not None and t.active:
             t.growth_fwd.forward_done(module)
     return module_forward_done
+
+
+_M = torch.nn.modules.module
+_RERAISE_KEEPS_CAUGHT = frames.RERAISE_KEEPS_CAUGHT_TRACEBACK  # Python 3.10 (NOTE [A bare raise on Python 3.10])
+
+
+def fast_path_entry():
+    """``(code, tb_lasti, tb_lineno)`` of ``_call_impl``'s entry when an exception leaves a ``forward`` that
+    the fast path called, measured on a probe module (NOTE [Python's traceback under the global forward
+    hook]); None where it cannot be measured (a global hook already registered: the slow path ran)."""
+    class _Probe(torch.nn.Module):
+        def forward(self):
+            raise LookupError("tensorscope probe")
+
+    try:
+        probe = _Probe()
+    except Exception:
+        return None
+    try:
+        probe()
+    except LookupError as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_name != "_call_impl":
+            tb = tb.tb_next
+        try:
+            if tb is None or tb.tb_next is None or tb.tb_next.tb_frame.f_code is not _Probe.forward.__code__ \
+                    or not tb.tb_frame.f_code.co_filename.endswith(_MODULE_PY):
+                return None
+            return tb.tb_frame.f_code, tb.tb_lasti, tb.tb_lineno
+        finally:
+            tb = e = None
+    except Exception:
+        return None
+    return None
+
+
+_FAST = fast_path_entry()
+
+
+def _python_fast(module) -> bool:
+    """Whether python would have called ``module`` on ``_call_impl``'s fast path: no hooks of its own, and
+    no global hook but tensorscope's."""
+    try:
+        if module._backward_hooks or module._backward_pre_hooks or module._forward_hooks \
+                or module._forward_pre_hooks or _M._global_backward_pre_hooks or _M._global_backward_hooks \
+                or _M._global_forward_pre_hooks:
+            return False
+        return all(frames.is_tensorscope_file(getattr(getattr(h, "__code__", None), "co_filename", ""))
+                   for h in _M._global_forward_hooks.values())
+    except Exception:
+        return False
+
+
+def _fast_entry(tb):
+    """The fast path's entry for ``tb``, a slow-path ``_call_impl`` entry, linked to what follows its
+    ``inner`` entry (torch 2.3 and later) or to what follows it (2.2); None if ``tb`` is not one."""
+    if _FAST is None or tb is None or tb.tb_frame.f_code is not _FAST[0] or tb.tb_lasti == _FAST[1]:
+        return None
+    rest = tb.tb_next
+    if rest is not None and rest.tb_frame.f_code.co_name == "inner" \
+            and rest.tb_frame.f_code.co_filename == _FAST[0].co_filename:
+        rest = rest.tb_next
+    if rest is None:
+        return None
+    return types.TracebackType(rest, tb.tb_frame, _FAST[1], _FAST[2])
+
+
+def on_forward_error(module) -> bool:
+    """The global forward hook called from ``_call_impl``'s ``except`` branch (``always_call``): give the
+    exception python's traceback (NOTE [Python's traceback under the global forward hook]). True when
+    called there (not a boundary). Never raises."""
+    try:
+        caller = sys._getframe(2)
+        code = caller.f_code
+        if code.co_name != "_call_impl" or not code.co_filename.endswith(_MODULE_PY):
+            return False  # called from inner (torch 2.3 and later): the normal path
+        exc = sys.exc_info()[1]
+        tb = exc.__traceback__ if exc is not None else None
+        if tb is None or tb.tb_frame is not caller:
+            return False  # the normal path (2.2 calls the hook from _call_impl too), inside an except of the program
+        if _FAST is None or not _python_fast(module):
+            return True
+        new = _fast_entry(tb)
+        if new is None:
+            return True
+        if not _RERAISE_KEEPS_CAUGHT:
+            exc.__traceback__ = new
+        else:
+            _arm_replace(caller.f_back, tb, new)
+        return True
+    except Exception:
+        return False
+    finally:
+        caller = code = exc = tb = new = None
+
+
+def _arm_replace(frame, old, new) -> None:
+    """Python 3.10: on the exception's arrival in ``frame``, link its entry to ``new`` instead of ``old``."""
+    tracer = sys.gettrace()
+    if frame is None or frame.f_trace is not None or tracer is not None and not _ours(tracer):
+        return
+
+    def _replace_on_arrival(f, event, arg):
+        nonlocal old, new
+        f.f_trace = None
+        if sys.gettrace() is _trace_nothing:
+            sys.settrace(None)
+        try:
+            if event == "exception" and arg[2] is not None and arg[2].tb_next is old:
+                arg[2].tb_next = new
+        finally:
+            old = new = None
+        return None
+
+    frame.f_trace = _replace_on_arrival
+    if tracer is None:
+        sys.settrace(_trace_nothing)
+
+
+def _ours(tracer) -> bool:
+    """A trace function of tensorscope's (explain's watch, NOTE [Watching exposed saved bytes] in watch.py)."""
+    code = getattr(getattr(tracer, "__func__", tracer), "__code__", None)
+    return code is not None and frames.is_tensorscope_file(code.co_filename)
+
+
+def _trace_nothing(frame, event, arg):
+    return None
+
+
+def python_call_entries(exc: BaseException) -> None:
+    """An uncaught exception's traceback with python's ``_call_impl`` entries where the slow path ran only
+    for tensorscope's hook (a ``BaseException`` that torch's ``except Exception`` let by). Never raises."""
+    try:
+        if _FAST is None or isinstance(exc, Exception):
+            return
+        prev, tb = None, exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is _FAST[0] and tb.tb_lasti != _FAST[1]:
+                module = tb.tb_frame.f_locals.get("self")
+                new = _fast_entry(tb) if module is not None and _python_fast(module) else None
+                if new is not None:
+                    if prev is None:
+                        exc.__traceback__ = new
+                    else:
+                        prev.tb_next = new
+                    tb = new
+            prev, tb = tb, tb.tb_next
+    except Exception:
+        pass
 
 
 def due(n: int) -> bool:

@@ -56,6 +56,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from tensorscope import compat
 from tensorscope.instrument import saved, state
 from tensorscope.instrument import foreach_writes, gradhooks, indexwrite, provenance
+from tensorscope.instrument import growth as _growth
 from tensorscope.instrument.calls import after_call, target as _target
 from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
@@ -345,7 +346,11 @@ def module_registered(parent, name, module):
 
 def module_forward_done(module, args, output):
     """The global forward hook while no backward call returned: a top-level module call is a step boundary
-    (NOTE [Steps without backward] in growth.py). Returns None: the output is the module's own."""
+    (NOTE [Steps without backward] in growth.py). Returns None: the output is the module's own. Registered
+    with ``always_call``: called from ``_call_impl``'s ``except`` branch too, it gives the exception python's
+    traceback (NOTE [Python's traceback under the global forward hook] in growth.py)."""
+    if output is None and _growth.on_forward_error(module):
+        return None
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
         rec.growth_fwd.forward_done(module)
@@ -583,6 +588,7 @@ def make_compile(orig):
         if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
             rec.note("torch.compile was used: what runs inside compiled graphs is not inspected "
                      "(their inputs, outputs, saved tensors and backward are)")
+            rec.growth_fwd.stop()  # NOTE [Steps without backward]: no global hook under a compiled module
         try:  # NOTE [Invisible frames]
             return orig(*args, **kwargs)
         except BaseException as e:
@@ -713,7 +719,10 @@ class Patcher:
         rec = state.recorder
         if self._planned is None and register_forward is not None and rec is not None \
                 and getattr(getattr(rec, "growth_fwd", None), "enabled", False):  # NOTE [Steps without backward]
-            handle = register_forward(module_forward_done)
+            try:  # always_call: NOTE [Python's traceback under the global forward hook] in growth.py
+                handle = register_forward(module_forward_done, always_call=True)
+            except TypeError:
+                handle = register_forward(module_forward_done)
             self._hooks.append(handle)
             rec.growth_fwd.handle = handle
         if self._planned is None:  # see NOTE [An optimizer step as one write record]
