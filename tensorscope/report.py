@@ -7,6 +7,9 @@ this document and that recording only.
 
 from __future__ import annotations
 
+from array import array
+from itertools import chain
+
 from tensorscope.version import __version__
 from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, group_add, plain, plain_shared
 from tensorscope.source import code_at, display_path  # noqa: F401  (report.code_at, report.display_path: the callers' names)
@@ -76,10 +79,10 @@ def memory_numbers(spans) -> list[int]:
     """``memory_ids`` as numbers (``m3`` is 3); a span may carry more fields after its first three. The
     report builds the id's string only for the storages it lists (a storage that one tensor spans whole is
     not listed: 20,000 strings fewer on a model of 5,000 parameters)."""
-    return _memory_numbers([s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans])
+    return list(_memory_numbers([s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans]))
 
 
-def _memory_numbers(devices: list, starts: list, sizes: list) -> list[int]:
+def _memory_numbers(devices: list, starts: list, sizes: list) -> array:
     """``memory_numbers`` of the spans given as three lists (device, data_ptr, nbytes), one place a storage.
 
     NOTE [Memory groups without a tuple a storage]
@@ -95,7 +98,7 @@ def _memory_numbers(devices: list, starts: list, sizes: list) -> list[int]:
     for i in range(n):
         if starts[i] and sizes[i]:
             by_device.setdefault(devices[i] or "", []).append(i)
-    parent = list(range(n))
+    parent = array("q", range(n))  # 8 bytes a storage: no int object of each index held
 
     def find(i):
         while parent[i] != i:
@@ -115,13 +118,15 @@ def _memory_numbers(devices: list, starts: list, sizes: list) -> list[int]:
                     last_end = end
             else:
                 last_end, last = end, i
-    group: dict[int, int] = {}
-    out = []
+    number = array("q", bytes(8 * n))  # a group's number at its root's place (0: not numbered yet), no dict
+    out = array("q")
+    groups = 0
     for i in range(n):
         root = find(i)
-        if root not in group:
-            group[root] = len(group) + 1
-        out.append(group[root])
+        if not number[root]:
+            groups += 1
+            number[root] = groups
+        out.append(number[root])
     return out
 
 
@@ -170,7 +175,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     written = [e["tensor"] for e in recording.events if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
     # a dict as an ordered set: building the report stays linear in the number of tensors
     chosen: dict[str, None] = {}
-    for tid in list(named) + list(names_seen) + written:
+    for tid in chain(named, names_seen, written):
         if tid in facts_of:
             chosen[tid] = None
     failure = recording.failure or {}
