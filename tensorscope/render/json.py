@@ -89,11 +89,31 @@ def write(doc, fp, *, full: bool = False) -> None:
                     out.clear()
             out.append("\n  ]")
             fp.write("".join(out))
-        else:
-            text = json.dumps(v, indent=2, default=str).replace("\n", "\n  ")
-            fp.write(sep + key + ": " + text)
+        else:  # streamed too: the end-of-run ``memory`` object is a MB of text (5,000 paths)
+            fp.write(sep + key + ": ")
+            _write_indented(v, fp)
         sep = ",\n  "
     fp.write("\n}\n")
+
+
+_INDENTED = json.JSONEncoder(indent=2, default=str)
+
+
+def _write_indented(value, fp) -> None:
+    """``json.dumps(value, indent=2, default=str)`` one level in (each new line indented by two more spaces),
+    written as it is encoded: a chunk holds whole lines' pieces and "\n" is one character, so indenting each
+    batch of chunks writes what indenting the whole string wrote, without holding the encoder's list of
+    pieces, their joined string and its indented copy at once."""
+    out: list = []
+    n = 0
+    for chunk in _INDENTED.iterencode(value):
+        out.append(chunk)
+        n += 1
+        if n >= 8 * _CHUNK:
+            fp.write("".join(out).replace("\n", "\n  "))
+            out.clear()
+            n = 0
+    fp.write("".join(out).replace("\n", "\n  "))
 
 
 def _key(k) -> str:
