@@ -173,7 +173,10 @@ def describe(t, storage: bool = False) -> TensorFacts:
         if storage:
             st = t.untyped_storage()
             d.storage_nbytes = st.nbytes()
-            d.storage_ptr = st.data_ptr()
+            ptr = st.data_ptr()
+            # a tensor at its storage's start (a parameter, a gradient, an optimizer's state): the one int object
+            # for both addresses, held until the report is written (NOTE [Equal facts shared at the end of the run])
+            d.storage_ptr = d.data_ptr if ptr == d.data_ptr else ptr
     except Exception:
         d.storage_key = None
     try:
