@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import io
 import json
+from itertools import islice
 
 from tensorscope.compact import compact, expand
 
@@ -104,16 +105,12 @@ def _write_indented(value, fp) -> None:
     written as it is encoded: a chunk holds whole lines' pieces and "\n" is one character, so indenting each
     batch of chunks writes what indenting the whole string wrote, without holding the encoder's list of
     pieces, their joined string and its indented copy at once."""
-    out: list = []
-    n = 0
-    for chunk in _INDENTED.iterencode(value):
-        out.append(chunk)
-        n += 1
-        if n >= 8 * _CHUNK:
-            fp.write("".join(out).replace("\n", "\n  "))
-            out.clear()
-            n = 0
-    fp.write("".join(out).replace("\n", "\n  "))
+    pieces = _INDENTED.iterencode(value)
+    while True:
+        batch = list(islice(pieces, 8 * _CHUNK))  # gathered in C, not a Python step a piece
+        if not batch:
+            return
+        fp.write("".join(batch).replace("\n", "\n  "))
 
 
 def _key(k) -> str:
