@@ -7,6 +7,9 @@ this document and that recording only.
 
 from __future__ import annotations
 
+from array import array
+from itertools import chain
+
 from tensorscope.version import __version__
 from tensorscope.recording import PUBLIC_TENSOR_FIELDS, Recording, group_add, plain, plain_shared
 from tensorscope.source import code_at, display_path  # noqa: F401  (report.code_at, report.display_path: the callers' names)
@@ -76,9 +79,26 @@ def memory_numbers(spans) -> list[int]:
     """``memory_ids`` as numbers (``m3`` is 3); a span may carry more fields after its first three. The
     report builds the id's string only for the storages it lists (a storage that one tensor spans whole is
     not listed: 20,000 strings fewer on a model of 5,000 parameters)."""
-    group: dict[int, int] = {}
-    ordered = sorted((s[0] or "", s[1], s[1] + s[2], i) for i, s in enumerate(spans) if s[1] and s[2])
-    parent = list(range(len(spans)))
+    return list(_memory_numbers([s[0] for s in spans], [s[1] for s in spans], [s[2] for s in spans]))
+
+
+def _memory_numbers(devices: list, starts: list, sizes: list) -> array:
+    """``memory_numbers`` of the spans given as three lists (device, data_ptr, nbytes), one place a storage.
+
+    NOTE [Memory groups without a tuple a storage]
+    The spans are sorted by start within each device (a list of indices per device, sorted by the start
+    ints they hold already) and each is merged into the running union while it starts before the union's
+    end; a group is numbered by its first storage in the given order. Spans of one start are taken in the
+    given order rather than by their end: each begins before the other's end (a span has bytes), so they
+    join one group either way and the numbers are the same. A sorted tuple of four a storage cost 2.4 MB
+    at the peak of a report of 20,000 storages (benchmarks/RESULTS.md, "mem16, 2026-11-26").
+    """
+    n = len(starts)
+    by_device: dict = {}
+    for i in range(n):
+        if starts[i] and sizes[i]:
+            by_device.setdefault(devices[i] or "", []).append(i)
+    parent = array("q", range(n))  # 8 bytes a storage: no int object of each index held
 
     def find(i):
         while parent[i] != i:
@@ -86,19 +106,27 @@ def memory_numbers(spans) -> list[int]:
             i = parent[i]
         return i
 
-    last = None  # (device, end, index) of the running union
-    for device, start, end, i in ordered:
-        if last is not None and last[0] == device and start < last[1]:
-            parent[find(i)] = find(last[2])
-            last = (device, max(end, last[1]), last[2])
-        else:
-            last = (device, end, i)
-    out = []
-    for i in range(len(spans)):
+    for idx in by_device.values():  # groups never span two devices
+        idx.sort(key=starts.__getitem__)  # stable: one start's spans in the given order
+        last_end = last = None  # the running union's end, and one of its spans
+        for i in idx:
+            start = starts[i]
+            end = start + sizes[i]
+            if last is not None and start < last_end:
+                parent[find(i)] = find(last)
+                if end > last_end:
+                    last_end = end
+            else:
+                last_end, last = end, i
+    number = array("q", bytes(8 * n))  # a group's number at its root's place (0: not numbered yet), no dict
+    out = array("q")
+    groups = 0
+    for i in range(n):
         root = find(i)
-        if root not in group:
-            group[root] = len(group) + 1
-        out.append(group[root])
+        if not number[root]:
+            groups += 1
+            number[root] = groups
+        out.append(number[root])
     return out
 
 
@@ -147,7 +175,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     written = [e["tensor"] for e in recording.events if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
     # a dict as an ordered set: building the report stays linear in the number of tensors
     chosen: dict[str, None] = {}
-    for tid in list(named) + list(names_seen) + written:
+    for tid in chain(named, names_seen, written):
         if tid in facts_of:
             chosen[tid] = None
     failure = recording.failure or {}
@@ -173,7 +201,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     kinds: list[dict] = []
     index: dict = {}  # a kind's fields (hashable) -> its place in kinds
     rows = []
-    storages: dict[str, tuple] = {}  # sid -> (device, data_ptr, nbytes, first tensor's id, implied) of a live tensor's
+    storages: dict[str, object] = {}  # sid -> the facts of its first live tensor (no tuple a storage: its fields)
     more: dict[str, list] = {}  # sid -> the ids of its other live tensors
     counters: dict[str, object] = {}  # counter -> its tensor's id, or a list of the ids of its several
     for tid in chosen:
@@ -203,19 +231,21 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
         if sid and live:
             if sid in storages:
                 more.setdefault(sid, []).append(tid)
-                if storages[sid][4]:
-                    storages[sid] = (*storages[sid][:4], False)
-            else:  # the last field: its one tensor spans all of it (implied: NOTE [The compact form])
-                storages[sid] = (facts.device, facts.storage_ptr, facts.storage_nbytes, tid,
-                                 facts.nbytes == facts.storage_nbytes and facts.data_ptr == facts.storage_ptr)
+            else:
+                storages[sid] = facts
     ids = sorted(storages, key=lambda s: int(s[1:]))
+    firsts = [storages[sid] for sid in ids]
+    del storages
+    numbers = _memory_numbers([f.device for f in firsts], [f.storage_ptr for f in firsts],
+                              [f.storage_nbytes for f in firsts])
     listed = []
-    for sid, m in zip(ids, memory_numbers([storages[sid] for sid in ids])):
-        device, ptr, nbytes, first, implied = storages[sid]
-        if not implied:
-            listed.append({"id": sid, "device": device, "nbytes": nbytes, "data_ptr": ptr,
-                           "tensors": [first, *more.get(sid, ())], "memory": f"m{m}"})
-    del storages, more
+    for sid, f, m in zip(ids, firsts, numbers):
+        others = more.get(sid)
+        # a storage whose one live tensor spans all of it is implied by the row (NOTE [The compact form])
+        if others or not (f.nbytes == f.storage_nbytes and f.data_ptr == f.storage_ptr):
+            listed.append({"id": sid, "device": f.device, "nbytes": f.storage_nbytes, "data_ptr": f.storage_ptr,
+                           "tensors": [f.id, *(others or ())], "memory": f"m{m}"})
+    del firsts, numbers, more
 
     events = []
     for e in recording.events:

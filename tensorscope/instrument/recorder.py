@@ -173,7 +173,10 @@ def describe(t, storage: bool = False) -> TensorFacts:
         if storage:
             st = t.untyped_storage()
             d.storage_nbytes = st.nbytes()
-            d.storage_ptr = st.data_ptr()
+            ptr = st.data_ptr()
+            # a tensor at its storage's start (a parameter, a gradient, an optimizer's state): the one int object
+            # for both addresses, held until the report is written (NOTE [Equal facts shared at the end of the run])
+            d.storage_ptr = d.data_ptr if ptr == d.data_ptr else ptr
     except Exception:
         d.storage_key = None
     try:
@@ -310,8 +313,8 @@ class Recorder:
         self._shared: dict = {}  # equal shapes, strides, byte ranges and sizes described at the end, one each
         self.tensor_created: dict[str, dict] = {}  # tid -> {"file","line","how","source"}
         self.tensor_names: dict[str, list] = {}  # tid -> names seen at events
-        # storages: key -> [sid, [weakrefs of tensors seen on it]]
-        self._storages: dict[int, list] = {}
+        # storages: key -> (sid, the weak reference of its one tensor or a list of several); see storage_id
+        self._storages: dict[int, tuple] = {}
         self._n_storages = 0
         # saved tensors: storage key -> {packed id: weakref(packed)}
         self.pending: dict[int, dict] = {}
@@ -395,29 +398,49 @@ class Recorder:
         return tid
 
     def storage_id(self, key: int, t) -> str:
-        """``s1``-style id of a storage, shared only among tensors alive at the same time."""
+        """``s1``-style id of a storage, shared only among tensors alive at the same time.
+
+        NOTE [A storage's one tensor by the id table's reference]
+        Each storage seen is an entry ``(sid, refs)``: ``refs`` is the weak reference of its one
+        tensor seen alive on it, or a list of them where several are (views, ``x.data = y``). The
+        one reference is the id table's ``_KeyedRef`` of that tensor, which exists already
+        (``note_tensor`` gives the tensor its id first): a storage of one tensor costs a tuple, where
+        ``[sid, [weakref.ref(t)]]`` cost two lists and a second reference (~180 bytes more; 3.6 MB
+        at the end of a run with 20,000 live tensors, benchmarks/RESULTS.md "mem16, 2026-11-26").
+        A dead reference reads as before (``r()`` is None), whichever table made it.
+        """
         entry = self._storages.get(key)
         if entry is not None:
-            refs = entry[1]
-            if len(refs) == 1 and refs[0]() is t:  # the one tensor seen on it, alive (a parameter): as below
-                return entry[0]
+            sid, refs = entry
+            if type(refs) is not list:  # the one tensor seen on it
+                if refs() is t:  # alive (a parameter): as below
+                    return sid
+                refs = [refs]
             refs = [r for r in refs if r() is not None and _on_storage(r(), key)]
             if refs:
                 if not any(r() is t for r in refs):
                     try:
-                        refs.append(weakref.ref(t))
+                        refs.append(self._ref(t))
                     except TypeError:
                         pass
-                entry[1] = refs[-64:]
-                return entry[0]
+                refs = refs[-64:]
+                self._storages[key] = (sid, refs[0] if len(refs) == 1 else refs)
+                return sid
         self._n_storages += 1
         sid = f"s{self._n_storages}"
         try:
-            refs = [weakref.ref(t)]
+            self._storages[key] = (sid, self._ref(t))
         except TypeError:
-            refs = []
-        self._storages[key] = [sid, refs]
+            self._storages[key] = (sid, [])
         return sid
+
+    def _ref(self, t):
+        """A weak reference to ``t``: the id table's own where it has one (NOTE [A storage's one tensor by the id
+        table's reference]); raises TypeError where ``t`` cannot be referenced weakly."""
+        ref = self._ids.get(id(t))
+        if ref is not None and ref() is t:
+            return ref
+        return weakref.ref(t)
 
     def known_storage(self, key: int) -> str | None:
         """The id (``s1``) of a storage seen before, or None."""
@@ -429,7 +452,8 @@ class Recorder:
         if entry is None:
             return []
         out = []
-        for r in entry[1]:
+        refs = entry[1]
+        for r in (refs if type(refs) is list else (refs,)):
             t = r()
             if t is None:
                 continue

@@ -255,6 +255,8 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     else:
         tensors = tuple(_tensor(tid, f) for tid, f in facts.items())
     del facts
+    if release:  # nothing below reads the id and storage tables: they go before the freezes below copy the rest
+        tracker.release_tables()
     seqs: set = set()
     referenced_seqs(tracker.failure, seqs)
     referenced_seqs(tracker.saved_failure, seqs)
@@ -284,7 +286,6 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
                           optimizers=freeze(snap.get("optimizers", [])), memory=freeze_shared(snap.get("memory"))),
     )
     if release:
-        tracker.release_tables()
         free_memory_to_system()
     return recording
 

@@ -170,8 +170,12 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         add(name, t, role)
     for o in optimizers:
         o["parameters"] = [tids.get(id(p)) or tracker.note_tensor(p) for p in o.pop("_params")]
-    if scanned.left_out:
-        tracker.note(f"{scanned.left_out:,} tensors in lists, tuples and dicts were left out of the report "
+    left_out = scanned.left_out
+    # the names found, with their tensors, and the id() tables go before the tensors met only by the id table are
+    # described: one entry a tensor of each was the snapshot's peak (benchmarks/RESULTS.md, "mem16, 2026-11-26")
+    scanned = first_name = tids = None
+    if left_out:
+        tracker.note(f"{left_out:,} tensors in lists, tuples and dicts were left out of the report "
                      f"(at most {MAX_CONTAINER_TENSORS:,} are taken from containers)")
     # other tensors seen during the run and still alive
     for tid, t in tracker.live_tensors().items():

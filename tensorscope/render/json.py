@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import io
 import json
+from itertools import islice
 
 from tensorscope.compact import compact, expand
 
@@ -89,11 +90,27 @@ def write(doc, fp, *, full: bool = False) -> None:
                     out.clear()
             out.append("\n  ]")
             fp.write("".join(out))
-        else:
-            text = json.dumps(v, indent=2, default=str).replace("\n", "\n  ")
-            fp.write(sep + key + ": " + text)
+        else:  # streamed too: the end-of-run ``memory`` object is a MB of text (5,000 paths)
+            fp.write(sep + key + ": ")
+            _write_indented(v, fp)
         sep = ",\n  "
     fp.write("\n}\n")
+
+
+_INDENTED = json.JSONEncoder(indent=2, default=str)
+
+
+def _write_indented(value, fp) -> None:
+    """``json.dumps(value, indent=2, default=str)`` one level in (each new line indented by two more spaces),
+    written as it is encoded: a chunk holds whole lines' pieces and "\n" is one character, so indenting each
+    batch of chunks writes what indenting the whole string wrote, without holding the encoder's list of
+    pieces, their joined string and its indented copy at once."""
+    pieces = _INDENTED.iterencode(value)
+    while True:
+        batch = list(islice(pieces, 8 * _CHUNK))  # gathered in C, not a Python step a piece
+        if not batch:
+            return
+        fp.write("".join(batch).replace("\n", "\n  "))
 
 
 def _key(k) -> str:
