@@ -37,13 +37,12 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from itertools import repeat
 
 import torch
 from torch.optim import optimizer as _optimizer
 
 from tensorscope.instrument.frames import _LINES, line_of, user_frame
-from tensorscope.instrument.recorder import count_aggregated, count_site, storage_key as _storage_key
+from tensorscope.instrument.recorder import add_count, count_aggregated, storage_key as _storage_key
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
 from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
 from tensorscope.instrument.state import IN_WRITE as _IN_WRITE, PAUSED as _PAUSED
@@ -301,7 +300,7 @@ class OptimizerSteps:
         n = len(writes)
         counts = rec.site_counts
         before = counts.get(step.site, 0)
-        count_site(counts, repeat(step.site, n))  # NOTE [Site counts from several threads] in recorder.py
+        add_count(counts, step.site, n)  # NOTE [Site counts from several threads] in recorder.py
         count_aggregated(rec, n)
         if before < rec.per_site:  # only the event cap made these writes plain (see Tracker.write_site)
             rec.log_full = True
