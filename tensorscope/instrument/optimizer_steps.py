@@ -266,7 +266,6 @@ class OptimizerSteps:
         log = rec.write_log
         get, last = log.get, log.move_to_end
         made = None  # ids of the state tensors the step made (only looked for when one was written)
-        keys = {}  # id -> storage key, read once a tensor
         prev = recs = None  # the tensor of the write before and its storage's entries
         for t, op, lib, v0, v1 in writes:
             if t is not prev:
@@ -278,12 +277,10 @@ class OptimizerSteps:
                         made = _state_ids(step.opt)
                     if id(t) not in made:
                         continue
-                key = keys.get(id(t))
-                if key is None:
-                    try:
-                        key = keys[id(t)] = _storage_key(t)
-                    except Exception:  # no storage: the wrappers log none either
-                        continue
+                try:  # read again where a tensor comes back (a foreach step): all keys are read after the step
+                    key = _storage_key(t)
+                except Exception:  # no storage: the wrappers log none either
+                    continue
                 recs = get(key)
                 if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
                     if len(log) >= _MAX_LOGGED_STORAGES:
