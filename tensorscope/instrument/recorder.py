@@ -58,7 +58,7 @@ _CO_OPTIMIZED = 0x0001
 # there is tracked by the garbage collector (only a new int), so no collection (which 3.10 and 3.11 run inside an
 # allocation, with finalizers that are Python code) can fall between them either. Measured: two threads adding 3
 # and two counting 1 each 50,000 times through one key, switch interval 1 us, lose nothing on 3.10, 3.11, 3.12
-# and 3.13 (the two Python steps lost 8 % to 32 % of the counts on 3.10, 3.12 and 3.13). ``_count_elements``
+# and 3.13 (the two Python steps lost 9 % to 32 % of the counts on 3.10, 3.12 and 3.13). ``_count_elements``
 # over ``repeat(site, n)`` cost about 600 instructions a count: 29k of a small_mlp step's 139k write log.
 AGGREGATED = "aggregated"
 _ONE_AGGREGATED = (AGGREGATED,)
