@@ -76,3 +76,39 @@ def test_counts_per_line_and_a_counted_alias_still_kept():
     entries = [e for es in tracker.kept.keys.values() for e in es if e.ref() is kept[0]]
     assert entries and entries[0].writes >= 1 and entries[0].line == _line("row")
     assert entries[0].write["line"] == _line("write")
+
+
+def test_many_counts_added_at_once_lose_none_to_other_threads():
+    """``add_count`` (an optimizer step's writes counted at once) reads, adds and writes a site's count in one C
+    call, as ``count_site`` counts one (NOTE [Site counts from several threads]): with a thread switch asked for
+    every microsecond, two threads adding 3 and two counting 1 through one key lose nothing."""
+    import sys
+
+    from tensorscope.instrument.recorder import add_count, count_site
+
+    counts: dict = {}
+    n = 20_000
+
+    def add():
+        key = ("write", "train.py", 7)  # an equal key, another object, as each call site makes its own
+        for _ in range(n):
+            add_count(counts, key, 3)
+
+    def one():
+        key = ("write", "train.py", 7)
+        for _ in range(n):
+            count_site(counts, (key,))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=f) for f in (add, one, add, one)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert counts == {("write", "train.py", 7): 2 * n * 3 + 2 * n}
+    add_count(counts, ("write", "train.py", 8), 0)  # nothing counted: no key made, as count_site of nothing
+    assert ("write", "train.py", 8) not in counts

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from tensorscope.instrument.frames import _LINES, line_of, user_frame
-from tensorscope.instrument.recorder import count_aggregated, count_site, storage_key
+from tensorscope.instrument.recorder import add_count, count_aggregated, storage_key
 from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES
 
 #: what ``write_many`` returns when the call goes tensor by tensor (nothing called then)
@@ -64,7 +64,7 @@ def write_many(rec, orig, op, targets, args, kwargs, frame):
             versions.append(t._version)
         aseq = _get_sequence_nr()
         n = len(keys)  # counted before the call, as ``pre_write`` counts each (a call that raises too)
-        count_site(counts, (site,) * n)  # NOTE [Site counts from several threads] in recorder.py
+        add_count(counts, site, n)  # NOTE [Site counts from several threads] in recorder.py
         count_aggregated(rec, n)
         if before < rec.per_site:  # only the event cap made these writes plain (see Tracker.write_site)
             rec.log_full = True

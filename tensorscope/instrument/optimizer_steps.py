@@ -37,13 +37,12 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from itertools import repeat
 
 import torch
 from torch.optim import optimizer as _optimizer
 
 from tensorscope.instrument.frames import _LINES, line_of, user_frame
-from tensorscope.instrument.recorder import count_aggregated, count_site, storage_key as _storage_key
+from tensorscope.instrument.recorder import add_count, count_aggregated, storage_key as _storage_key
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
 from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
 from tensorscope.instrument.state import IN_WRITE as _IN_WRITE, PAUSED as _PAUSED
@@ -267,7 +266,6 @@ class OptimizerSteps:
         log = rec.write_log
         get, last = log.get, log.move_to_end
         made = None  # ids of the state tensors the step made (only looked for when one was written)
-        keys = {}  # id -> storage key, read once a tensor
         prev = recs = None  # the tensor of the write before and its storage's entries
         for t, op, lib, v0, v1 in writes:
             if t is not prev:
@@ -279,12 +277,10 @@ class OptimizerSteps:
                         made = _state_ids(step.opt)
                     if id(t) not in made:
                         continue
-                key = keys.get(id(t))
-                if key is None:
-                    try:
-                        key = keys[id(t)] = _storage_key(t)
-                    except Exception:  # no storage: the wrappers log none either
-                        continue
+                try:  # read again where a tensor comes back (a foreach step): all keys are read after the step
+                    key = _storage_key(t)
+                except Exception:  # no storage: the wrappers log none either
+                    continue
                 recs = get(key)
                 if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
                     if len(log) >= _MAX_LOGGED_STORAGES:
@@ -301,7 +297,7 @@ class OptimizerSteps:
         n = len(writes)
         counts = rec.site_counts
         before = counts.get(step.site, 0)
-        count_site(counts, repeat(step.site, n))  # NOTE [Site counts from several threads] in recorder.py
+        add_count(counts, step.site, n)  # NOTE [Site counts from several threads] in recorder.py
         count_aggregated(rec, n)
         if before < rec.per_site:  # only the event cap made these writes plain (see Tracker.write_site)
             rec.log_full = True

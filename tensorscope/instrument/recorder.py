@@ -18,6 +18,7 @@ import bisect
 import threading
 import weakref
 from collections import OrderedDict
+from operator import add as _add, setitem as _setitem
 
 try:
     from collections import _count_elements as count_site  # C: one site's count, counted in one step
@@ -49,13 +50,36 @@ _CO_OPTIMIZED = 0x0001
 # tuples of str and int, whose hash runs no Python code); the count is then read back. The events only
 # counted (``aggregated``) are summed the same way, under one key of ``aggregated_counts`` (``count_aggregated``),
 # from every path that counts one: ``aggregated += 1`` lost counts the same way.
+# Many events at one site at once (an optimizer step recorded whole: small_mlp's 24 writes a step) are added in
+# one such C call too (``add_count``): ``map(setitem, (counts,), (key,), map(add, map(counts.get, (key,), (0,)),
+# (n,)))`` driven by ``any``: the read (``dict.get``), the sum (``operator.add``) and the write
+# (``operator.setitem``) are C functions called one after the other by ``map`` (METH_FASTCALL on 3.10 to 3.13,
+# so no argument tuple is made), no Python code runs between the read and the write, and nothing allocated
+# there is tracked by the garbage collector (only a new int), so no collection (which 3.10 and 3.11 run inside an
+# allocation, with finalizers that are Python code) can fall between them either. Measured: two threads adding 3
+# and two counting 1 each 50,000 times through one key, switch interval 1 us, lose nothing on 3.10, 3.11, 3.12
+# and 3.13 (the two Python steps lost 9 % to 32 % of the counts on 3.10, 3.12 and 3.13). ``_count_elements``
+# over ``repeat(site, n)`` cost about 600 instructions a count: 29k of a small_mlp step's 139k write log.
 AGGREGATED = "aggregated"
 _ONE_AGGREGATED = (AGGREGATED,)
+_ZERO = (0,)
+
+
+def add_count(counts: dict, key, n: int) -> None:
+    """``counts[key] += n`` in one C call, so that no other thread's count is lost
+    (NOTE [Site counts from several threads]). Nothing is added, not even the key, when ``n`` is 0."""
+    if n <= 0:
+        return
+    keys = (key,)
+    any(map(_setitem, (counts,), keys, map(_add, map(counts.get, keys, _ZERO), (n,))))
 
 
 def count_aggregated(rec, n: int = 1) -> None:
     """Add ``n`` events to those ``rec`` only counted (NOTE [Site counts from several threads])."""
-    count_site(rec.aggregated_counts, _ONE_AGGREGATED if n == 1 else (AGGREGATED,) * n)
+    if n == 1:
+        count_site(rec.aggregated_counts, _ONE_AGGREGATED)
+    else:
+        add_count(rec.aggregated_counts, AGGREGATED, n)
 
 
 # NOTE [Storage keys without storage objects]
