@@ -54,6 +54,7 @@ CASES = [
     ("anomaly_error.py", [], b""),
     ("grad_modes.py", [], b""),
     ("compile_eager.py", [], b""),
+    ("torch_function_funcs.py", [], b""),
     pytest.param(
         "compile_inductor.py", [], b"",
         marks=[

@@ -12,6 +12,7 @@ import weakref
 
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import line_of, strip_for_reraise
+from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
 from tensorscope.instrument.recorder import _ONE_AGGREGATED, count_site
 from tensorscope.instrument.transparent import named
 
@@ -77,10 +78,18 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
             out = orig(*args, **kwargs)
         except BaseException as e:
             if where is not None:
-                rec.on_error(e, op, target(args, kwargs), sys._getframe(1), where)
+                if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes]
+                    with _tf_off():
+                        rec.on_error(e, op, target(args, kwargs), sys._getframe(1), where)
+                else:
+                    rec.on_error(e, op, target(args, kwargs), sys._getframe(1), where)
             strip_for_reraise(e)
             raise
         frame = sys._getframe(1)
+        if _function_modes():  # the whole record, unseen by the mode (see the NOTE in quiet.py)
+            with _tf_off():
+                after(rec, args, kwargs, out, frame)
+            return out
         if lines is None:
             after(rec, args, kwargs, out, frame)
             return out

@@ -347,8 +347,13 @@ class ValueWatch:
         self.optimizer_steps += 1
         if self.sink is not None:
             return
+        if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
+            with torch._C.DisableTorchFunction():
+                return self._post_step_checks(optimizer, sys._getframe(1))
+        return self._post_step_checks(optimizer, sys._getframe(1))
+
+    def _post_step_checks(self, optimizer, frame):
         params = _floating_params(optimizer)
-        frame = sys._getframe(1)
         ident = _get_ident()
         if ident in self.deferred:
             # parameters that a step left finite were updated from finite gradients, or the step left the others

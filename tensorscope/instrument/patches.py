@@ -62,6 +62,10 @@ from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
 from tensorscope.instrument.kept import EXTERNAL
 from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, NOT_WHOLE as _NOT_WHOLE
+from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
+from contextlib import nullcontext as _nullcontext
+
+_NO_GUARD = _nullcontext()
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.tracker import IN_WRITE as _IN_WRITE
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
@@ -137,6 +141,28 @@ def _programs(frame, user) -> bool:
     return verdict is True or verdict is None and fn in user
 
 
+def _write_under_modes(rec, orig, op, args, kwargs, target, frame, ident):
+    """A write while the program's torch-function mode is on: read before and after with the modes off, the
+    call itself with them on (NOTE [Our reads unseen by the program's torch-function modes] in quiet.py)."""
+    with _tf_off():
+        pre = rec.pre_write(target, frame)
+    _IN_WRITE.add(ident)  # the mode calls the op again through this wrapper: recorded once
+    try:
+        out = orig(*args, **kwargs)
+    except BaseException as e:
+        with _tf_off():
+            rec.on_error(e, op, target, frame, "write")
+        strip_for_reraise(e)
+        raise
+    finally:
+        _IN_WRITE.discard(ident)
+    with _tf_off():  # as Tracker.write_call's reference path
+        rec.post_write(pre, target, op, frame, args[1] if op == "copy_" and len(args) > 1 else None)
+        if op in INDEX_WRITES:
+            indexwrite.check(rec, op, args, kwargs, frame)
+    return out
+
+
 def make_write(op, orig):
     def write(*args, **kwargs):
         rec = state.recorder
@@ -158,6 +184,8 @@ def make_write(op, orig):
                 strip_for_reraise(e)
                 raise
         frame = sys._getframe(1)
+        if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
+            return _write_under_modes(rec, orig, op, args, kwargs, target, frame, ident)
         if _IN_STEP:  # see NOTE [An optimizer step as one write record]
             step = _IN_STEP.get(ident)
             if step is not None:
@@ -233,6 +261,18 @@ def make_foreach_write(op, orig, written=None):
                 raise
         targets = targets_of(args, kwargs)
         frame = sys._getframe(1)
+        if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
+            with _tf_off():
+                pres = [rec.pre_write(t, frame) for t in targets] if isinstance(targets, (list, tuple)) else []
+            try:
+                out = orig(*args, **kwargs)
+            except BaseException as e:
+                strip_for_reraise(e)
+                raise
+            with _tf_off():
+                for pre, t in zip(pres, targets):
+                    rec.post_write(pre, t, op, frame)
+            return out
         if _IN_STEP and isinstance(targets, (list, tuple)):  # see NOTE [An optimizer step as one write record]
             step = _IN_STEP.get(_get_ident())
             if step is not None:
@@ -333,7 +373,8 @@ def buffer_registered(module, name, buffer):
     shared state (see NOTE [Shared state]). Returns None: the buffer is registered as given."""
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(buffer, _Tensor):
-        rec.shared.on_register_parameter(rec, module, name, buffer, sys._getframe(1), buffer=True)
+        with _tf_off() if _function_modes() else _NO_GUARD:  # NOTE [Our reads unseen by the program's torch-function modes]
+            rec.shared.on_register_parameter(rec, module, name, buffer, sys._getframe(1), buffer=True)
 
 
 def module_registered(parent, name, module):
@@ -341,7 +382,8 @@ def module_registered(parent, name, module):
     backbone, head)``): a module another live module holds is shared state (see NOTE [Shared state])."""
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(module, torch.nn.Module):
-        rec.shared.on_register_module(rec, parent, name, module, sys._getframe(1))
+        with _tf_off() if _function_modes() else _NO_GUARD:
+            rec.shared.on_register_module(rec, parent, name, module, sys._getframe(1))
 
 
 def module_forward_done(module, args, output):
@@ -360,14 +402,16 @@ def optimizer_step_started(optimizer, args, kwargs):
     """The global optimizer step pre-hook (see NOTE [An optimizer step as one write record]). Returns None."""
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
-        rec.steps.started(optimizer, args, kwargs)
+        with _tf_off() if _function_modes() else _NO_GUARD:  # NOTE [Our reads unseen by the program's torch-function modes]
+            rec.steps.started(optimizer, args, kwargs)
 
 
 def optimizer_step_finished(optimizer, args, kwargs):
     """The global optimizer step post-hook. Returns None."""
     rec = state.recorder
     if rec is not None and (rec.active and not (_PAUSED and _get_ident() in _PAUSED) or _IN_STEP):
-        rec.steps.finished(optimizer, args, kwargs)
+        with _tf_off() if _function_modes() else _NO_GUARD:
+            rec.steps.finished(optimizer, args, kwargs)
 
 
 def make_module_setstate(orig):
@@ -380,7 +424,8 @@ def make_module_setstate(orig):
             raise
         rec = state.recorder
         if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
-            rec.shared.on_shallow_copy(rec, self, sys._getframe(1))
+            with _tf_off() if _function_modes() else _NO_GUARD:
+                rec.shared.on_shallow_copy(rec, self, sys._getframe(1))
         return out
 
     return named(__setstate__, orig)
@@ -784,7 +829,11 @@ class Patcher:
             if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
                 frame = sys._getframe(1)
                 if frame.f_code.co_filename in rec.user and inspectable(obj):
-                    rec.on_alias("data", obj, out, frame, False)
+                    if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes]
+                        with _tf_off():
+                            rec.on_alias("data", obj, out, frame, False)
+                    else:
+                        rec.on_alias("data", obj, out, frame, False)
             return out
 
         def data_set(desc, obj, value):
@@ -795,13 +844,16 @@ class Patcher:
                 except BaseException as e:
                     strip_for_reraise(e)
                     raise
-            pre = rec.pre_write(obj, sys._getframe(1))
+            modes = _function_modes()  # NOTE [Our reads unseen by the program's torch-function modes]
+            with _tf_off() if modes else _NO_GUARD:
+                pre = rec.pre_write(obj, sys._getframe(1))
             try:
                 set_data(obj, value)
             except BaseException as e:
                 strip_for_reraise(e)
                 raise
-            rec.post_data_set(pre, obj, value, sys._getframe(1))
+            with _tf_off() if modes else _NO_GUARD:
+                rec.post_data_set(pre, obj, value, sys._getframe(1))
 
         def rg_get(desc, obj, cls=None):
             if obj is None:
@@ -819,7 +871,8 @@ class Patcher:
                 raise
             rec = state.recorder
             if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and inspectable(obj):
-                rec.on_requires_grad(obj, bool(value), sys._getframe(1), "requires_grad =")
+                with _tf_off() if _function_modes() else _NO_GUARD:  # NOTE [Our reads unseen by the program's torch-function modes]
+                    rec.on_requires_grad(obj, bool(value), sys._getframe(1), "requires_grad =")
 
         self._set(_Tensor, "data", transparent_property(data, data_get, data_set))
         self._set(_Tensor, "requires_grad", transparent_property(requires_grad, rg_get, rg_set))

@@ -17,7 +17,8 @@ class quiet_tf:
     __slots__ = ("guard",)
 
     def __enter__(self):
-        self.guard = torch._C.DisableTorchFunctionSubclass()
+        # the program's torch-function modes off too (NOTE [Our reads unseen by the program's torch-function modes])
+        self.guard = torch._C.DisableTorchFunction()
         self.guard.__enter__()
 
     def __exit__(self, *exc):
@@ -29,7 +30,7 @@ class quiet:
     (autograd saves a tensor in C++ without either seeing it)."""
 
     __slots__ = ("guards",)
-    _function_guard = torch._C.DisableTorchFunctionSubclass
+    _function_guard = torch._C.DisableTorchFunction  # modes too: NOTE [Our reads unseen by the program's torch-function modes]
 
     def __enter__(self):
         self.guards = (self._function_guard(),
@@ -53,7 +54,19 @@ class quiet_all(quiet):
 
 
 _dispatch_modes = torch._C._len_torch_dispatch_stack
+
+# NOTE [Our reads unseen by the program's torch-function modes]
+# While a program's ``TorchFunctionMode`` is on (its own, a logging mode, ``with torch.device(...)``,
+# ``set_default_device``, dynamo's fake copy of a compiled module on torch 2.2), every read of a tensor's
+# metadata (``.shape``, ``._version``, ``stride()``, ``data_ptr()``) goes through the mode's
+# ``__torch_function__``: without a guard the mode sees each tensorscope record's reads as the program's ops
+# (about 28 calls a recorded op). So a wrapper that records while a mode is on (``function_modes()``, one C
+# call) reads under ``DisableTorchFunction`` (the mode and subclasses off for the thread, put back after)
+# and calls torch's own function with the program's modes on, as python does: the mode sees the op once.
+# Under a mode a write takes the generic ``pre_write``/``post_write`` path (no whole optimizer step).
 _function_modes = torch._C._len_torch_function_stack
+function_modes = _function_modes
+tf_off = torch._C.DisableTorchFunction  # see NOTE [Our reads unseen by the program's torch-function modes]
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 

@@ -32,6 +32,7 @@ import torch
 from tensorscope import compat
 from tensorscope.instrument.frames import _LINES, UserCode, call_segment, library_name, line_of
 from tensorscope.instrument.lines import LineRecord
+from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
 
 _Tensor = torch.Tensor
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
@@ -163,7 +164,16 @@ def describe(t, storage: bool = False) -> TensorFacts:
     """Plain facts about a tensor, never raising (functorch wrappers, sparse and nested tensors included).
 
     ``storage``: also the storage's size and address (see NOTE [Storage keys without storage objects]).
+    Read unseen by the program's torch-function modes (NOTE [Our reads unseen by the program's
+    torch-function modes] in quiet.py).
     """
+    if _function_modes():
+        with _tf_off():
+            return _describe(t, storage)
+    return _describe(t, storage)
+
+
+def _describe(t, storage: bool) -> TensorFacts:
     d = TensorFacts()
     try:
         shape = t.shape

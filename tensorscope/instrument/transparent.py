@@ -41,6 +41,16 @@ _TensorBase = torch._C.TensorBase
 # those set off a full pass of the cyclic collector over torch's heap (0.06 to 0.16 s).
 # What remains different is ``type(...) is`` and object identity (README, Known limits).
 
+# NOTE [A wrapper equals its original]
+# A program's ``__torch_function__`` (a ``TorchFunctionMode``, a tensor subclass) gets as ``func`` what torch
+# looks up by name on ``torch.Tensor`` (``Tensor.clone``, ``Tensor.data.__get__``): under tensorscope that is the
+# wrapper. Code that compares ``func`` with the C class's own attribute (``func == torch._C.TensorBase.clone``,
+# as torch 2.2's ``FakeCopyMode`` does when dynamo copies a compiled module's parameters to fake tensors), or
+# looks it up in a dict keyed by the originals (``HANDLED_FUNCTIONS[func]``), must find it: a wrapper is equal
+# to its original and hashes as it does, so either one finds the other in a dict or set. ``is`` still tells
+# them apart. A property's recording getter and setter are named ``__get__`` and ``__set__``, as the getset
+# descriptor's method-wrappers are (``func.__name__`` in a logging mode).
+
 _FunctionType = type(lambda: None)
 _MethodType = type((lambda: None).__get__(0))
 
@@ -74,6 +84,19 @@ class Transparent:
 
     def __repr__(self):
         return repr(self._orig)
+
+    # equal to the original, and hashed as it is (see NOTE [A wrapper equals its original])
+    def __eq__(self, other):
+        orig = self._orig
+        if isinstance(other, Transparent):
+            other = other._orig
+        return orig == other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):
+        return hash(self._orig)
 
     def __getattr__(self, name):
         return getattr(self._orig, name)
@@ -334,6 +357,10 @@ def transparent_property(orig, get, set_):
     """
     def __delete__(self, obj):
         orig.__delete__(obj)
+
+    for f, name in ((get, "__get__"), (set_, "__set__"), (__delete__, "__delete__")):  # NOTE [A wrapper equals its original]
+        f.__name__ = name
+        f.__qualname__ = f"{type(orig).__name__}.{name}"
 
     out = object.__new__(_dressed_class(Transparent, orig, {"__get__": get, "__set__": set_,
                                                             "__delete__": __delete__}))

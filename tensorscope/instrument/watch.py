@@ -39,6 +39,9 @@ from tensorscope import compat
 from tensorscope.instrument.fingerprint import checksum
 from tensorscope.instrument.quiet import profiling as _profiling
 from tensorscope.instrument.quiet import unrecorded as _unrecorded
+from tensorscope.instrument.quiet import quiet as _quiet, function_modes as _function_modes
+
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 MAX_WATCHED = 64
 MAX_EVENTS = 50_000  # line events checked in all, per run: the cost stays bounded
@@ -217,7 +220,10 @@ class Watch:
             self.watched.clear()
             return
         if _profiling():  # NOTE [Our ops unseen by the program's profiler] in quiet.py
-            with _unrecorded():
+            with _unrecorded(_quiet()):
+                return self._compare()
+        if _function_modes() or _dispatch_modes():  # NOTE [Our reads unseen by the program's torch-function modes]
+            with _quiet():
                 return self._compare()
         self._compare()
 

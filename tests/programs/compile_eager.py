@@ -46,3 +46,15 @@ def g(t):
 
 print("aot_eager inplace", g(torch.arange(-2.0, 3.0)).tolist())
 print("aot_eager second shape", g(torch.arange(-3.0, 4.0)).tolist())
+
+# a compiled module: torch 2.2's dynamo copies its parameters to fake tensors through a TorchFunctionMode
+# that compares func with torch._C's own Tensor.clone (NOTE [A wrapper equals its original])
+lin = torch.nn.Linear(4, 3).double()
+clin = torch.compile(lin, backend="eager")
+xin = torch.randn(2, 4, dtype=torch.float64)
+cout = clin(xin)
+cout.sum().backward()
+gw = lin.weight.grad.clone()
+lin.weight.grad = None
+lin(xin).sum().backward()
+print("compiled module", torch.allclose(cout, lin(xin)), torch.allclose(gw, lin.weight.grad))
