@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from tensorscope import exits
 from tensorscope.instrument.frames import strip_for_reraise
+from tensorscope.instrument.transparent import named
 
 #: signals after which however a child ends is the program's doing (see NOTE [Child processes])
 STOPPING = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
@@ -88,10 +89,6 @@ class Watch:
 @contextlib.contextmanager
 def watched():
     """Record the children the program starts while the block runs; yields a ``Watch``."""
-    # here, not at the top: it imports torch, which must come after the program is compiled
-    # (NOTE [Compile the program before importing torch] in session.py)
-    from tensorscope.instrument.transparent import named
-
     watch = Watch()
     started = watch.started
     parent = os.getpid()
