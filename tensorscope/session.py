@@ -273,6 +273,7 @@ class _Instrumentation:
     # --timeout counts the program's own time: torch's import and the install are not in it, as when
     # both came before the program (tensorscope/torch_import.py)
     def _on_begin(self) -> None:
+        children.unwatched_begin()  # what torch's import starts is not the program's (children.py)
         self._timer = None
         if not self.session.timeout:  # the program's own interval timer is the program's
             return
@@ -291,6 +292,7 @@ class _Instrumentation:
             if module is not None:
                 self._install_at_import()
         finally:
+            children.unwatched_end()
             self._resume_timer()
 
     def _install_at_import(self) -> None:
