@@ -324,6 +324,11 @@ class _Block:
 
 def _join(filename: str, options, root: str | None = None) -> _Block:
     global _shared
+    # under `tensorscope run` of a program that has not imported torch yet, this import installs the
+    # command line's instrumentation (NOTE [Instrumenting at the program's import of torch] in
+    # tensorscope/torch_import.py), which the block then joins
+    import torch  # noqa: F401
+
     with _lock:
         rec = _shared
         if rec is None:

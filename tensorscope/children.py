@@ -39,10 +39,12 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from dataclasses import dataclass, field
 
 from tensorscope import exits
 from tensorscope.instrument.frames import strip_for_reraise
+from tensorscope.instrument.transparent import named
 
 #: signals after which however a child ends is the program's doing (see NOTE [Child processes])
 STOPPING = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
@@ -85,13 +87,24 @@ class Watch:
         return list(self.started.values())
 
 
+#: threads importing torch: the processes torch's own import starts (``ldconfig -p`` on torch 2.15, to find its
+#: libraries) are not the program's children, as when torch was imported before the program (NOTE
+#: [Instrumenting at the program's import of torch] in torch_import.py)
+_UNWATCHED: set = set()
+
+
+def unwatched_begin() -> None:
+    """The processes this thread starts from now on are not recorded (until ``unwatched_end``)."""
+    _UNWATCHED.add(threading.get_ident())
+
+
+def unwatched_end() -> None:
+    _UNWATCHED.discard(threading.get_ident())
+
+
 @contextlib.contextmanager
 def watched():
     """Record the children the program starts while the block runs; yields a ``Watch``."""
-    # here, not at the top: it imports torch, which must come after the program is compiled
-    # (NOTE [Compile the program before importing torch] in session.py)
-    from tensorscope.instrument.transparent import named
-
     watch = Watch()
     started = watch.started
     parent = os.getpid()
@@ -109,12 +122,12 @@ def watched():
         finally:
             if mask is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if pid > 0 and os.getpid() == parent:
+        if pid > 0 and os.getpid() == parent and threading.get_ident() not in _UNWATCHED:
             started[pid] = Child(pid, "fork")
         return pid
 
     def exec_started(pid, argv):
-        if os.getpid() == parent:
+        if os.getpid() == parent and threading.get_ident() not in _UNWATCHED:
             try:
                 names = [os.fsdecode(a) for a in argv]
             except Exception:

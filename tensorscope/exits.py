@@ -38,6 +38,8 @@ import signal
 import sys
 import threading
 
+from tensorscope.instrument.transparent import named
+
 
 #: seconds the report may take once the program ended the process (os._exit, SIGTERM, SIGHUP)
 GRACE = 10.0
@@ -145,8 +147,6 @@ def mute_program_handlers() -> None:
 @contextlib.contextmanager
 def os_exit_reports(ending: Ending, real_exit):
     """``os._exit(n)`` writes the report, then exits with n (see NOTE [Ending as python ends])."""
-    from tensorscope.instrument.transparent import named  # torch: NOTE [Compile the program before importing torch]
-
     def _exit(status):
         os.WEXITSTATUS(status)  # os._exit's own TypeError/OverflowError for a status that is not a C int
         if ending.in_child():
@@ -178,8 +178,6 @@ def default_again(signals) -> None:
 @contextlib.contextmanager
 def fatal_signals_report(ending: Ending):
     """SIGTERM and SIGHUP write the report, then the process dies by them (see NOTE [Ending as python ends])."""
-    from tensorscope.instrument.transparent import named  # torch: NOTE [Compile the program before importing torch]
-
     real_signal, real_getsignal = _signal, _getsignal
 
     def handler(signum, frame):

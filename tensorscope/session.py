@@ -6,9 +6,12 @@ import gc
 import os
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 
 from tensorscope import children, report, runner
+from tensorscope.instrument.frames import UserCode
+from tensorscope.torch_import import IMPORT_FAILED, NEVER_IMPORTED_TORCH, TorchImportWatch
 
 
 @dataclass
@@ -90,8 +93,11 @@ class Session:
         # imported, those freed pages are reused by torch's own import; compiled after, they stay
         # resident under everything that follows, and the run's peak memory was their sum
         # (benchmarks/RESULTS.md, "Peak memory (mem13, 2026-11-26 evening)"). So nothing this module
-        # imports at its top imports torch (children.py and exits.py import their wrappers' dress
-        # where they install them), and ``import torch`` comes after the compile below.
+        # imports at its top imports torch (transparent.py, which children.py and exits.py dress their
+        # wrappers with, needs none), the program is compiled first, and torch is imported by the
+        # program itself, when it does: the instrumentation goes in at that import (NOTE
+        # [Instrumenting at the program's import of torch] in tensorscope/torch_import.py), so a driver
+        # that compiles a long script itself before its own ``import torch`` peaks as under python too.
         code = filename = None
         if not self.module:  # a module is found and compiled by runpy, as under python -m
             filename = runner.main_filename(self.program)
@@ -101,52 +107,56 @@ class Session:
                 runner.print_syntax_error(e)
                 return Result(self._static_doc(e, filename), 1)
 
-        import torch
+        # NOTE [Instrumenting at the program's import of torch] (tensorscope/torch_import.py): torch
+        # already imported (sitecustomize, a .pth file, --device cuda's check): installed now, as
+        # before; else when the program's own import of torch completes, or never.
+        inst = _Instrumentation(self, None if self.program == "-" else filename)  # None with -m
+        if "torch" in sys.modules:
+            inst.install()
+            if inst.error is not None:
+                raise inst.error
+        else:
+            inst.watch_import()
 
-        from tensorscope.instrument import session as instrument
-
-        tracker = instrument.new_tracker(None if self.program == "-" else filename)  # None with -m
-        progress = Progress(tracker, stdout_tty=self.stdout_tty)
-        # saved-tensor hooks only where their facts are needed (see NOTE [Hooks only under explain])
-        with instrument.active(tracker, device=self.device, ops=self.ops,
-                               hooks=self.command == "explain" or self.check_values) as control:
-            def on_end():
-                progress.stop()
-                control.stop()
-
-            def abrupt_end(outcome):  # in whichever thread ended the process: see NOTE [Ending as python ends]
-                self._restore_stdout()
-                try:
-                    result = self._report(tracker, *_recorded(tracker, outcome), outcome, torch.__version__)
-                except Exception:  # the caller says so, and picks the exit status
-                    result = None
-                return None if on_abrupt_end is None else on_abrupt_end(result)
-
-            progress.start()
-            outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
-                                 on_end=on_end, module=self.program if self.module else None,
-                                 on_abrupt_end=abrupt_end)
-            self.held = outcome.held
-            if outcome.forked_child:  # the program forked and the child returned: python's exit, no report
-                return Result(None, outcome.exit_status, exit_code=outcome.exit_code)
-            # NOTE [No collector passes while the report is built]
-            # The program has ended; building the report allocates one container per fact, and the
-            # cyclic collector would walk the program's whole heap again and again meanwhile (a
-            # second on a 4,000-parameter model). Writing the report allocates as much again, and
-            # after a program the heap is often ripe for a full pass, so the next automatic pass
-            # would walk the program's whole heap for tensorscope's objects (0.06 to 0.16 s on the
-            # smallest program). So the collector stays off until the caller has written the report
-            # and dropped it; ``resume_collector`` then makes a young pass over what is left and turns
-            # it on again, as the program left it, before the program's atexit handlers run.
-            self._gc_was_enabled = gc.isenabled()
-            gc.disable()
+        def abrupt_end(outcome):  # in whichever thread ended the process: see NOTE [Ending as python ends]
+            self._restore_stdout()
             try:
-                recording, distributed = _recorded(tracker, outcome)
-            except BaseException:
-                self.resume_collector()
-                raise
+                tracker = inst.end()
+                if tracker is None:
+                    result = self._report_without_torch(inst, outcome)
+                else:
+                    result = self._report(tracker, *_recorded(tracker, outcome), outcome, inst.torch_version())
+            except Exception:  # the caller says so, and picks the exit status
+                result = None
+            return None if on_abrupt_end is None else on_abrupt_end(result)
+
         try:
-            return self._report(tracker, recording, distributed, outcome, torch.__version__)
+            outcome = runner.run(code, path=self.program, argv=self.argv, timeout=self.timeout,
+                                 on_end=inst.end, module=self.program if self.module else None,
+                                 on_abrupt_end=abrupt_end)
+        finally:
+            tracker = inst.end()
+        self.held = outcome.held
+        if outcome.forked_child:  # the program forked and the child returned: python's exit, no report
+            return Result(None, outcome.exit_status, exit_code=outcome.exit_code)
+        if inst.error is not None:  # installing failed inside the program's import of torch: tensorscope's error
+            raise inst.error
+        if tracker is None:
+            return self._report_without_torch(inst, outcome)
+        # NOTE [No collector passes while the report is built]
+        # The program has ended; building the report allocates one container per fact, and the
+        # cyclic collector would walk the program's whole heap again and again meanwhile (a
+        # second on a 4,000-parameter model). Writing the report allocates as much again, and
+        # after a program the heap is often ripe for a full pass, so the next automatic pass
+        # would walk the program's whole heap for tensorscope's objects (0.06 to 0.16 s on the
+        # smallest program). So the collector stays off until the caller has written the report
+        # and dropped it; ``resume_collector`` then makes a young pass over what is left and turns
+        # it on again, as the program left it, before the program's atexit handlers run.
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            recording, distributed = _recorded(tracker, outcome)
+            return self._report(tracker, recording, distributed, outcome, inst.torch_version())
         except BaseException:
             self.resume_collector()
             raise
@@ -164,22 +174,51 @@ class Session:
             gc.collect(0)
             gc.enable()
 
-    def _report(self, tracker, recording, distributed, outcome, torch_version) -> Result:
-        from tensorscope import diagnose
-
+    def _program(self, outcome, user) -> dict:
+        """The report's ``program`` object."""
         path = self.program
         if self.module:  # the module's file once runpy found it, as python puts it in sys.argv[0]
             path = (outcome.main_globals or {}).get("__file__") or self.program
-        program = {
+        return {
             "path": path,
             "module": self.program if self.module else None,
             "argv": [path, *self.argv],
             "exit_status": outcome.exit_status,
-            "exception": exception_info(outcome.exception, tracker.user) if not outcome.timed_out else None,
+            "exception": exception_info(outcome.exception, user) if not outcome.timed_out else None,
             "children": [child.to_json() for child in outcome.children],
         }
+
+    def _report_without_torch(self, inst, outcome) -> Result:
+        """The report of a program that never imported torch (or whose import of it could not be
+        watched): what ran, how it ended, its children; nothing recorded."""
+        program = self._program(outcome, UserCode(inst.filename))
+        if inst.missed:
+            note = ("torch's import could not be watched (its module spec is of a kind tensorscope cannot "
+                    "follow): nothing was recorded")
+        else:
+            note = IMPORT_FAILED if inst.failed else NEVER_IMPORTED_TORCH
+        env = torchrun_env()
+        doc = report.skeleton(command=self.command, program=program, torch_version=None, device_mode=self.device,
+                              notes=[note], distributed=None if env is None else {**env, "backend": None})
+        self._end_notes(doc, outcome)
+        outcome.main_globals = None
+        return Result(doc, outcome.exit_status, interrupted=outcome.interrupted, timed_out=outcome.timed_out,
+                      os_exit=outcome.os_exit, signal=outcome.signal, exit_code=outcome.exit_code)
+
+    def _report(self, tracker, recording, distributed, outcome, torch_version) -> Result:
+        from tensorscope import diagnose
+
+        program = self._program(outcome, tracker.user)
         doc = report.build(recording, command=self.command, program=program,
                            torch_version=torch_version, device_mode=self.device, distributed=distributed)
+        self._end_notes(doc, outcome)
+        diagnose.attach(doc, recording)
+        outcome.main_globals = None
+        return Result(doc, outcome.exit_status, interrupted=outcome.interrupted, timed_out=outcome.timed_out,
+                      os_exit=outcome.os_exit, signal=outcome.signal, exit_code=outcome.exit_code)
+
+    def _end_notes(self, doc, outcome) -> None:
+        """The notes on how the program ended."""
         if outcome.timed_out:
             doc["notes"].append(f"stopped after --timeout {self.timeout:g} s: the report is partial")
         if outcome.interrupted:
@@ -191,19 +230,12 @@ class Session:
         if outcome.os_exit:
             doc["notes"].append(f"the program called os._exit({outcome.exit_status}): the report is what it "
                                 "had done by then")
-        diagnose.attach(doc, recording)
-        outcome.main_globals = None
-        return Result(doc, outcome.exit_status, interrupted=outcome.interrupted, timed_out=outcome.timed_out,
-                      os_exit=outcome.os_exit, signal=outcome.signal, exit_code=outcome.exit_code)
 
     def _static_doc(self, e, filename) -> dict:
         """The report of a program that did not compile (see NOTE [One document skeleton])."""
-        try:
-            import torch
-
-            torch_version = torch.__version__
-        except Exception:
-            torch_version = None
+        # torch is not imported for a program that did not compile (NOTE [Instrumenting at the
+        # program's import of torch] in tensorscope/torch_import.py): its version when it is loaded already
+        torch_version = getattr(sys.modules.get("torch"), "__version__", None)
         env = torchrun_env()
         exception = {"type": type(e).__name__, "message": str(getattr(e, "msg", e)),
                      "file": report.display_path(filename), "line": getattr(e, "lineno", None)}
@@ -214,6 +246,133 @@ class Session:
             torch_version=torch_version, device_mode=self.device,
             notes=["the program did not compile, so nothing ran"],
             distributed=None if env is None else {**env, "backend": None})
+
+
+class _Instrumentation:
+    """The instrumentation of one run: installed at once when torch is imported already, else when the
+    program's import of torch completes (NOTE [Instrumenting at the program's import of torch] in
+    tensorscope/torch_import.py), and stopped once, when the program ends."""
+
+    def __init__(self, session: Session, filename):
+        self.session = session
+        self.filename = filename
+        self.lock = threading.RLock()  # RLock: a signal's report may end the run inside an install
+        self.tracker = None
+        self.ended = False
+        self.missed = False  # torch was imported but its import could not be watched
+        self.failed = False  # the program's import of torch failed
+        self.error = None  # what installing raised inside the program's import: raised once the program ended
+        self._watch = None
+        self._timer = None  # --timeout's itimer, paused while torch is imported and instrumented
+        self._control = self._cm = self._progress = None
+
+    def watch_import(self) -> None:
+        self._watch = TorchImportWatch(self._on_import, self._on_begin)
+        self._watch.install()
+
+    # --timeout counts the program's own time: torch's import and the install are not in it, as when
+    # both came before the program (tensorscope/torch_import.py)
+    def _on_begin(self) -> None:
+        children.unwatched_begin()  # what torch's import starts is not the program's (children.py)
+        self._timer = None
+        if not self.session.timeout:  # the program's own interval timer is the program's
+            return
+        remaining = signal.setitimer(signal.ITIMER_REAL, 0)
+        if remaining[0] > 0:
+            self._timer = remaining
+
+    def _resume_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            signal.setitimer(signal.ITIMER_REAL, *timer)
+
+    def _on_import(self, module) -> None:
+        """In the thread whose import of torch just ended, inside that import (module None: it failed)."""
+        try:
+            if module is not None:
+                self._install_at_import()
+        finally:
+            children.unwatched_end()
+            self._resume_timer()
+
+    def _install_at_import(self) -> None:
+        main = threading.current_thread() is threading.main_thread()
+        try:
+            # every thread's running frames: the program's frames among them get line events from now on
+            frames = list(sys._current_frames().values())
+        except Exception:
+            frames = [sys._getframe()]
+        self.install(frames=frames, on_main=None if main else _on_main_thread)
+
+    def install(self, frames=None, on_main=None) -> None:
+        with self.lock:
+            if self.ended or self.tracker is not None:
+                return
+            try:
+                from tensorscope.instrument import session as instrument
+
+                s = self.session
+                tracker = instrument.new_tracker(self.filename)
+                progress = Progress(tracker, stdout_tty=s.stdout_tty)
+                # saved-tensor hooks only where their facts are needed (see NOTE [Hooks only under explain])
+                cm = instrument.active(tracker, device=s.device, ops=s.ops,
+                                       hooks=s.command == "explain" or s.check_values, frames=frames, on_main=on_main)
+                control = cm.__enter__()
+            except Exception as e:
+                self.error = e
+                return
+            self.tracker, self._progress, self._cm, self._control = tracker, progress, cm, control
+            progress.start()
+
+    def end(self):
+        """The program has ended (on_end, or a report written as the process ends): stop recording,
+        once. Returns the tracker, or None when the program never imported torch."""
+        with self.lock:
+            if not self.ended:
+                self.ended = True
+                if self._watch is not None:
+                    self._watch.remove()
+                    self.missed, self.failed = self._watch.missed, self._watch.failed
+                if self._control is not None:
+                    self._progress.stop()
+                    self._control.stop()
+                    cm, self._cm = self._cm, None
+                    try:
+                        cm.__exit__(None, None, None)
+                    except Exception:
+                        pass
+            return self.tracker
+
+    def torch_version(self) -> str | None:
+        torch = sys.modules.get("torch")
+        return getattr(torch, "__version__", None)
+
+
+_PENDING = []  # the main-thread calls handed to the interpreter: alive until it has made them
+
+
+def _on_main_thread(fn) -> None:
+    """Run ``fn`` on the main thread when it next runs Python code (the interpreter's pending calls,
+    as its signal handlers are run). For what torch keeps per thread, when torch was imported on
+    another thread: NOTE [Instrumenting at the program's import of torch] in torch_import.py."""
+    import ctypes
+
+    callback_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+    def call(_):
+        try:
+            fn()
+        except Exception:
+            pass
+        return 0
+
+    callback = callback_type(call)
+    _PENDING.append(callback)
+    try:  # a prototype of its own: ctypes.pythonapi's attributes stay as the program set them
+        add = ctypes.PYFUNCTYPE(ctypes.c_int, callback_type, ctypes.c_void_p)(("Py_AddPendingCall", ctypes.pythonapi))
+        add(callback, None)
+    except Exception:
+        pass
 
 
 class Progress:

@@ -73,9 +73,10 @@ class LineRecord:
     def installed(self) -> bool:
         return self.tool is not None
 
-    def install(self, frame=None) -> bool:
-        """Start hearing the program's lines; ``frame``: the innermost frame already running (the
-        API's block), whose program frames get line events from now on. False where it cannot."""
+    def install(self, *frames) -> bool:
+        """Start hearing the program's lines; ``frames``: the innermost frames already running (the
+        API's block; each thread's, when the program's import of torch installs it), whose program
+        frames get line events from now on. False where it cannot."""
         if _mon is None or self.tool is not None:
             return False
         try:
@@ -93,10 +94,11 @@ class LineRecord:
             _mon.register_callback(self.tool, events.PY_RETURN, self._return_callback(on_line))
             _mon.register_callback(self.tool, events.PY_YIELD, self._return_callback(on_line))
             user = self.user
-            while frame is not None:
-                if frame.f_code.co_filename in user:
-                    self._follow(frame.f_code)
-                frame = frame.f_back
+            for frame in frames:
+                while frame is not None:
+                    if frame.f_code.co_filename in user:
+                        self._follow(frame.f_code)
+                    frame = frame.f_back
             _mon.set_events(self.tool, events.PY_START)
             return True
         except Exception:

@@ -52,10 +52,15 @@ class _Control:
 
 
 @contextmanager
-def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: bool = False):
+def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: bool = False, frames=None,
+           on_main=None):
     """Install the wrappers (and, for ``explain``, the saved-tensor hooks) for the duration of a run.
 
-    See NOTE [Hooks only under explain] in saved.py.
+    See NOTE [Hooks only under explain] in saved.py. ``frames``: the innermost frames already running
+    whose program frames get line events from now on (default: the caller's stack). ``on_main(f)``:
+    runs ``f`` on the main thread, for what torch keeps per thread (the saved-tensor hooks, the
+    ``--ops`` dispatch mode), when this runs on another one (NOTE [Instrumenting at the program's
+    import of torch] in tensorscope/torch_import.py); None: here.
     """
     patcher = Patcher()
     state.recorder = tracker
@@ -69,12 +74,12 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
         saved.learn_alone()  # see NOTE [Saved tensors no one else holds]
     patcher.install()
     if os.environ.get("TENSORSCOPE_NO_LINES") != "1":  # benchmarks/run.py's comparison mode tensorscope-no-lines
-        tracker.lines.install(sys._getframe())  # the frames running already (the API's caller) are followed too
+        # the frames running already (the API's caller, the program importing torch) are followed too
+        tracker.lines.install(*(frames if frames is not None else [sys._getframe()]))
     ddp.install(tracker, patcher)
     saving.install(tracker, patcher)  # torch.save of a view writes its whole storage (docs/retention.md)
     if hooks:
         tracker.check_values = True  # see NOTE [Fingerprints of saved tensors]
-        saved.push()
     control = _Control(tracker, patcher)
     if device != "auto":
         _device.install(device, tracker, patcher)
@@ -93,8 +98,20 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     else:  # a plain run: the three sinks only (NOTE [Checking values at the sinks])
         tracker.values = nonfinite.ValueWatch(tracker).install()
     if ops:
-        control.ops = _ops.install(tracker).__enter__()
         tracker.note("--ops: one event per aten op called from the program's lines (capped per line)")
+
+    def per_thread():  # torch keeps these per thread: the main thread's, as when installed there
+        if control.stopped:  # on_main ran it after the program had ended
+            return
+        if hooks:
+            saved.push()
+        if ops:
+            control.ops = _ops.install(tracker).__enter__()
+
+    if on_main is None:
+        per_thread()
+    else:
+        on_main(per_thread)
     tracker.switch(True)
     try:
         yield control

@@ -11,9 +11,8 @@ import copy
 import sys
 import types
 
-import torch
-
-_TensorBase = torch._C.TensorBase
+# torch-free: exits.py and children.py dress their wrappers with ``named`` before the program has
+# imported torch (NOTE [Instrumenting at the program's import of torch] in tensorscope/torch_import.py)
 
 
 # NOTE [Transparent wrappers]
@@ -272,8 +271,9 @@ def _bound_class(bound):
 
 # the types of C methods bound to a tensor: `x.add_` (builtin_function_or_method) and `x.__setitem__`
 # (method-wrapper)
-_BOUND_CLASSES = {type(_TensorBase.add_): _bound_class(types.BuiltinMethodType),
-                  type(_TensorBase.__setitem__): _bound_class(types.MethodWrapperType)}
+# (a C method such as ``TensorBase.add_`` is a method_descriptor, a slot such as ``__setitem__`` a wrapper_descriptor)
+_BOUND_CLASSES = {types.MethodDescriptorType: _bound_class(types.BuiltinMethodType),
+                  types.WrapperDescriptorType: _bound_class(types.MethodWrapperType)}
 
 
 def named(wrapper, orig):

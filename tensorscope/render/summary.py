@@ -19,6 +19,7 @@ from rich.text import Text
 from tensorscope import holder_path
 from tensorscope.render.fold import fold
 from tensorscope.render.modules import _same_module_roots, modules
+from tensorscope.torch_import import IMPORT_FAILED, NEVER_IMPORTED_TORCH
 from tensorscope.units import human_bytes as _bytes
 
 _BAR = 16
@@ -98,6 +99,10 @@ def verdict(doc, counts=None) -> Text:
         t.append(f"{_plural(len(bad), 'child process', 'child processes')} failed", style="bold red")
         t.append(f" (pid {', '.join(str(c['pid']) for c in bad)}; not recorded); "
                  f"{_plural(n, 'backward call')} here, hazards: none")
+    elif NEVER_IMPORTED_TORCH in (doc.get("notes") or ()):
+        t.append("not recorded: the program never imported torch", style="bold yellow")
+    elif IMPORT_FAILED in (doc.get("notes") or ()):
+        t.append("not recorded: the program's import of torch failed", style="bold yellow")
     else:
         t.append("clean", style="bold green")
         if n and failed:  # a failure that did not end the program is not the diagnosis, but it did happen:

@@ -1,0 +1,133 @@
+"""Installing the instrumentation when the program's own ``import torch`` completes.
+
+NOTE [Instrumenting at the program's import of torch]
+``tensorscope run/explain prog.py`` does not import torch for the program: under python, a
+program that has not imported torch yet does not have it in ``sys.modules`` (einops and other
+libraries pick their backends from there), one that never imports it does not pay its import
+(seconds, ~300 MB), and a driver that compiles a long script before its own ``import torch``
+peaks at the larger of the two, not at their sum (benchmarks/RESULTS.md, "defer16"). So when
+torch is not imported when the program starts, tensorscope puts one finder first on
+``sys.meta_path`` that answers nothing but the top-level name ``torch``; when the import system
+asks it for ``torch`` (``import torch``, ``from torch import nn``, ``import torch.nn.functional``,
+``importlib.import_module``, a library's import of it, in any thread, at any time), it:
+- takes itself off ``sys.meta_path`` (it is asked once), and asks the finders after it for torch's
+  spec, as the import system would have;
+- gives that spec a subclass of its own class with one property, ``_initializing``. The import
+  system (``importlib._bootstrap._load_unlocked``, the same on 3.10 to 3.13) sets
+  ``spec._initializing = True`` before it executes ``torch/__init__.py`` and ``False`` in a
+  ``finally`` once it has, and the module is in ``sys.modules`` (failure: it was removed). The
+  setter for False puts the spec's own class back and, when the import succeeded, calls
+  ``on_import``: the instrumentation is installed there, inside the program's import statement,
+  before control returns to it.
+What the program can see of it: the finder on ``sys.meta_path`` before its import of torch (a
+program that never imports torch keeps it; one Python call per import of a module not yet
+imported, ~0.1 us); ``type(torch.__spec__)`` while torch's own ``__init__`` runs. Not: the
+loader (``torch.__loader__``, ``__spec__.loader`` are the finders' own), ``builtins.__import__``,
+a frame in any traceback (the setter returns before the import's exception propagates further,
+and a failing import's traceback is the import system's, trimmed as under python), nor the spec's
+class afterwards. Measured against the candidates (benchmarks/RESULTS.md, "defer16"): a loader
+wrapping ``exec_module`` is one more frame in every traceback of torch's import and between
+importlib's frames, which then are no longer trimmed from a failing import's traceback (the
+interpreter trims only runs of importlib frames); a ``builtins.__import__`` wrapper is seen by
+every import statement and by ``builtins.__import__``; an audit hook hears the import's start
+only and cannot be removed.
+
+An import that fails (``ImportError`` caught by the program, a broken install) leaves nothing
+installed and the finder back first on ``sys.meta_path``, so a retry is watched again, as python
+would retry it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+NAME = "torch"
+#: the report's note (and the text report's verdict) for a program that never imported torch
+NEVER_IMPORTED_TORCH = "the program never imported torch: nothing to record"
+IMPORT_FAILED = "the program's import of torch failed: nothing to record"
+
+
+class TorchImportWatch:
+    """A ``sys.meta_path`` finder that calls ``on_import(module)`` once the program's import of torch
+    completes (see NOTE [Instrumenting at the program's import of torch])."""
+
+    def __init__(self, on_import, on_begin=None):
+        self._on_import = on_import  # on_import(module), or on_import(None) when the import failed
+        self._on_begin = on_begin  # on_begin(): torch's import begins (its spec is found)
+        self._lock = threading.Lock()
+        self.missed = False  # the spec could not be watched: the import ran without instrumentation
+        self.failed = False  # an import of torch failed (its exception went to the program)
+
+    def install(self) -> None:
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
+
+    def remove(self) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+    def find_spec(self, name, path=None, target=None):
+        if name != NAME:
+            return None
+        with self._lock:  # two threads importing torch at once: one watch
+            if self not in sys.meta_path:
+                return None
+            self.remove()
+        spec = None
+        try:
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None)
+                if find is None:
+                    continue
+                spec = find(name, path, target)
+                if spec is not None:
+                    break
+        finally:
+            if spec is None:
+                self.install()  # python's ModuleNotFoundError follows; a later import is watched again
+        if spec is None:
+            return None
+        if not self._watch(spec):
+            self.missed = True
+        elif self._on_begin is not None:
+            try:
+                self._on_begin()
+            except Exception:
+                pass
+        return spec
+
+    def _watch(self, spec) -> bool:
+        own = type(spec)
+        watch = self
+
+        def get(self):
+            return self.__dict__.get("_initializing", False)
+
+        def set_(self, value):
+            self.__dict__["_initializing"] = value
+            if value:
+                return
+            try:
+                self.__class__ = own
+            except Exception:
+                pass
+            module = sys.modules.get(self.name)
+            if module is None or getattr(module, "__spec__", None) is not self:
+                watch.failed = True
+                watch.install()  # the import failed: a retry is watched again
+                module = None
+            try:
+                watch._on_import(module)
+            except Exception:  # on_import keeps its own failure; the program's import never sees one
+                pass
+
+        try:
+            watched = type(own.__name__, (own,), {"_initializing": property(get, set_),
+                                                  "__module__": own.__module__, "__qualname__": own.__qualname__})
+            spec.__class__ = watched
+        except Exception:
+            return False
+        return True

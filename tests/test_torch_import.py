@@ -1,0 +1,147 @@
+"""tensorscope imports torch when the program does (NOTE [Instrumenting at the program's import of torch] in
+tensorscope/torch_import.py).
+
+Each test runs a fresh `python PROG` and a fresh `python -m tensorscope run|explain -o REPORT PROG` (the fork
+server of tests/_cli.py has torch imported already, which is what these tests must not have) and compares
+what the program printed, raised and exited with; the report is read from its file.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from _cli import DEFAULT_TIMEOUT, _env, load_report, validate_against_schema
+
+PY = sys.executable
+
+
+def _run(cmd, cwd):
+    p = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=DEFAULT_TIMEOUT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def pair(tmp_path: Path, source: str, *args: str, command: str = "run"):
+    """(python's (rc, stdout, stderr), tensorscope's, the report) for PROG written from ``source``."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(source))
+    report = tmp_path / "r.json"
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(_run, [PY, str(prog), *args], tmp_path)
+        ts = pool.submit(_run, [PY, "-m", "tensorscope", command, "-o", str(report), str(prog), *args], tmp_path)
+        py, ts = py.result(), ts.result()
+    doc = load_report(report.read_text()) if report.exists() else None
+    if doc is not None:
+        validate_against_schema(doc)
+    return py, ts, doc
+
+
+def line_of(tmp_path: Path, marker: str) -> int:
+    lines = (tmp_path / "prog.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if marker in line)
+
+
+def test_a_program_that_never_imports_torch(tmp_path):
+    """Nothing of torch is imported, at any time: the program, its atexit handlers and the report say so."""
+    py, ts, doc = pair(tmp_path, """
+        import atexit, json, sys
+        atexit.register(lambda: print("at exit", sorted(m for m in sys.modules if m.split(".")[0] == "torch")))
+        print("start", "torch" in sys.modules, json.dumps([1, 2]))
+        print("to stderr", file=sys.stderr)
+        sys.exit(3)
+    """)
+    assert py == (3, "start False [1, 2]\nat exit []\n", "to stderr\n")
+    assert ts == py
+    assert doc["program"]["exit_status"] == 3
+    assert doc["torch_version"] is None and doc["recording"] is None
+    assert "the program never imported torch: nothing to record" in doc["notes"]
+
+
+def test_torch_imported_late_in_a_thread_is_instrumented(tmp_path):
+    """torch imported by another thread, used later in a function of the main thread: the program sees
+    sys.modules as under python, and the version error's culprit line is still found."""
+    source = """
+        import sys
+        import threading
+
+        def load():
+            global torch, F
+            import torch.nn.functional as F  # the first import of torch
+            import torch
+
+        def train():
+            x = torch.ones(4, requires_grad=True)
+            y = torch.sigmoid(x)
+            y.mul_(2)  # culprit
+            y.sum().backward()
+
+        print("before", "torch" in sys.modules)
+        t = threading.Thread(target=load)
+        t.start()
+        t.join()
+        print("after", "torch" in sys.modules, "torch.nn.functional" in sys.modules)
+        train()
+    """
+    py, ts, doc = pair(tmp_path, source, command="explain")
+    assert py[0] == 1 and py[1] == "before False\nafter True True\n"
+    assert "modified by an inplace operation" in py[2].splitlines()[-1]
+    assert ts[1] == py[1] and ts[2].splitlines()[-1] == py[2].splitlines()[-1]
+    assert ts[0] == 1  # explain: a diagnosis
+    d = doc["diagnosis"]
+    assert d["kind"] == "inplace-modified-saved-tensor"
+    assert d["culprit"]["line"] == line_of(tmp_path, "# culprit")
+    assert doc["torch_version"] is not None
+
+
+def test_a_failing_import_of_torch_is_as_under_python(tmp_path):
+    """A broken torch (its __init__ raises): the traceback the program prints of it, its retry and the
+    uncaught error are python's, byte for byte; the report says the import failed."""
+    broken = tmp_path / "broken" / "torch"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise OSError("libtorch_cpu.so: cannot open shared object file")\n')
+    py, ts, doc = pair(tmp_path, """
+        import sys, traceback
+        sys.path.insert(0, sys.argv[1])
+        try:
+            import torch
+        except OSError:
+            traceback.print_exc()
+        print("torch" in sys.modules)
+        import torch
+    """, str(tmp_path / "broken"))
+    assert py[0] == 1 and "Traceback" in py[2] and py[1] == "False\n"
+    assert ts == py
+    assert "the program's import of torch failed: nothing to record" in doc["notes"]
+
+
+def test_a_spawned_child_when_the_parent_imports_torch_after_it(tmp_path):
+    """multiprocessing spawn before the program's import of torch: the child runs (plain python), its exit
+    status is in the report, and what the parent does with torch afterwards is recorded."""
+    py, ts, doc = pair(tmp_path, """
+        import multiprocessing as mp
+        import sys
+
+        def child():
+            sys.exit(3)
+
+        if __name__ == "__main__":
+            p = mp.get_context("spawn").Process(target=child)
+            p.start()
+            p.join()
+            print("child", p.exitcode, "torch" in sys.modules)
+            import torch
+            w = torch.ones(2, requires_grad=True)
+            (w * 2).sum().backward()
+            print("grad", w.grad.tolist())
+    """)
+    assert py == (0, "child 3 False\ngrad [2.0, 2.0]\n", "")
+    assert ts == py
+    children = doc["program"]["children"]
+    # the spawned child, beside multiprocessing's resource tracker (exit 0, or still running)
+    assert [c["exit_status"] for c in children if c["failed"]] == [3]
+    assert all(c["exit_status"] in (0, None) for c in children if not c["failed"])
+    assert doc["torch_version"] is not None
+    assert any(e["kind"] == "backward" for e in doc["events"]), [e["kind"] for e in doc["events"]]
