@@ -165,7 +165,7 @@ def _verdict(doc: dict) -> str:
     if exc:
         at = f" at {esc(exc.get('file') or '')}:{esc(exc['line'])}" if exc.get("line") else ""
         meta.append(f"{esc(exc['type'])}{at}")
-    meta.append(f"torch {esc(doc['torch_version'])}")
+    meta.append(f"torch {esc(doc['torch_version'])}" if doc.get("torch_version") is not None else "torch not imported")
     if doc.get("device_mode") and doc["device_mode"] != "auto":
         meta.append(f"device mode {esc(doc['device_mode'])}")
     if len(hazards) > (0 if d else 1):

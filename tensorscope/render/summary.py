@@ -145,7 +145,8 @@ def header(doc) -> list[Text]:
     if p.get("exception"):
         e = p["exception"]
         head.append(f"  {e['type']}" + (f" at line {e['line']}" if e.get("line") else ""), style="red")
-    head.append(f"  torch {doc.get('torch_version')}", style="dim")
+    tv = doc.get('torch_version')
+    head.append(f"  torch {tv}" if tv is not None else "  torch not imported", style="dim")
     out = [head]
     if doc.get("device_mode") and doc["device_mode"] != "auto":
         out.append(line(f"device mode: {doc['device_mode']}"))
