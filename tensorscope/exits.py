@@ -132,6 +132,20 @@ def _nothing(signum, frame) -> None:
     """A program's handler once the process is ending (see NOTE [Ending as python ends])."""
 
 
+def _mute_first() -> None:
+    """``mute_program_handlers`` as the first thing a fatal signal's handler does. A program's handler whose
+    signal came meanwhile (a worker's SIGCHLD right after the group's SIGTERM) runs at the next bytecode of
+    ours until it is muted, and its exception (torch's "DataLoader worker ... is killed by signal") would end
+    the report before it began: under python the process is gone and runs no handler, so that exception is
+    dropped and the muting goes on."""
+    for _ in range(64):
+        try:
+            mute_program_handlers()
+            return
+        except BaseException:
+            continue
+
+
 def mute_program_handlers() -> None:
     """Every Python-level handler but the held signals' does nothing from now on (main thread only)."""
     for s in signal.valid_signals():
@@ -183,6 +197,7 @@ def fatal_signals_report(ending: Ending):
     def handler(signum, frame):
         try:
             if not ending.in_child():
+                _mute_first()
                 ending.end(signum=signum)
         finally:  # a forked child, or anything going wrong: the default action, as under python
             die_by(signum)
