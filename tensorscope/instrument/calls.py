@@ -13,6 +13,7 @@ import weakref
 from tensorscope.instrument import state
 from tensorscope.instrument.frames import line_of, strip_for_reraise
 from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
+from tensorscope.instrument.quiet import unseen_by_modes as _unseen
 from tensorscope.instrument.recorder import _ONE_AGGREGATED, count_site
 from tensorscope.instrument.transparent import named
 
@@ -78,10 +79,7 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
             out = orig(*args, **kwargs)
         except BaseException as e:
             if where is not None:
-                if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes]
-                    with _tf_off():
-                        rec.on_error(e, op, target(args, kwargs), sys._getframe(1), where)
-                else:
+                with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
                     rec.on_error(e, op, target(args, kwargs), sys._getframe(1), where)
             strip_for_reraise(e)
             raise

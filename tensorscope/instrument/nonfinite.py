@@ -79,6 +79,7 @@ from tensorscope.instrument.grad_sums import GradSums
 from tensorscope.instrument.origin_walk import (MASK_OPS, GradCheck, assigned, assignment, forward_origin,
                                                 returned_at, root_line, stats, value_of)
 from tensorscope.instrument.quiet import profiling as _profiling
+from tensorscope.instrument.quiet import unseen_by_modes as _unseen
 from tensorscope.instrument.quiet import quiet_from_modes
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 
@@ -347,10 +348,8 @@ class ValueWatch:
         self.optimizer_steps += 1
         if self.sink is not None:
             return
-        if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
-            with torch._C.DisableTorchFunction():
-                return self._post_step_checks(optimizer, sys._getframe(1))
-        return self._post_step_checks(optimizer, sys._getframe(1))
+        with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
+            return self._post_step_checks(optimizer, sys._getframe(1))
 
     def _post_step_checks(self, optimizer, frame):
         params = _floating_params(optimizer)

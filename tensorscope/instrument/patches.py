@@ -63,9 +63,7 @@ from tensorscope.instrument.indexwrite import INDEX_WRITES
 from tensorscope.instrument.kept import EXTERNAL
 from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, NOT_WHOLE as _NOT_WHOLE
 from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
-from contextlib import nullcontext as _nullcontext
-
-_NO_GUARD = _nullcontext()
+from tensorscope.instrument.quiet import unseen_by_modes as _unseen, _LOUD
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.tracker import IN_WRITE as _IN_WRITE
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
@@ -261,19 +259,10 @@ def make_foreach_write(op, orig, written=None):
                 raise
         targets = targets_of(args, kwargs)
         frame = sys._getframe(1)
-        if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
-            with _tf_off():
-                pres = [rec.pre_write(t, frame) for t in targets] if isinstance(targets, (list, tuple)) else []
-            try:
-                out = orig(*args, **kwargs)
-            except BaseException as e:
-                strip_for_reraise(e)
-                raise
-            with _tf_off():
-                for pre, t in zip(pres, targets):
-                    rec.post_write(pre, t, op, frame)
-            return out
-        if _IN_STEP and isinstance(targets, (list, tuple)):  # see NOTE [An optimizer step as one write record]
+        # under a program's torch-function mode: the generic path below, read unseen by the mode
+        # (NOTE [Our reads unseen by the program's torch-function modes] in quiet.py)
+        modes = _function_modes()
+        if _IN_STEP and not modes and isinstance(targets, (list, tuple)):  # see NOTE [An optimizer step as one write record]
             step = _IN_STEP.get(_get_ident())
             if step is not None:
                 try:
@@ -283,7 +272,7 @@ def make_foreach_write(op, orig, written=None):
                     raise
                 if out is not _NOT_WHOLE:
                     return out
-        if isinstance(targets, (list, tuple)):  # see NOTE [A foreach write as one write record]
+        if not modes and isinstance(targets, (list, tuple)):  # see NOTE [A foreach write as one write record]
             try:
                 out = foreach_writes.write_many(rec, orig, op, targets, args, kwargs, frame)
             except BaseException as e:
@@ -291,14 +280,16 @@ def make_foreach_write(op, orig, written=None):
                 raise
             if out is not foreach_writes.NOT_WHOLE:
                 return out
-        pres = [rec.pre_write(t, frame) for t in targets] if isinstance(targets, (list, tuple)) else []
+        with _tf_off() if modes else _LOUD:
+            pres = [rec.pre_write(t, frame) for t in targets] if isinstance(targets, (list, tuple)) else []
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
             strip_for_reraise(e)
             raise
-        for pre, t in zip(pres, targets):
-            rec.post_write(pre, t, op, frame)
+        with _tf_off() if modes else _LOUD:
+            for pre, t in zip(pres, targets):
+                rec.post_write(pre, t, op, frame)
         return out
 
     return named(write, orig)
@@ -373,7 +364,7 @@ def buffer_registered(module, name, buffer):
     shared state (see NOTE [Shared state]). Returns None: the buffer is registered as given."""
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(buffer, _Tensor):
-        with _tf_off() if _function_modes() else _NO_GUARD:  # NOTE [Our reads unseen by the program's torch-function modes]
+        with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes]
             rec.shared.on_register_parameter(rec, module, name, buffer, sys._getframe(1), buffer=True)
 
 
@@ -382,7 +373,7 @@ def module_registered(parent, name, module):
     backbone, head)``): a module another live module holds is shared state (see NOTE [Shared state])."""
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and isinstance(module, torch.nn.Module):
-        with _tf_off() if _function_modes() else _NO_GUARD:
+        with _unseen():
             rec.shared.on_register_module(rec, parent, name, module, sys._getframe(1))
 
 
@@ -402,7 +393,7 @@ def optimizer_step_started(optimizer, args, kwargs):
     """The global optimizer step pre-hook (see NOTE [An optimizer step as one write record]). Returns None."""
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
-        with _tf_off() if _function_modes() else _NO_GUARD:  # NOTE [Our reads unseen by the program's torch-function modes]
+        with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes]
             rec.steps.started(optimizer, args, kwargs)
 
 
@@ -410,7 +401,7 @@ def optimizer_step_finished(optimizer, args, kwargs):
     """The global optimizer step post-hook. Returns None."""
     rec = state.recorder
     if rec is not None and (rec.active and not (_PAUSED and _get_ident() in _PAUSED) or _IN_STEP):
-        with _tf_off() if _function_modes() else _NO_GUARD:
+        with _unseen():
             rec.steps.finished(optimizer, args, kwargs)
 
 
@@ -424,7 +415,7 @@ def make_module_setstate(orig):
             raise
         rec = state.recorder
         if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
-            with _tf_off() if _function_modes() else _NO_GUARD:
+            with _unseen():
                 rec.shared.on_shallow_copy(rec, self, sys._getframe(1))
         return out
 
@@ -829,10 +820,7 @@ class Patcher:
             if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
                 frame = sys._getframe(1)
                 if frame.f_code.co_filename in rec.user and inspectable(obj):
-                    if _function_modes():  # NOTE [Our reads unseen by the program's torch-function modes]
-                        with _tf_off():
-                            rec.on_alias("data", obj, out, frame, False)
-                    else:
+                    with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes]
                         rec.on_alias("data", obj, out, frame, False)
             return out
 
@@ -844,15 +832,14 @@ class Patcher:
                 except BaseException as e:
                     strip_for_reraise(e)
                     raise
-            modes = _function_modes()  # NOTE [Our reads unseen by the program's torch-function modes]
-            with _tf_off() if modes else _NO_GUARD:
+            with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes]
                 pre = rec.pre_write(obj, sys._getframe(1))
             try:
                 set_data(obj, value)
             except BaseException as e:
                 strip_for_reraise(e)
                 raise
-            with _tf_off() if modes else _NO_GUARD:
+            with _unseen():
                 rec.post_data_set(pre, obj, value, sys._getframe(1))
 
         def rg_get(desc, obj, cls=None):
@@ -871,7 +858,7 @@ class Patcher:
                 raise
             rec = state.recorder
             if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED) and inspectable(obj):
-                with _tf_off() if _function_modes() else _NO_GUARD:  # NOTE [Our reads unseen by the program's torch-function modes]
+                with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes]
                     rec.on_requires_grad(obj, bool(value), sys._getframe(1), "requires_grad =")
 
         self._set(_Tensor, "data", transparent_property(data, data_get, data_set))

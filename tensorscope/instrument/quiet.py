@@ -83,6 +83,13 @@ class _Loud:
 _LOUD = _Loud()
 
 
+def unseen_by_modes():
+    """``tf_off()`` while a program's torch-function mode is on, else a guard that does nothing (NOTE [Our
+    reads unseen by the program's torch-function modes]). The hot paths (a write, a counted call) test
+    ``function_modes()`` in place instead."""
+    return tf_off() if _function_modes() else _LOUD
+
+
 # NOTE [Our ops unseen by the program's profiler]
 # A program that profiles its own code (``torch.profiler.profile``, ``torch.autograd.profiler.profile``)
 # gets every aten op its thread runs in the event list, through RecordFunction callbacks the dispatcher

@@ -91,9 +91,6 @@ class Transparent:
             other = other._orig
         return orig == other
 
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
     def __hash__(self):
         return hash(self._orig)
 
