@@ -367,7 +367,10 @@ def alarm(timeout: float | None):
         raise ProgramTimeout()
 
     saved = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    # raised again each second until the run stops: a ProgramTimeout that lands inside a handler that swallows
+    # BaseException (the program's, or a hook of ours run by autograd's engine) must not leave the program
+    # running forever (measured: one `run --timeout 2` of a training loop ran 13 minutes in a CI run)
+    signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
     try:
         yield
     finally:
