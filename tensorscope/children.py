@@ -30,6 +30,21 @@ C part only sets a flag, which CPython clears in the child right after fork (``P
 calls ``_PySignal_AfterFork``, so that a signal is not handled in both processes), and the child lives
 on (here: it slept its 60 s and exited 0). So ``os.fork`` blocks those signals while it forks; the child
 puts SIG_DFL back before unblocking them, and a SIGTERM that came meanwhile ends it there, at once.
+
+NOTE [The fork warning at the program's line]
+Python 3.12+ warns at ``os.fork()`` in a process with more than one thread ("This process (pid=N) is
+multi-threaded, use of fork() may lead to deadlocks in the child.", a DeprecationWarning, then cleared if
+a filter made it an error). Its C code locates the warning at the innermost Python frame, which under
+tensorscope is the wrapper below, and python's default filters show a DeprecationWarning only in
+``__main__``: a script's own ``os.fork()`` showed it under python and not under tensorscope (on a GPU
+machine autograd's device threads make any program that ran backward multi-threaded). Catching it with
+``catch_warnings`` is no fix: entering and leaving it bumps the filters' version, which empties every
+module's warning registry, so each fork would make the program's "default" warnings show again. So
+where the filters drop the warning at this module (python's defaults) the wrapper issues it in the
+parent at the frame that called ``os.fork``, with that frame's module and registry, when python's own
+test holds: more than one thread in ``/proc/self/stat``'s 20th field, else ``threading``'s count. Where
+the filters let it through here (``-W default``, ``simplefilter("always")``) python's C code has issued
+it, and the warnings hook relocates it (NOTE [Warnings from wrapped calls] in patches.py).
 """
 
 from __future__ import annotations
@@ -39,12 +54,49 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
 
-from tensorscope import exits
+from tensorscope import exits, warnfilters
 from tensorscope.instrument.frames import strip_for_reraise
 from tensorscope.instrument.transparent import named
+
+_FORK_WARNS = sys.version_info >= (3, 12)  # NOTE [The fork warning at the program's line]
+
+
+def _threads() -> int:
+    """The process's threads, counted as python's fork warning counts them (3.12 and 3.13, Linux)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read(159).split(b" ")
+        n = int(fields[19]) if len(fields) > 19 else 0
+    except (OSError, ValueError):
+        n = 0
+    if n <= 0:
+        n = len(getattr(threading, "_active", ())) + len(getattr(threading, "_limbo", ()))
+    return n
+
+
+def _warn_fork(frame) -> None:
+    """Python's fork warning, at the program's ``frame``, where it was dropped at the wrapper's."""
+    try:
+        if _threads() <= 1:
+            return
+        text = f"This process (pid={os.getpid()}) is multi-threaded, use of fork() may lead to deadlocks in the child."
+        if warnfilters.action(text, DeprecationWarning, __name__, 0) != "ignore":
+            return  # python's C code issued it here: NOTE [Warnings from wrapped calls] relocates it
+        g = frame.f_globals
+        module = g.get("__name__")
+        registry = g.get("__warningregistry__")
+        if not isinstance(registry, dict):
+            registry = g["__warningregistry__"] = {}
+        warnings.warn_explicit(text, DeprecationWarning, frame.f_code.co_filename, frame.f_lineno,
+                               module=module if isinstance(module, str) else "<string>", registry=registry)
+    except Exception:  # an "error" filter: python's C code clears it
+        pass
+
 
 #: signals after which however a child ends is the program's doing (see NOTE [Child processes])
 STOPPING = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
@@ -119,9 +171,14 @@ def watched():
             pid = real_fork()
             if pid == 0:
                 exits.default_again(blocked)
+        except BaseException as e:  # NOTE [Invisible frames]
+            strip_for_reraise(e)
+            raise
         finally:
             if mask is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if _FORK_WARNS and pid > 0:
+            _warn_fork(sys._getframe(1))
         if pid > 0 and os.getpid() == parent and threading.get_ident() not in _UNWATCHED:
             started[pid] = Child(pid, "fork")
         return pid

@@ -715,21 +715,25 @@ def main() -> None:
         except KeyboardInterrupt:  # as typer ends a command that a Ctrl-C stopped: exit 130, nothing said
             code = ExitCode.INTERRUPTED
         sys.exit(int(code or 0))
-    try:
-        from click import exceptions
-    except ImportError:  # newer typer releases vendor click
+    import typer
+
+    try:  # the click typer uses: typer 0.22+ vendors its own (typer._click) even where click is installed
         from typer._click import exceptions
+    except ImportError:
+        from click import exceptions
+    no_args = getattr(exceptions, "NoArgsIsHelpError", ())  # click 8.2+; () catches nothing
+    abort = getattr(exceptions, "Abort", None) or typer.Abort  # typer 0.22+ keeps Abort in typer.exceptions
 
     try:
         code = _typer_app()(standalone_mode=False)
-    except exceptions.NoArgsIsHelpError as e:
+    except no_args as e:
         sys.stdout.write(e.ctx.get_help() + "\n")
         code = ExitCode.USAGE
     except exceptions.UsageError as e:
         where = e.ctx.command_path if e.ctx is not None else "tensorscope"
         _err(f"{e.format_message()} (see '{where} --help')")
         code = ExitCode.USAGE
-    except (exceptions.Abort, KeyboardInterrupt):
+    except (abort, KeyboardInterrupt):
         _err("interrupted")
         code = ExitCode.INTERRUPTED
     sys.exit(int(code or 0))

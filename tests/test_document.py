@@ -20,6 +20,8 @@ from tensorscope.compact import expand
 
 from _cli import load_report, load_schema, run_many, validate_against_schema
 
+pytest.importorskip("IPython", reason="one of the surfaces compared is the IPython magic (the `test` extra installs IPython)")
+
 PROGRAM = """import torch
 a = torch.randn(3, requires_grad=True)
 out = a.sigmoid()

@@ -53,7 +53,7 @@ from contextlib import contextmanager
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from tensorscope import compat
+from tensorscope import compat, warnfilters
 from tensorscope.instrument import saved, state
 from tensorscope.instrument import foreach_writes, gradhooks, indexwrite, provenance
 from tensorscope.instrument import growth as _growth
@@ -610,12 +610,7 @@ def _forget(msg, frame):
 
 def _action(frame, text, category, lineno) -> str:
     """The action python's filters chose for a warning located in ``frame`` (as ``warn_explicit``)."""
-    module = frame.f_globals.get("__name__") or "<string>"
-    for action, msg_re, cat, mod_re, ln in warnings.filters:
-        if ((msg_re is None or msg_re.match(text)) and issubclass(category, cat)
-                and (mod_re is None or mod_re.match(module)) and (ln == 0 or lineno == ln)):
-            return action
-    return warnings.defaultaction
+    return warnfilters.action(text, category, frame.f_globals.get("__name__") or "<string>", lineno)
 
 
 def make_compile(orig):
