@@ -401,6 +401,43 @@ def test_forked_children_never_write_the_parents_report(tmp_path):
     assert rc == 0 and out.count(b"tensorscope run ") == 1, out
 
 
+COUNTING_ENGINE = """
+import torch
+from torch.autograd import variable
+
+RUNS = []
+_engine = variable.Variable._execution_engine
+
+
+class Counting:  # autograd's engine, counting the graph tasks it is given
+    def __getattr__(self, name):
+        return getattr(_engine, name)
+
+    def run_backward(self, *args, **kwargs):
+        RUNS.append(1)
+        return _engine.run_backward(*args, **kwargs)
+
+
+variable.Variable._execution_engine = Counting()
+"""
+
+
+def test_no_backward_runs_before_the_program(tmp_path):
+    """On a GPU machine the engine's first graph task starts its device threads and marks every later fork as
+    bad: a hogwild worker forked by a program that ran no backward must not find one run by tensorscope (NOTE
+    [No backward before the program]). Counted on any machine through a sitecustomize that wraps the engine."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(COUNTING_ENGINE)
+    prog = tmp_path / "first_line.py"
+    prog.write_text("import sitecustomize\nprint('graph tasks before the first line:', len(sitecustomize.RUNS))\n")
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path / "site"), env.get("PYTHONPATH")) if p)
+    for cmd in ([PY, str(prog)], [PY, "-m", "tensorscope", "run", str(prog)],
+                [PY, "-m", "tensorscope", "explain", str(prog)]):
+        p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, timeout=DEFAULT_TIMEOUT)
+        assert p.returncode == 0 and b"graph tasks before the first line: 0\n" in p.stdout, (cmd, p.stdout, p.stderr)
+
+
 def test_a_fork_while_threaded_warns_as_under_python(tmp_path):
     """Python 3.12+'s fork warning at the program's line, once per line, the program's own warnings unchanged
     (NOTE [The fork warning at the program's line]); before 3.12 the same output with no warning."""
