@@ -219,3 +219,33 @@ def test_ctrl_c_while_tensorscope_installs_itself(tmp_path):
     assert doc["torch_version"] is not None, doc["notes"]
     d = doc["diagnosis"]
     assert d is not None and d["culprit"]["line"] == line_of(tmp_path, "# culprit"), d
+
+
+def test_the_origin_mode_goes_on_the_main_thread_when_torch_is_imported_on_another(tmp_path, monkeypatch):
+    """TENSORSCOPE_ORIGIN_MODE=1: torch's dispatch-mode stack is per thread, and the mode used to be pushed on
+    the importing thread, where it saw none of the main thread's ops (the NaN's origin was lost: the backward
+    line was named). Ignored before torch 2.11 (NOTE [The origin mode crashes torch before 2.11]), where the
+    graph names the same line."""
+    monkeypatch.setenv("TENSORSCOPE_ORIGIN_MODE", "1")
+    py, ts, doc = pair(tmp_path, """
+        import threading
+
+
+        def load():
+            import torch  # the program's first import of torch, on a worker thread
+
+
+        t = threading.Thread(target=load)
+        t.start()
+        t.join()
+        import torch
+
+        w = torch.zeros(3, requires_grad=True)
+        x = torch.log(w * 0)  # origin
+        x.sum().backward()
+        print(w.grad.isnan().any().item())
+    """, command="explain")
+    assert py == (0, "True\n", "")
+    assert ts[1:] == py[1:]
+    nf = [h for h in doc.get("hazards") or [] if h["kind"] == "silent-non-finite-value"]
+    assert nf and nf[0]["culprit"]["line"] == line_of(tmp_path, "# origin"), nf
