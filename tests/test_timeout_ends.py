@@ -103,7 +103,7 @@ def test_sigterm_while_the_threads_are_joined(tmp_path):
 
 def test_a_signal_handler_raising_while_the_report_is_built(tmp_path):
     """The program's SIGUSR1 handler raises outside its own code, and a child sends SIGUSR1 every 2 ms from the
-    end of the program until the report file exists: under python that handler would run, if at all, in the
+    program's last line (it closes the pipe the child waits on) until the report file exists: under python that handler would run, if at all, in the
     interpreter's shutdown, where its exception is printed as ignored. The report used to be lost ("internal
     error", exit 4). The exit status and output are python's without the signals (the twin run)."""
     prog = _write(tmp_path, """
@@ -121,12 +121,17 @@ def test_a_signal_handler_raising_while_the_report_is_built(tmp_path):
         if len(sys.argv) > 1:
             sys.stdout.flush()
             parent, report = os.getpid(), sys.argv[1]
+            r, w = os.pipe()
             if os.fork() == 0:
+                os.close(w)
+                os.read(r, 1)  # end of file: the program's last line has run
                 end = time.monotonic() + 60
                 while not os.path.exists(report) and time.monotonic() < end:
                     os.kill(parent, signal.SIGUSR1)
                     time.sleep(0.002)
                 os._exit(0)
+            os.close(r)
+            os.close(w)
     """)
     report = tmp_path / "r.json"
     py = run_python(prog, cwd=tmp_path)
