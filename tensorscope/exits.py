@@ -298,13 +298,14 @@ class Stopped(BaseException):
 # interpreter is shutting down. A program's handler
 # (its own SIGUSR1/SIGALRM handler, torch's SIGCHLD handler of a DataLoader whose worker died) used to run
 # there, at the next bytecode of the report's build, and its exception ended the build (exit 4, "internal
-# error", no report) or was caught by a loop of the build and dropped with part of the report. Under python
+# error", no report: measured) or, raised inside one of the build's loops that catch Exception, was dropped
+# with part of the report. Under python
 # such a handler runs, if at all, inside the interpreter's shutdown, where its exception is printed as
 # ignored and the exit status stays the program's. So ``mute_program`` makes every Python-level handler but
 # the held signals' do nothing while the report is built (the signals that come then are dropped: python may
 # as well have exited before they came); ``release`` puts them back in an ``atexit`` callback registered
 # then (atexit calls the last registered first), so the program's own atexit handlers run with them, as
-# under python, and a raise there is python's "Exception ignored in atexit callback" (tests/test_exits_build.py).
+# under python, and a raise there is python's "Exception ignored in atexit callback" (tests/test_timeout_ends.py).
 
 
 class HeldSignals:
@@ -342,8 +343,9 @@ class HeldSignals:
 
     def mute_program(self) -> None:
         """The program's Python-level handlers do nothing until ``release`` (NOTE [Signal handlers while the
-        report is built]); tensorscope's own (``tensorscope_own``: --timeout's) go on. A handler whose signal came a moment before runs at a bytecode of this loop, and
-        its exception is dropped as the muting goes on (python is shutting down there)."""
+        report is built]); tensorscope's own (``tensorscope_own``: --timeout's) go on. A handler whose signal
+        came a moment before runs at a bytecode of this loop, and its exception is dropped as the muting goes
+        on (python is shutting down there)."""
         if threading.current_thread() is not threading.main_thread():
             return
         for _ in range(64):
