@@ -380,8 +380,8 @@ def _main(req: Request) -> int:
 
 
 def _abrupt_end(result, req: Request) -> Optional[int]:
-    """The program ended the process itself (``os._exit``, SIGTERM, SIGHUP): write the report now and
-    say which exit status replaces ``os._exit``'s, if any (see NOTE [Ending as python ends])."""
+    """The program ended the process itself (``os._exit``, SIGTERM, SIGHUP), or --timeout ended it: write the
+    report now and say which exit status replaces ``os._exit``'s, if any (see NOTE [Ending as python ends])."""
     try:
         if result is None:
             raise RuntimeError("the report could not be built")
@@ -390,8 +390,12 @@ def _abrupt_end(result, req: Request) -> Optional[int]:
     except Exception:
         _err("internal error: the report was not written (report it; --traceback cannot show it here)")
         return ExitCode.INTERNAL
+    if result.timed_out:  # the program outlived --timeout's grace (NOTE [--timeout ends the run] in runner.py)
+        _err(f"the program did not finish within {req.timeout:g} s and was stopped; the report is partial")
     if not written:
         return ExitCode.NOT_WRITTEN
+    if result.timed_out:
+        return ExitCode.TIMEOUT
     if fail_on_found:
         return ExitCode.FAIL_ON
     if req.command == "explain":

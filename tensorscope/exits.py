@@ -97,8 +97,9 @@ class Ending:
         """True in a process forked from the one that started the program."""
         return os.getpid() != self.pid
 
-    def end(self, status: int | None = None, signum: int | None = None) -> None:
-        """Write the report (at most GRACE seconds), then ``os._exit(status)`` or die by ``signum``."""
+    def end(self, status: int | None = None, signum: int | None = None, **how) -> None:
+        """Write the report (at most GRACE seconds), then ``os._exit(status)`` or die by ``signum``.
+        ``how``: passed to ``report`` (``timed_out=True``: --timeout ended the run, runner.Alarm)."""
         with self._lock:
             first, self._started = not self._started, True
         if not first:  # a second ending: a signal ends the process at once; a thread waits for the first
@@ -114,7 +115,7 @@ class Ending:
             mute_program_handlers()
         replaced = None
         try:
-            replaced = self._report(status, signum)
+            replaced = self._report(status, signum, **how)
         except BaseException:  # the report is lost (a Ctrl-C meanwhile); the process ends as python's would
             pass
         if signum is not None:
@@ -156,6 +157,61 @@ def mute_program_handlers() -> None:
                 _signal(s, _nothing)
         except (ValueError, OSError, TypeError, RuntimeError):
             pass
+
+
+# NOTE [Signals wait while tensorscope installs itself]
+# The instrumentation is installed inside the program's ``import torch`` (NOTE [Instrumenting at the
+# program's import of torch] in torch_import.py): a few hundred milliseconds of tensorscope's code in the
+# program's main thread. A Python-level handler that raises there (Ctrl-C's KeyboardInterrupt, the program's
+# own SIGALRM handler) used to stop the install half way: some of torch's functions wrapped, others not, no
+# tracker, and the program, which may catch KeyboardInterrupt and go on, ran on with them; its report said
+# "the program never imported torch" (tests/test_torch_import.py). So while it installs itself, each signal
+# with a Python-level handler (the program's, python's SIGINT handler, tensorscope's SIGTERM/SIGHUP stand-ins)
+# is noted instead; then the handlers are put back and each signal that came is raised again
+# (``signal.raise_signal``): its handler runs at once, in the main thread, at the end of the program's import
+# statement, and its KeyboardInterrupt comes out of ``import torch`` (torch imported, the instrumentation
+# whole), as a Ctrl-C a moment later than it came. A signal whose disposition is SIG_DFL or SIG_IGN is the
+# kernel's business, as under python. Main thread only (signal.signal refuses elsewhere; no Python handler
+# runs in another thread anyway).
+
+
+class handlers_held:
+    """Every Python-level signal handler waits until the block ends (NOTE [Signals wait while tensorscope
+    installs itself]). A class, not a generator: the handler that runs at its end raises from a frame of
+    tensorscope's own, which the program's traceback leaves out (contextlib's would show)."""
+
+    def __enter__(self):
+        self.came: list = []
+        self.saved: dict = {}
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for s in signal.valid_signals():
+            try:
+                if callable(_getsignal(s)):
+                    self.saved[s] = _signal(s, self._note)
+            except (ValueError, OSError, TypeError, RuntimeError):
+                pass
+        return self
+
+    def _note(self, signum, frame):
+        if signum not in self.came:
+            self.came.append(signum)
+
+    def __exit__(self, *exc):
+        saved, self.saved = self.saved, {}
+        for s, h in saved.items():
+            try:
+                if _getsignal(s) == self._note:
+                    _signal(s, h)
+            except (ValueError, OSError, TypeError, RuntimeError):
+                pass
+        came, self.came = self.came, []
+        for s in came:  # each handler runs here, in the main thread, as the signal came now
+            try:
+                signal.raise_signal(s)
+            except (ValueError, OSError):
+                pass
+        return False
 
 
 @contextlib.contextmanager
@@ -228,6 +284,30 @@ def fatal_signals_report(ending: Ending):
                 real_signal(s, signal.SIG_DFL)
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP while the program's threads are joined (``HeldSignals.interruptible``)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+# NOTE [Signal handlers while the report is built]
+# Once the program's main code has ended, what runs until the interpreter's own exit is tensorscope's
+# (stopping the instrumentation, joining the program's threads, the report), where under python the
+# interpreter is shutting down. A program's handler
+# (its own SIGUSR1/SIGALRM handler, torch's SIGCHLD handler of a DataLoader whose worker died) used to run
+# there, at the next bytecode of the report's build, and its exception ended the build (exit 4, "internal
+# error", no report: measured) or, raised inside one of the build's loops that catch Exception, was dropped
+# with part of the report. Under python
+# such a handler runs, if at all, inside the interpreter's shutdown, where its exception is printed as
+# ignored and the exit status stays the program's. So ``mute_program`` makes every Python-level handler but
+# the held signals' do nothing while the report is built (the signals that come then are dropped: python may
+# as well have exited before they came); ``release`` puts them back in an ``atexit`` callback registered
+# then (atexit calls the last registered first), so the program's own atexit handlers run with them, as
+# under python, and a raise there is python's "Exception ignored in atexit callback" (tests/test_timeout_ends.py).
+
+
 class HeldSignals:
     """Hold SIGINT, SIGTERM and SIGHUP while the report is written (main thread only).
 
@@ -235,11 +315,14 @@ class HeldSignals:
     process at once. Signals the program's environment ignores (``nohup``) stay ignored.
     """
 
-    def __init__(self, real_exit=os._exit):
+    def __init__(self, real_exit=os._exit, mute: bool = False):
         self.pending: int | None = None
         self._interruptible = False
         self._real_exit = real_exit
         self._previous = {}
+        self._muted = {}  # the program's handlers while the report is built (mute_program)
+        if mute:
+            self.mute_program()
         for s in HELD:
             try:
                 if _getsignal(s) == signal.SIG_IGN:
@@ -249,15 +332,39 @@ class HeldSignals:
                 pass
 
     def _hold(self, signum, frame):
-        if signum == signal.SIGINT and self._interruptible and self.pending is None:
-            raise KeyboardInterrupt
+        if self._interruptible and self.pending is None:
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.pending = signum  # the program's threads still run: the report, then death by it
+            raise Stopped(signum)
         if self.pending is not None:
             die_by(signum, self._real_exit)
         self.pending = signum
 
+    def mute_program(self) -> None:
+        """The program's Python-level handlers do nothing until ``release`` (NOTE [Signal handlers while the
+        report is built]); tensorscope's own (``tensorscope_own``: --timeout's) go on. A handler whose signal
+        came a moment before runs at a bytecode of this loop, and its exception is dropped as the muting goes
+        on (python is shutting down there)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for _ in range(64):
+            try:
+                for s in signal.valid_signals():
+                    if s in HELD or s in self._muted:
+                        continue
+                    h = _getsignal(s)
+                    if callable(h) and h is not _nothing and not getattr(h, "tensorscope_own", False):
+                        _signal(s, _nothing)
+                        self._muted[s] = h
+                return
+            except BaseException:
+                continue
+
     @contextlib.contextmanager
     def interruptible(self):
-        """Ctrl-C raises KeyboardInterrupt meanwhile (while the program's threads are joined)."""
+        """Ctrl-C raises KeyboardInterrupt meanwhile (while the program's threads are joined); SIGTERM and
+        SIGHUP raise ``Stopped`` (the report is then written and the process dies by it)."""
         self._interruptible = True
         try:
             yield
@@ -267,6 +374,11 @@ class HeldSignals:
     def release(self) -> None:
         """Put the handlers back; die by the signal held meanwhile, if one came."""
         previous, self._previous = self._previous, {}
+        muted, self._muted = self._muted, {}
+        if muted and self.pending is None:
+            import atexit
+
+            atexit.register(_unmute, muted)  # NOTE [Signal handlers while the report is built]
         for s, h in previous.items():
             if getattr(h, "tensorscope_default", False):  # the run is over: its handler stood for SIG_DFL
                 h = signal.SIG_DFL
@@ -276,6 +388,16 @@ class HeldSignals:
                 pass
         if self.pending is not None:  # the program is over: python would have flushed its output
             die_by(self.pending, self._real_exit, flush=True)
+
+
+def _unmute(muted: dict) -> None:
+    """The program's handlers again (NOTE [Signal handlers while the report is built])."""
+    for s, h in muted.items():
+        try:
+            if _getsignal(s) is _nothing:
+                _signal(s, h)
+        except (ValueError, OSError, TypeError, RuntimeError):
+            pass
 
 
 def interpreter_exit_text(code: int) -> None:

@@ -202,21 +202,26 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         ending = exits.Ending(_abrupt_report(main, watch, on_end, on_abrupt_end), real_os_exit)
         stack.enter_context(exits.os_exit_reports(ending, real_os_exit))
         stack.enter_context(exits.fatal_signals_report(ending))
+        # --timeout, on until the program's threads are joined (NOTE [--timeout ends the run])
+        timer = stack.enter_context(Alarm(timeout, ending))
         stack.callback(_flush)
-        stack.callback(_join_threads, outcome)  # as the interpreter does before exiting (os._exit still reports)
+        stack.callback(_join_threads, outcome, timer)  # as the interpreter does before exiting (os._exit still reports)
         stack.enter_context(python_excepthook())
         limit = stack.enter_context(_RecursionLimit())
         stack.enter_context(program_stack())
         try:
             try:
-                with alarm(timeout):
-                    if on_start is not None:
-                        on_start()
-                    _execute(code, main, module, limit)
+                timer.start()
+                if on_start is not None:
+                    on_start()
+                _execute(code, main, module, limit)
             finally:
                 # From here on what runs is tensorscope's (and the program's threads, joined below):
                 # signals wait for the report (see NOTE [Ending as python ends]).
-                outcome.held = exits.HeldSignals(real_os_exit)
+                timer.program_ended()
+                # the program's handlers do nothing from here until its atexit handlers run
+                # (NOTE [Signal handlers while the report is built] in exits.py)
+                outcome.held = exits.HeldSignals(real_os_exit, mute=True)
                 if on_end is not None:
                     on_end()
         except SystemExit as e:
@@ -267,13 +272,13 @@ def _execute(code, main, module, limit) -> None:
 def _abrupt_report(main, watch, on_end, on_abrupt_end):
     """The report of a program that ends the process itself: ``report(status, signum)`` for exits.Ending."""
 
-    def report(status, signum):
+    def report(status, signum, timed_out=False):
         signal.setitimer(signal.ITIMER_REAL, 0)  # --timeout must not stop the report
         if on_end is not None:
             on_end()
         outcome = Outcome(exit_status=status & 0xFF if signum is None else 128 + signum,
-                          os_exit=signum is None, signal=signum, main_globals=main.__dict__,
-                          children=watch.children())
+                          os_exit=signum is None and not timed_out, timed_out=timed_out, signal=signum,
+                          main_globals=main.__dict__, children=watch.children())
         return None if on_abrupt_end is None else on_abrupt_end(outcome)
 
     return report
@@ -356,26 +361,104 @@ def program_stack():
         traceback.walk_stack = saved
 
 
-@contextlib.contextmanager
-def alarm(timeout: float | None):
-    """--timeout: ProgramTimeout is raised in the main thread after ``timeout`` seconds."""
-    if not timeout:
-        yield
-        return
+# NOTE [--timeout ends the run]
+# ``--timeout N`` raises ProgramTimeout in the program's main thread N seconds into its own time (torch's
+# import and the install are not counted: session.py pauses the timer meanwhile). A CI run hung 13 minutes in
+# ``run --timeout 2`` of a training loop (tests/programs/forever_loop.py) with a one-shot timer. Found since
+# (tests/test_timeout_ends.py):
+# - where the handler of a signal runs is wherever the main thread next runs Python code, and under
+#   tensorscope that is often tensorscope's own: the wrappers, and the weak reference callback that forgets a
+#   dead tensor's id (recorder.py), which CPython calls with any exception it raises printed as "Exception
+#   ignored in: <function _forgetter.<locals>.forget ...>" and dropped. Measured on forever_loop.py, 2,000
+#   expiries every 0.7 ms: 0.4 % ran inside ``forget``; one ProgramTimeout raised there was printed as
+#   ignored and the program ran on (until killed). Inside a wrapper it would stop tensorscope's own
+#   bookkeeping half way. So an expiry whose handler runs in a frame of tensorscope's is moved RETRY
+#   later, up to RETRIES times, and raised in the program's code or the library's;
+# - a program that catches BaseException (a loop's ``except BaseException: continue``), or whose cleanup
+#   after it outlasts GRACE, and a program's non-daemon thread that never ends (its main thread raised
+#   ProgramTimeout, and the threads are joined as the interpreter would: for ever) kept the run going.
+#   So ProgramTimeout is raised once (the program's ``finally`` blocks run, as after Ctrl-C), and GRACE
+#   seconds later, if the program or its threads still run, the run is ended as SIGTERM ends it
+#   (NOTE [Ending as python ends] in exits.py): the report is written, with the --timeout note, and the
+#   process exits 124. The same once the program's main code has returned while its threads still run
+#   when the N seconds are up. Nothing is raised a second time inside the program's cleanup;
+# - torch's import found by ``importlib.util.find_spec("torch")`` first used to leave the timer paused for
+#   ever (NOTE [Instrumenting at the program's import of torch] in torch_import.py).
 
-    def on_alarm(signum, frame):
-        raise ProgramTimeout()
 
-    saved = signal.signal(signal.SIGALRM, on_alarm)
-    # raised again each second until the run stops: a ProgramTimeout that lands inside a handler that swallows
-    # BaseException (the program's, or a hook of ours run by autograd's engine) must not leave the program
-    # running forever (measured: one `run --timeout 2` of a training loop ran 13 minutes in a CI run)
-    signal.setitimer(signal.ITIMER_REAL, timeout, 1.0)
-    try:
-        yield
-    finally:
+class Alarm:
+    """--timeout (NOTE [--timeout ends the run]). ``ending``: exits.Ending, the hard end after GRACE."""
+
+    RETRY = 0.002  # seconds: an expiry in tensorscope's own code is moved this much later
+    RETRIES = 500  # at most so many times in a row (one second): then raised wherever it lands
+    GRACE = 2.0  # seconds the program (and its threads) may take to stop after ProgramTimeout
+
+    def __init__(self, timeout: float | None, ending):
+        self.timeout = timeout
+        self.ending = ending
+        self.stage = "off"  # "program", "raised" (ProgramTimeout raised), "after" (tensorscope's), "joining"
+        self.retries = 0
+        self._saved = None
+
+    def __enter__(self):
+        if self.timeout:
+            self._saved = signal.signal(signal.SIGALRM, self._on_alarm)
+        return self
+
+    def __exit__(self, *exc):
+        if self.timeout:
+            self.stage = "off"
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._saved)
+        return False
+
+    def start(self) -> None:
+        if self.timeout:
+            self.stage = "program"
+            signal.setitimer(signal.ITIMER_REAL, self.timeout)
+
+    def program_ended(self) -> None:
+        """The program's main code returned or raised: tensorscope's code runs, then the threads are joined."""
+        if self.stage != "off":
+            self.stage = "after"
+
+    @contextlib.contextmanager
+    def joining(self):
+        """The program's threads are joined: an expiry ends the run."""
+        if self.stage == "off":
+            yield
+            return
+        self.stage = "joining"
+        try:
+            yield
+        finally:
+            self.stage = "after"
+
+    def _on_alarm(self, signum, frame):
+        stage = self.stage
+        if stage == "joining":
+            self._end()
+        ours = frame is not None and is_tensorscope_file(frame.f_code.co_filename)
+        if stage == "after" or (ours and self.retries < self.RETRIES):
+            self.retries += stage != "after"
+            signal.setitimer(signal.ITIMER_REAL, self.RETRY)
+            return
+        self.retries = 0
+        if stage == "raised":  # the program did not stop within GRACE (it caught it, or cleans up)
+            self._end()
+        elif stage == "program":
+            self.stage = "raised"
+            signal.setitimer(signal.ITIMER_REAL, self.GRACE)
+            raise ProgramTimeout()
+
+    _on_alarm.tensorscope_own = True  # not the program's: HeldSignals.mute_program leaves it
+
+    def _end(self) -> None:
+        """Write the report and exit 124, as SIGTERM ends a run (never returns)."""
+        self.stage = "off"
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, saved)
+        _flush()  # what the program printed: it is stopped, as by ProgramTimeout, not killed
+        self.ending.end(status=124, timed_out=True)
 
 
 # NOTE [Recursion depth under line events]
@@ -465,14 +548,21 @@ def _print_exception(e: BaseException) -> None:
     _flush()
 
 
-def _join_threads(outcome: Outcome) -> None:
+def _join_threads(outcome: Outcome, timer: Alarm | None = None) -> None:
     """Wait for non-daemon threads, as the interpreter does before exiting.
 
     Like ``threading._shutdown``, first run the callbacks registered with
     ``threading._register_atexit``: they tell concurrent.futures' worker threads (torch.compile's
     compile workers, a program's ThreadPoolExecutor) to finish, and joining those threads without
     them waits forever. They are run once: the interpreter's own shutdown then finds none left.
+    SIGTERM or SIGHUP meanwhile stops the waiting: the report is written and the process dies by it
+    (the threads are the program's, still running: NOTE [Ending as python ends]). --timeout too.
     """
+    with timer.joining() if timer is not None else contextlib.nullcontext():
+        _join_others(outcome)
+
+
+def _join_others(outcome: Outcome) -> None:
     main = threading.main_thread()
     others = [t for t in threading.enumerate()
               if t is not main and not t.daemon and t is not threading.current_thread()]
@@ -493,6 +583,9 @@ def _join_threads(outcome: Outcome) -> None:
                 t.join()
             except KeyboardInterrupt:  # Ctrl-C while the program's threads finish: interrupted, as python's
                 outcome.interrupted, outcome.exit_status = True, 130
+                return
+            except exits.Stopped as e:  # SIGTERM, SIGHUP: the report, then death by it (HeldSignals.release)
+                outcome.signal, outcome.exit_status = e.signum, 128 + e.signum
                 return
             except Exception:
                 pass

@@ -9,7 +9,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from tensorscope import children, report, runner
+from tensorscope import children, exits, report, runner
 from tensorscope.instrument.frames import UserCode
 from tensorscope.torch_import import IMPORT_FAILED, NEVER_IMPORTED_TORCH, TorchImportWatch
 
@@ -273,13 +273,14 @@ class _Instrumentation:
     # --timeout counts the program's own time: torch's import and the install are not in it, as when
     # both came before the program (tensorscope/torch_import.py)
     def _on_begin(self) -> None:
-        children.unwatched_begin()  # what torch's import starts is not the program's (children.py)
-        self._timer = None
-        if not self.session.timeout:  # the program's own interval timer is the program's
-            return
-        remaining = signal.setitimer(signal.ITIMER_REAL, 0)
-        if remaining[0] > 0:
-            self._timer = remaining
+        with exits.handlers_held():  # NOTE [Signals wait while tensorscope installs itself] in exits.py
+            children.unwatched_begin()  # what torch's import starts is not the program's (children.py)
+            self._timer = None
+            if not self.session.timeout:  # the program's own interval timer is the program's
+                return
+            remaining = signal.setitimer(signal.ITIMER_REAL, 0)
+            if remaining[0] > 0:
+                self._timer = remaining
 
     def _resume_timer(self) -> None:
         timer, self._timer = self._timer, None
@@ -288,12 +289,13 @@ class _Instrumentation:
 
     def _on_import(self, module) -> None:
         """In the thread whose import of torch just ended, inside that import (module None: it failed)."""
-        try:
-            if module is not None:
-                self._install_at_import()
-        finally:
-            children.unwatched_end()
-            self._resume_timer()
+        with exits.handlers_held():  # NOTE [Signals wait while tensorscope installs itself] in exits.py
+            try:
+                if module is not None:
+                    self._install_at_import()
+            finally:
+                children.unwatched_end()
+                self._resume_timer()
 
     def _install_at_import(self) -> None:
         main = threading.current_thread() is threading.main_thread()

@@ -10,15 +10,22 @@ torch is not imported when the program starts, tensorscope puts one finder first
 ``sys.meta_path`` that answers nothing but the top-level name ``torch``; when the import system
 asks it for ``torch`` (``import torch``, ``from torch import nn``, ``import torch.nn.functional``,
 ``importlib.import_module``, a library's import of it, in any thread, at any time), it:
-- takes itself off ``sys.meta_path`` (it is asked once), and asks the finders after it for torch's
-  spec, as the import system would have;
+- asks the finders after it for torch's spec, as the import system would have;
 - gives that spec a subclass of its own class with one property, ``_initializing``. The import
   system (``importlib._bootstrap._load_unlocked``, the same on 3.10 to 3.13) sets
   ``spec._initializing = True`` before it executes ``torch/__init__.py`` and ``False`` in a
   ``finally`` once it has, and the module is in ``sys.modules`` (failure: it was removed). The
-  setter for False puts the spec's own class back and, when the import succeeded, calls
-  ``on_import``: the instrumentation is installed there, inside the program's import statement,
-  before control returns to it.
+  setter for True takes the finder off ``sys.meta_path`` (torch's import has begun: it is watched
+  once) and calls ``on_begin``; the setter for False puts the spec's own class back and, when the
+  import succeeded, calls ``on_import``: the instrumentation is installed there, inside the
+  program's import statement, before control returns to it.
+It answers only the import system (its caller is ``_find_spec`` called by
+``_bootstrap._find_and_load_unlocked``, the same code object on 3.10 to 3.13). Anyone else who asks
+sys.meta_path for torch's spec gets the other finders' answer, as under python:
+``importlib.util.find_spec("torch")`` (transformers, accelerate and lightning check that torch is
+installed this way before importing it) used to take the one watched spec, which was never loaded:
+the program's own import of torch then went unwatched (the report said "the program never imported
+torch") and ``--timeout``, paused by ``on_begin``, never fired (tests/test_torch_import.py).
 What the program can see of it: the finder on ``sys.meta_path`` before its import of torch (a
 program that never imports torch keeps it; one Python call per import of a module not yet
 imported, ~0.1 us); ``type(torch.__spec__)`` while torch's own ``__init__`` runs. Not: the
@@ -70,34 +77,36 @@ class TorchImportWatch:
             pass
 
     def find_spec(self, name, path=None, target=None):
-        if name != NAME:
+        if name != NAME or not _asked_by_import(sys._getframe(1)):
             return None
         with self._lock:  # two threads importing torch at once: one watch
             if self not in sys.meta_path:
                 return None
-            self.remove()
         spec = None
-        try:
-            for finder in list(sys.meta_path):
-                find = getattr(finder, "find_spec", None)
-                if find is None:
-                    continue
-                spec = find(name, path, target)
-                if spec is not None:
-                    break
-        finally:
-            if spec is None:
-                self.install()  # python's ModuleNotFoundError follows; a later import is watched again
+        for finder in list(sys.meta_path):
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
         if spec is None:
-            return None
+            return None  # python's ModuleNotFoundError follows; a later import is watched again
         if not self._watch(spec):
             self.missed = True
-        elif self._on_begin is not None:
+            self.remove()
+        return spec
+
+    def _begin(self) -> None:
+        """torch's import begins (``spec._initializing = True``): watched once."""
+        self.remove()
+        if self._on_begin is not None:
             try:
                 self._on_begin()
             except Exception:
                 pass
-        return spec
 
     def _watch(self, spec) -> bool:
         own = type(spec)
@@ -109,6 +118,7 @@ class TorchImportWatch:
         def set_(self, value):
             self.__dict__["_initializing"] = value
             if value:
+                watch._begin()
                 return
             try:
                 self.__class__ = own
@@ -131,3 +141,26 @@ class TorchImportWatch:
         except Exception:
             return False
         return True
+
+
+def _import_system_codes():
+    """The code objects of the import system's ``_find_spec`` and of its caller in an import statement."""
+    bootstrap = sys.modules.get("_frozen_importlib") or sys.modules.get("importlib._bootstrap")
+    try:
+        return bootstrap._find_spec.__code__, bootstrap._find_and_load_unlocked.__code__
+    except AttributeError:  # a Python whose import system has other names: every caller is an import
+        return None
+
+
+_CODES = _import_system_codes()
+
+
+def _asked_by_import(caller) -> bool:
+    """Whether ``find_spec`` was called by an import of torch (``_find_and_load_unlocked`` -> ``_find_spec``),
+    not by ``importlib.util.find_spec`` or a program walking ``sys.meta_path`` (see NOTE [Instrumenting at
+    the program's import of torch])."""
+    if _CODES is None:
+        return True
+    find_spec, find_and_load = _CODES
+    return caller is not None and caller.f_code is find_spec and caller.f_back is not None \
+        and caller.f_back.f_code is find_and_load

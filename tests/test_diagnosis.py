@@ -151,6 +151,24 @@ CASES = {
         b = torch.randn(4, 5)
         c = torch.mm(a, b)  # <- culprit
     """, ["3 features", "expects 4"]),
+    # NOTE [An exception re-raised from a DataLoader worker]: the worker's line, as python's output shows it last
+    "other_dataloader_worker": ("other", """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Data(Dataset):
+            def __len__(self):
+                return 8
+
+            def __getitem__(self, i):
+                if i == 5:
+                    raise ValueError(f"bad sample {i}")  # <- culprit
+                return torch.full((2,), float(i))
+
+        if __name__ == "__main__":
+            for batch in DataLoader(Data(), batch_size=2, num_workers=1):
+                print(batch.sum().item())
+    """, ["num_workers=0", "ValueError at line 10"]),
     "inplace_functional_relu_alias": ("inplace-modified-saved-tensor", """
         import torch
         import torch.nn.functional as F
@@ -230,3 +248,18 @@ def test_tensor_of_scalar_tensors_runs_like_python(reports):
     # torch.tensor([a, b]) of 0-d tensors must not turn into "len() of a 0-d tensor" under tensorscope
     doc = reports["nograd_tensor_of_losses"][1][3]
     assert doc["program"]["exception"]["message"].startswith("element 0 of tensors does not require grad")
+
+
+def test_dataloader_worker_line_is_the_one_python_shows(reports):
+    """The line the diagnosis names for an exception raised in a DataLoader worker is the last frame of the
+    worker's traceback that python prints (torch's text), and the `for` line is named as where it was re-raised."""
+    from _cli import run_python
+
+    src, (code, out, err, doc) = reports["other_dataloader_worker"]
+    marks = _marks(src)
+    folder = doc["program"]["path"].rsplit("/", 1)[0]
+    py = run_python(doc["program"]["path"], cwd=folder, fresh=False)
+    assert py[0] == code == 1 and py[1] and py[1] in err  # --json: the program's stdout is on stderr
+    assert f'other_dataloader_worker.py", line {marks["culprit"]}, in __getitem__' in py[2], py[2]
+    for_line = next(i for i, text in enumerate(src.splitlines(), 1) if text.lstrip().startswith("for batch"))
+    assert f"re-raised it at line {for_line}" in doc["diagnosis"]["explanation"], doc["diagnosis"]

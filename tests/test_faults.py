@@ -510,3 +510,31 @@ def test_the_exit_code_table_lists_every_exit_code():
     table = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
     documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
     assert documented == {int(code) for code in ExitCode}
+
+
+def test_a_read_only_report_file(tmp_path):
+    """`-o FILE` where FILE is mode 0444. A user whom the mode binds: exit 2 before the program runs, FILE as it
+    was. Root, whom it does not bind (open(FILE, "w") writes it, as pyinstrument's -o does): the program runs
+    as under python, FILE is replaced by the report and keeps its mode (docs/faults.md)."""
+    marker = tmp_path / "ran.txt"
+    prog = str(FAULTS / "marker.py")
+    report = tmp_path / "r.json"
+    report.write_text("old")
+    report.chmod(0o444)
+    try:
+        ts = subprocess.run([PY, "-m", "tensorscope", "run", "-o", str(report), prog, str(marker)], cwd=tmp_path,
+                            env=_env(), capture_output=True, timeout=DEFAULT_TIMEOUT)
+        mode = report.stat().st_mode & 0o777
+        text = report.read_text()
+    finally:
+        report.chmod(0o644)
+    if os.geteuid() != 0:
+        assert ts.returncode == 2 and b"permission denied" in ts.stderr, ts
+        assert text == "old" and not marker.exists()
+        return
+    marker.unlink()
+    py = subprocess.run([PY, prog, str(marker)], cwd=tmp_path, env=_env(), capture_output=True, timeout=DEFAULT_TIMEOUT)
+    assert (ts.returncode, ts.stdout, ts.stderr) == (py.returncode, py.stdout, py.stderr) == (0, b"", b""), ts
+    assert marker.read_text() == "ran"
+    assert mode == 0o444
+    assert load_report(text)["program"]["exit_status"] == 0

@@ -145,3 +145,107 @@ def test_a_spawned_child_when_the_parent_imports_torch_after_it(tmp_path):
     assert all(c["exit_status"] in (0, None) for c in children if not c["failed"])
     assert doc["torch_version"] is not None
     assert any(e["kind"] == "backward" for e in doc["events"]), [e["kind"] for e in doc["events"]]
+
+
+def test_torch_found_by_find_spec_before_the_program_imports_it(tmp_path):
+    """``importlib.util.find_spec("torch")`` first (transformers, accelerate and lightning check torch is there
+    that way): it used to take the one watched spec, so the real import went unwatched (the report said the
+    program never imported torch) and --timeout, paused for torch's import, never fired again."""
+    source = """
+        import importlib.util
+        import sys
+
+        spec = importlib.util.find_spec("torch")
+        print(type(spec).__name__, type(spec) is type(importlib.util.find_spec("json")), "torch" in sys.modules)
+        import torch
+
+        x = torch.ones(4, requires_grad=True)
+        y = torch.sigmoid(x)
+        y.mul_(2)  # culprit
+        if sys.argv[1:] == ["loop"]:
+            print("ready", flush=True)
+            while True:
+                (x * 2).sum().backward()
+        y.sum().backward()
+    """
+    py, ts, doc = pair(tmp_path, source, command="explain")
+    assert py[0] == 1 and py[1] == "ModuleSpec True False\n" and "modified by an inplace operation" in py[2]
+    assert ts[1:] == py[1:] and ts[0] == 1
+    assert doc["torch_version"] is not None
+    d = doc["diagnosis"]
+    assert d is not None and d["culprit"]["line"] == line_of(tmp_path, "# culprit"), d
+    report = tmp_path / "loop.json"
+    rc, out, err = _run([PY, "-m", "tensorscope", "run", "--timeout", "1", "-o", str(report), str(tmp_path / "prog.py"),
+                         "loop"], tmp_path)
+    assert (rc, out) == (124, py[1] + "ready\n"), (rc, out, err)
+    assert "stopped after --timeout 1 s: the report is partial" in load_report(report.read_text())["notes"]
+
+
+def test_ctrl_c_while_tensorscope_installs_itself(tmp_path):
+    """SIGINT lands inside the install, which runs inside the program's ``import torch`` (a finder of the
+    program's raises it at the first import after torch's own: under python, the program's next import; under
+    tensorscope, one of the install's). It used to stop the install half way and the report said "the program
+    never imported torch"; now the KeyboardInterrupt comes out of the import once the install is whole: the
+    program catches it as under python, and its error after it is recorded and diagnosed."""
+    py, ts, doc = pair(tmp_path, """
+        import signal
+        import sys
+
+
+        class Trip:
+            def find_spec(self, name, path=None, target=None):
+                spec = getattr(sys.modules.get("torch"), "__spec__", None)
+                if spec is not None and not getattr(spec, "_initializing", True):
+                    sys.meta_path.remove(self)
+                    signal.raise_signal(signal.SIGINT)
+                return None
+
+
+        sys.meta_path.insert(0, Trip())
+        try:
+            import torch
+            import json.tool
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt during the imports", "torch" in sys.modules)
+        import torch
+
+        x = torch.ones(3, requires_grad=True)
+        y = x.sigmoid()
+        y.mul_(2)  # culprit
+        y.sum().backward()
+    """, command="explain")
+    assert py[0] == 1 and py[1] == "KeyboardInterrupt during the imports True\n", py
+    assert ts[1:] == py[1:] and ts[0] == 1, ts
+    assert doc["torch_version"] is not None, doc["notes"]
+    d = doc["diagnosis"]
+    assert d is not None and d["culprit"]["line"] == line_of(tmp_path, "# culprit"), d
+
+
+def test_the_origin_mode_goes_on_the_main_thread_when_torch_is_imported_on_another(tmp_path, monkeypatch):
+    """TENSORSCOPE_ORIGIN_MODE=1: torch's dispatch-mode stack is per thread, and the mode used to be pushed on
+    the importing thread, where it saw none of the main thread's ops (the NaN's origin was lost: the backward
+    line was named). Ignored before torch 2.11 (NOTE [The origin mode crashes torch before 2.11]), where the
+    graph names the same line."""
+    monkeypatch.setenv("TENSORSCOPE_ORIGIN_MODE", "1")
+    py, ts, doc = pair(tmp_path, """
+        import threading
+
+
+        def load():
+            import torch  # the program's first import of torch, on a worker thread
+
+
+        t = threading.Thread(target=load)
+        t.start()
+        t.join()
+        import torch
+
+        w = torch.zeros(3, requires_grad=True)
+        x = torch.log(w * 0)  # origin
+        x.sum().backward()
+        print(w.grad.isnan().any().item())
+    """, command="explain")
+    assert py == (0, "True\n", "")
+    assert ts[1:] == py[1:]
+    nf = [h for h in doc.get("hazards") or [] if h["kind"] == "silent-non-finite-value"]
+    assert nf and nf[0]["culprit"]["line"] == line_of(tmp_path, "# origin"), nf

@@ -175,10 +175,16 @@ class ValueWatch:
 
         self._handles = [register_optimizer_step_pre_hook(self._pre_step),
                          register_optimizer_step_post_hook(self._post_step)]
-        if self.use_mode:
+        return self
+
+    def push_mode(self) -> None:
+        """TENSORSCOPE_ORIGIN_MODE=1's dispatch mode, on this thread: torch keeps the dispatch-mode stack per
+        thread, so it goes on the main thread, with the saved-tensor hooks, where torch was imported on
+        another (instrument.session.active's ``per_thread``; on the importing thread it saw none of the main
+        thread's ops and the origin was lost: tests/test_torch_import.py)."""
+        if self.use_mode and self._mode is None:
             self._mode = OriginMode(self)
             _push_mode(self._mode)  # pushed directly, as ops.py does (saved.py wraps __enter__)
-        return self
 
     def uninstall(self):
         for h in self._handles:

@@ -59,7 +59,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
     See NOTE [Hooks only under explain] in saved.py. ``frames``: the innermost frames already running
     whose program frames get line events from now on (default: the caller's stack). ``on_main(f)``:
     runs ``f`` on the main thread, for what torch keeps per thread (the saved-tensor hooks, the
-    ``--ops`` dispatch mode), when this runs on another one (NOTE [Instrumenting at the program's
+    ``--ops`` and TENSORSCOPE_ORIGIN_MODE=1 dispatch modes), when this runs on another one (NOTE [Instrumenting at the program's
     import of torch] in tensorscope/torch_import.py); None: here.
     """
     patcher = Patcher()
@@ -105,6 +105,7 @@ def active(tracker: Tracker, device: str = "auto", ops: bool = False, hooks: boo
             return
         if hooks:
             saved.push()
+            tracker.values.push_mode()  # TENSORSCOPE_ORIGIN_MODE=1's dispatch mode, when on
         if ops:
             control.ops = _ops.install(tracker).__enter__()
 

@@ -116,11 +116,58 @@ def advise(f: dict):
 _NOT_AUTOGRAD = {None, "as-strided-out-of-bounds", "expand-size-mismatch"}
 
 
+# NOTE [An exception re-raised from a DataLoader worker]
+# An exception in a DataLoader worker process (or a pin-memory thread, or a DataParallel replica) reaches the
+# program re-raised by torch (torch/_utils.py ExceptionWrapper.reraise) at the line that asked for the data:
+# the `for` over the loader. Its message is "Caught <Type> in DataLoader worker process N.\nOriginal
+# Traceback (most recent call last):\n  File ..., line L, in ...\n...\n<Type>: <text>": the worker's own
+# traceback as python prints it, which is what python's output shows last. The line that raised is the last
+# frame of that traceback in the program's own files (frames.UserCode: outside the Python installation),
+# read from the message (so `explain report.json` finds it too); the diagnosis names it, with the worker's
+# message, and says where it was re-raised. Where no frame of the text is the program's (the error is
+# torch's own collate), the re-raising line stays the culprit.
+_WRAPPED = re.compile(r"Caught (?P<type>\w+) (?P<where>[^\n]*?)\.\nOriginal Traceback \(most recent call last\):\n")
+_FRAME = re.compile(r'^  File "(?P<file>[^"\n]+)", line (?P<line>\d+), in ', re.M)
+
+
+def _wrapped_site(message: str):
+    """(file, line, where, the original's last line) of an exception re-raised from a worker, else None
+    (NOTE [An exception re-raised from a DataLoader worker])."""
+    m = _WRAPPED.search(message)
+    if m is None:
+        return None
+    original = message[m.end():]
+    last = original.rfind("Traceback (most recent call last):\n")
+    if last >= 0:
+        original = original[last:]
+    from tensorscope.instrument.frames import UserCode
+
+    user = UserCode(None)
+    found = None
+    for frame in _FRAME.finditer(original):
+        if frame["file"] in user:
+            found = frame["file"], int(frame["line"])
+    if found is None:
+        return None
+    tail = [text for text in original.strip().splitlines() if text and not text.startswith(" ")]
+    return found[0], found[1], m["where"], tail[-1] if tail else m["type"]
+
+
 def _explain_line(ev: Evidence) -> dict | None:
     file, line, f = site(ev)
     exc = ev.exception or {}
     etype = f.get("exception_type") or exc.get("type") or "An exception"
     message = f.get("message") or exc.get("message") or ""
+    wrapped = _wrapped_site(message) if ev.failure is None else None
+    if wrapped is not None:  # NOTE [An exception re-raised from a DataLoader worker]
+        wfile, wline, where_, original = wrapped
+        text = (f"Not a tensor or autograd error: line {wline} (`{source.code(wfile, wline)}`) raised {original} "
+                f"{where_}; torch re-raised it at line {line} (`{source.code(file, line)}`).")
+        fix = (f"Fix the {etype} at line {wline} (`{source.code(wfile, wline)}`), which ran {where_}: it comes "
+               "from the program's own Python logic, so tensorscope has no tensor fix to offer. With "
+               "`num_workers=0` it is raised in the main process, where a debugger can stop at it.")
+        return diagnosis(KIND, explanation=text, fix=fix, culprit=where(wfile, wline),
+                         evidence=[f"exception: {etype}: {message[:300]}"])
     code = source.code(file, line)
     lib = f.get("library")
     text = f"Line {line} (`{code}`) raised {etype}: {message}" if line else f"The program raised {etype}: {message}"

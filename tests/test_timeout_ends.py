@@ -1,0 +1,143 @@
+"""--timeout ends every run, and the program's signals are python's around the report (NOTE [--timeout ends the
+run] in runner.py, NOTE [Signal handlers while the report is built] in exits.py).
+
+Each test runs the real CLI on one small program; what python does comes from python's own run of it (or of
+its twin without the fault, where python has no --timeout), and the report is read from its file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from _cli import _env, load_report, run_cli, run_python, validate_against_schema
+
+PY = sys.executable
+HANG = 300  # seconds: a guard against a hang only
+
+
+def _write(tmp_path: Path, source: str) -> Path:
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(source))
+    return prog
+
+
+def _report(path: Path) -> dict:
+    doc = load_report(path.read_text())
+    validate_against_schema(doc)
+    return doc
+
+
+def _one_line_timeout(err: str, seconds: str) -> bool:
+    lines = [line for line in err.splitlines() if line.strip()]
+    return lines == [f"tensorscope: the program did not finish within {seconds} s and was stopped; the report is partial"]
+
+
+def test_a_program_that_catches_the_timeout_and_a_thread_that_never_ends(tmp_path):
+    """ProgramTimeout is raised once; a program that catches it and goes on, and a non-daemon thread that never
+    ends, are then stopped as SIGTERM stops a run: the report, exit 124. Before, the first ran for ever (the
+    alarm repeated each second into its `except BaseException`) and the second waited for its thread for ever."""
+    prog = _write(tmp_path, """
+        import sys, threading, time
+
+        if sys.argv[1] == "thread":
+            threading.Thread(target=lambda: time.sleep(10**6)).start()  # non-daemon: joined at exit
+            print("ready", flush=True)
+            while True:
+                pass
+        print("ready", flush=True)
+        while True:
+            try:
+                while True:
+                    pass
+            except BaseException as e:
+                print("caught", type(e).__name__, flush=True)
+    """)
+    for how, out in (("catch", "ready\ncaught ProgramTimeout\n"), ("thread", "ready\n")):
+        report = tmp_path / f"{how}.json"
+        rc, stdout, stderr, _ = run_cli("run", "--timeout", "1", "-o", str(report), str(prog), how, timeout=HANG)
+        assert (rc, stdout) == (124, out), (how, rc, stdout, stderr)
+        assert _one_line_timeout(stderr, "1"), (how, stderr)
+        doc = _report(report)
+        assert doc["program"]["exit_status"] == 124
+        assert "stopped after --timeout 1 s: the report is partial" in doc["notes"], doc["notes"]
+        assert not any("os._exit" in n for n in doc["notes"]), doc["notes"]
+
+
+def test_sigterm_while_the_threads_are_joined(tmp_path):
+    """The program's main code has ended and its non-daemon thread runs on: python dies by SIGTERM there;
+    tensorscope held it until a report that never came (the join waits for ever). Now: the report, then SIGTERM."""
+    prog = _write(tmp_path, """
+        import threading, time
+
+        threading.Thread(target=lambda: time.sleep(10**6)).start()
+        print("ready", flush=True)
+    """)
+    report = tmp_path / "r.json"
+    results = []
+    for cmd in ([PY, str(prog)], [PY, "-m", "tensorscope", "run", "-o", str(report), str(prog)]):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), cwd=tmp_path,
+                                start_new_session=True)
+        try:
+            assert proc.stdout.readline() == b"ready\n"
+            time.sleep(0.3)  # the main code has returned: the thread is being joined
+            os.kill(proc.pid, signal.SIGTERM)
+            out, err = proc.communicate(timeout=HANG)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        results.append((proc.returncode, out, err))
+    assert results[0] == (-signal.SIGTERM, b"", b""), results[0]
+    assert results[1] == results[0], results[1]
+    doc = _report(report)
+    assert doc["program"]["exit_status"] == 128 + signal.SIGTERM
+    assert "ended by SIGTERM: the report is partial" in doc["notes"], doc["notes"]
+
+
+def test_a_signal_handler_raising_while_the_report_is_built(tmp_path):
+    """The program's SIGUSR1 handler raises outside its own code, and a child sends SIGUSR1 every 2 ms from the
+    program's last line (it closes the pipe the child waits on) until the report file exists: under python that handler would run, if at all, in the
+    interpreter's shutdown, where its exception is printed as ignored. The report used to be lost ("internal
+    error", exit 4). The exit status and output are python's without the signals (the twin run)."""
+    prog = _write(tmp_path, """
+        import os, signal, sys, time
+        import torch
+
+        def handler(signum, frame):
+            if frame is not None and frame.f_code.co_filename != __file__:
+                raise RuntimeError("the program's handler raised")
+
+        x = torch.ones(8, requires_grad=True)
+        (x * 2).sum().backward()
+        print("grad", x.grad.sum().item())
+        signal.signal(signal.SIGUSR1, handler)
+        if len(sys.argv) > 1:
+            sys.stdout.flush()
+            parent, report = os.getpid(), sys.argv[1]
+            r, w = os.pipe()
+            if os.fork() == 0:
+                os.close(w)
+                os.read(r, 1)  # end of file: the program's last line has run
+                end = time.monotonic() + 60
+                while not os.path.exists(report) and time.monotonic() < end:
+                    os.kill(parent, signal.SIGUSR1)
+                    time.sleep(0.002)
+                os._exit(0)
+            os.close(r)
+            os.close(w)
+    """)
+    report = tmp_path / "r.json"
+    py = run_python(prog, cwd=tmp_path)
+    assert py == (0, "grad 16.0\n", ""), py
+    rc, out, err, _ = run_cli("run", "-o", str(report), str(prog), str(report), cwd=tmp_path, timeout=HANG)
+    assert (rc, out, err) == py, (rc, out, err)
+    doc = _report(report)
+    assert doc["program"]["exit_status"] == 0 and doc["torch_version"], doc["program"]
+    assert any(e.get("kind") == "backward" for e in doc["events"]), [e.get("kind") for e in doc["events"]]
