@@ -15,24 +15,22 @@ sink was found). Prints the minimum CPU time per step of each mode, what it adds
 that per event (``EVENTS`` a step: Adam's 24 writes, 2 views, 1 backward). Growth samples are off (they
 are measured by growth's own ``seconds``). Run from the repository root with one torch thread.
 """
+import os
 import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-from tensorscope.instrument import session
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads"))
+from _mlp import SMALL_MLP, setup  # noqa: E402
+
+from tensorscope.instrument import session  # noqa: E402
 from tensorscope.instrument import tracker as trk
 
 EVENTS = 27
 torch.set_num_threads(1)
-gen = torch.Generator().manual_seed(0)
-torch.manual_seed(0)
-data = torch.randn(16, 32, 32, generator=gen)
-labels = torch.randint(0, 10, (16, 32), generator=gen)
-model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+data, labels, model, opt = setup(**SMALL_MLP)  # small_mlp's own (benchmarks/workloads/_mlp.py)
 pt = time.process_time
 
 

@@ -76,19 +76,16 @@ def _outer(mode, steps):
 
 def _inner(mode, steps):
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
     from torch.optim import optimizer as O
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "workloads"))
+    from _mlp import SMALL_MLP, setup
 
     torch.set_num_threads(1)
     cg = ctypes.CDLL(os.environ["TS_CG_LIB"])
     T = cg.toggle
-    gen = torch.Generator().manual_seed(0)
-    torch.manual_seed(0)
-    data = torch.randn(16, 32, 32, generator=gen)
-    labels = torch.randint(0, 10, (16, 32), generator=gen)
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    data, labels, model, opt = setup(**SMALL_MLP)  # small_mlp's own (benchmarks/workloads/_mlp.py)
 
     def step(i, p=-1):
         if p == 0: T()

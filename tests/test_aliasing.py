@@ -51,7 +51,8 @@ ANCHORS = ("01_best_state_dict.py", "07_two_from_numpy.py", "07_two_from_numpy_f
            "33_teacher_shallow_copy.py", "33_teacher_shallow_copy_fine.py", "36_rdrop_two_forwards_fine.py",
            "40_best_in_main.py", "40_best_in_main_fine.py", "41_numpy_history.py", "41_numpy_history_fine.py",
            "42_numpy_initial_weights.py", "42_numpy_initial_weights_fine.py", "43_best_rebound_in_loop.py",
-           "43_best_rebound_in_loop_fine.py", "46_checkpoint_saved_each_eval_fine.py")
+           "43_best_rebound_in_loop_fine.py", "46_checkpoint_saved_each_eval_fine.py",
+           "47_drift_logged_at_loop_top.py", "47_drift_logged_at_loop_top_fine.py")
 
 
 def kind_of(path: Path) -> str:

@@ -99,6 +99,25 @@ def test_short_epochs_accumulator_is_found(tmp_path):
     assert [s for s in fixed["memory"]["sampled_steps"] if s > 6] == [8, 9, 16, 17, 32, 33]  # two walks a window
 
 
+def test_an_lbfgs_history_is_not_a_growing_container(tmp_path):
+    """NOTE [An optimizer's own history]: LBFGS keeps up to history_size (100) curvature pairs, so a run of 80
+    iterations grows `opt` at every sample. torch (the program prints it): len(old_dirs) is min(iterations, 100)
+    with the fix or without; the leak is the closure's `losses` list alone."""
+    prog = REPO / "tests" / "corpus_retention" / "lbfgs_closure_losses.py"
+    twin = tmp_path / prog.name
+    twin.write_text(twin_source(prog.read_text()))
+    (_, out, err, leak), (_, tout, terr, fixed) = run_many([("tensorscope", "run", "--json", str(prog)),
+                                                              ("tensorscope", "run", "--json", str(twin))])
+    assert leak is not None and fixed is not None, (err + terr)[-2000:]
+    assert "LBFGS history 79" in err and "LBFGS history 79" in terr  # --json: the program's stdout is on stderr
+    assert [(f["kind"], f["culprit"]["line"]) for f in _findings(leak)] == [("graph-kept-alive",
+                                                                           culprit_line(prog.read_text()))]
+    assert not _findings(fixed)
+    held = {h["name"]: h for h in fixed["memory"]["holders"]}
+    assert held["opt"]["bytes"] > 79 * 2 * 4 * sum(p.numel() for p in torch.nn.Sequential(
+        torch.nn.Linear(8, 2048), torch.nn.Linear(2048, 1)).parameters())  # the history is still counted as held
+
+
 def test_backward_twice_fixes_for_a_shared_part_and_a_lazy_cache():
     """NOTE [A part two losses share]: a DCGAN whose discriminator loss reads `fake` with its graph
     (pytorch/examples#116) and a SAM step whose second pass reuses the first pass's `output` after the

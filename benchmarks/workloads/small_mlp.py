@@ -7,9 +7,6 @@ The loop is `_mlp.train`, shared with `mlp_train.py` (larger steps, SGD with mom
 
 Size: argv[1] or env TS_BENCH_SCALE (float, default 1.0).
 """
-import torch
+from _mlp import SMALL_MLP, scale, train
 
-from _mlp import scale, train
-
-train("small_mlp", steps=max(1, round(10_000 * scale())), sizes=(32, 64, 10), batch=32, n_batches=16,
-      optimizer=lambda params: torch.optim.Adam(params, lr=1e-3))
+train("small_mlp", steps=max(1, round(10_000 * scale())), **SMALL_MLP)

@@ -441,6 +441,8 @@ class Growth:
             return {}
         steps = walk.path(target)
         out = {"path": steps, "storage_nbytes": best[0] if best else 0}
+        if _in_torch_optimizer_state(walk, target):  # NOTE [An optimizer's own history]
+            out["optimizer_own"] = True
         obj = walk.obj(target)
         if isinstance(obj, torch.Tensor):
             try:
@@ -532,6 +534,29 @@ def _identity(walk, key, tid, born) -> tuple:
 # runs (where malloc puts a step's tensors differs between processes, more so under load).
 
 
+# NOTE [An optimizer's own history]
+# torch.optim.LBFGS keeps its last `history_size` (default 100) curvature pairs in its `.state` (`old_dirs`,
+# `old_stps`, `ro`: torch/optim/lbfgs.py pops the oldest once the lists are full): one pair of
+# parameter-sized vectors more at each iteration, so a run of fewer than 100 iterations (pytorch/examples'
+# time_sequence_prediction shrunk to 3 steps of max_iter=20) saw `optimizer` grow at every sampled backward
+# call, and `container-grows` told the user to clear a container they never made, in the program and in its
+# fixed twin alike. The memory is bounded by the optimizer's own algorithm, so growth whose witness lies in the
+# `.state` of an optimizer of torch's own (its class defined in `torch.optim`) is not a container growing. A
+# graph kept there is still reported (`graph-kept-alive`), and so is growth in the state of an optimizer the
+# program defines.
+
+
+def _in_torch_optimizer_state(walk, target) -> bool:
+    """Whether the walk reached ``target`` through the ``.state`` of an optimizer class of torch's own."""
+    k, n = target, 0
+    while k is not None and n < 64:
+        parent, step = walk.step(k)
+        if step.get("via") == "optimizer_state":
+            return (getattr(type(walk.obj(parent)), "__module__", None) or "").startswith("torch.optim")
+        k, n = parent, n + 1
+    return False
+
+
 def family(witness: dict, nodes_grew: bool) -> str:
     vias = {s.get("via") for s in witness.get("path") or ()}
     if vias & {"hook", "closure"}:
@@ -604,7 +629,7 @@ def _grown(last3: list[dict], done: set, graphs_only: bool = False) -> list[dict
         steps = last3[2]["step"] - last3[0]["step"]
         per_step = (b[2] - b[0]) // steps if grew_bytes else 0
         fam = family(witness, grew_nodes)
-        if fam == "container-grows" and per_step < MIN_CONTAINER_BYTES_PER_STEP:
+        if fam == "container-grows" and (per_step < MIN_CONTAINER_BYTES_PER_STEP or witness.get("optimizer_own")):
             continue
         if fam == "view-pins-storage" and not grew_bytes:
             continue

@@ -427,6 +427,9 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
             b.update(op=f"aten.{inline['op']}", file=inline["file"], line=inline["line"], inputs=[], tensor=None,
                      read_by=None, value=b.get("value") or None)
             return b
+        operand = _operand_by_name(tracker, graph, found[0], scopes)  # NOTE [An operand no node saved]
+        if operand is not None:
+            return _birth(tracker, graph, saved, found[0], None, step, data=operand, scopes=scopes)
         if not saved:  # no saved tensor seen (a graph built on another thread): an op that cannot make it is no origin
             return None
     if found is None:
@@ -579,6 +582,36 @@ def _can_make(graph, saved, found, meets=()) -> bool:
     base = _BACKWARD.sub("", node.name())
     return base in _MAY or base in _UNARY or isinstance(node, torch.autograd.function.BackwardCFunction) \
         or seq in meets  # NOTE [A NaN from an infinity a mask wrote]
+
+
+# NOTE [An operand no node saved]
+# ``loss = criterion(output + log_prior, targets)`` with ``log_prior = torch.log(counts / counts.sum())`` made
+# before the loop from counts that hold zeros (pytorch/examples' word_language_model with a unigram prior): the
+# ``-inf`` enters the graph through ``add``, which saves nothing, so no saved tensor shows it, ``add`` (which
+# cannot make an infinity from finite inputs) had no line of its own, and the origin read "aten.add at a line
+# tensorscope did not record" with add's fix for ``inf - inf``. Where the node found cannot make the value and
+# nothing else names it, the statements that ran it are read for their names (its own line, else the lines of
+# the nodes that consumed its output, which a saved input of theirs recorded): the first non-finite floating
+# tensor with no ``grad_fn`` such a statement reads is the node's operand, and it is a data origin like a saved
+# one (``_birth``: the statement that assigned it, ``log``, at its line; NOTE [Back through the names a statement
+# read]).
+
+
+def _operand_by_name(tracker, graph, seq, scopes=None):
+    """A non-finite floating tensor with no ``grad_fn`` read by name by a statement that ran node ``seq`` or
+    consumed its output (NOTE [An operand no node saved]), or None."""
+    lines = []
+    for s in [seq] + [s for s, (_, kids) in graph.items() if seq in kids]:
+        try:
+            file, line = tracker.node_line(s)
+        except Exception:
+            continue
+        if file in tracker.user and line and (file, line) not in lines:
+            lines.append((file, line))
+    for file, line in lines:
+        for v in _bad_reads(tracker, file, line, scopes):
+            return v
+    return None
 
 
 def _data_tensor(tracker):

@@ -130,7 +130,10 @@ def _after_rebinding(tree, line):
 # has just bound: the write that changes it comes later in the iteration, and the next read follows the next
 # keeping. Such a load, in the keeping statement's own block after it (same function as the write, and not
 # after a write that sits between the two), is not a read of the changed value. A load anywhere else in the
-# loop, or after it, still is.
+# loop, or after it, still is. So is a load in a loop that holds the write but not the keeping line: nanoGPT's
+# `train.py` with `w0 = wte.weight.detach().cpu().numpy()` kept before `while True:` and the drift from it
+# logged at each evaluation, at the top of the loop (textually before `optimizer.step()`) reads the weight
+# the last iteration's step wrote, as the `while` statement follows the keeping line in its block.
 
 
 def loads_after(file, keep_line, write_line, names, died=None) -> bool:
@@ -167,9 +170,13 @@ def loads_after(file, keep_line, write_line, names, died=None) -> bool:
             continue
         if isinstance(node, ast.Name) and node.id in rebound and any(a <= line <= b for a, b in later):
             continue  # after the line that rebound the name (and freed the kept value) in the same block
-        if any(lp.lineno <= line <= (lp.end_lineno or lp.lineno) for lp in loops):
+        around = [lp for lp in loops if lp.lineno <= line <= (lp.end_lineno or lp.lineno)]
+        if around:
+            # fresh only where every loop around the load and the write runs the keeping line again first
+            # (NOTE [A fresh read]): a value kept before the loop is read changed from its second iteration on
             if isinstance(node, ast.Name) and node.id in fresh and any(a <= line <= b for a, b in fresh_spans) \
-                    and not keep_line < write_line < line:
+                    and not keep_line < write_line < line \
+                    and all(lp.lineno <= keep_line <= (lp.end_lineno or lp.lineno) for lp in around):
                 continue
             return True
         if line > write_line and (died is None or line <= died):
