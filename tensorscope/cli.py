@@ -582,13 +582,24 @@ def checked_output(output: str) -> str:
     if not os.path.isdir(folder):
         raise UsageError(f"can't write the report to '{output}': no such directory '{folder}'")
     if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise UsageError(f"can't write the report to '{output}': permission denied")
+        raise UsageError(f"can't write the report to '{output}': {_refused(path)}")
     if _is_regular_or_new(path) and not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"can't write the report to '{output}': the directory '{folder}' is not writable")
+        why = "is on a read-only file system" if _refused(folder) == "read-only file system" else "is not writable"
+        raise UsageError(f"can't write the report to '{output}': the directory '{folder}' {why}")
     why = _cannot_create_beside(path)
     if why:
         raise UsageError(f"can't write the report to '{output}': {why}")
     return path
+
+
+def _refused(path: str) -> str:
+    """Why os.access refused to write ``path``: its file system is mounted read-only, or the permissions."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except OSError:
+        pass
+    return "permission denied"
 
 
 def _cannot_create_beside(path: str) -> Optional[str]:
