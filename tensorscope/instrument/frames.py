@@ -228,6 +228,9 @@ class UserCode:
 # that the id cannot be reused meanwhile. A long code object (a generated script of 20,000 lines
 # at the top level, each line run once: every read a miss) gets its line table decoded once
 # (``co_lines``) and searched by offset: a miss there costs a binary search, not a walk from the top.
+# Such a code's lines are not cached by offset as well: the search gives them at about the cost of the
+# cache's look-up, and the cache held an entry for every instruction the script's events ran at (two
+# tuples and two ints each: ~3 MB of the generated script's peak, benchmarks/RESULTS.md "mem17").
 _LINES: dict = {}
 _TABLES: dict = {}  # id(code) -> (code, start offsets or None for a short code, their lines)
 _LONG_CODE = 2048  # bytes of bytecode (about 200 lines): longer codes get a decoded line table
@@ -258,14 +261,12 @@ def line_of(frame) -> int:
         if len(_TABLES) >= 4096:
             _TABLES.clear()
         table = _TABLES[id(code)] = _line_table(code)
-    line = -1
     starts = table[1]
-    if starts is not None:
+    if starts is not None:  # a long code: its table is the cache (see the NOTE)
         i = bisect.bisect_right(starts, lasti) - 1
-        if i >= 0:
-            line = table[2][i]
-    if line < 0:
-        line = frame.f_lineno
+        line = table[2][i] if i >= 0 else -1
+        return line if line >= 0 else frame.f_lineno
+    line = frame.f_lineno
     _LINES[key] = (code, line)
     return line
 
@@ -320,10 +321,14 @@ def _library_name(code) -> str:
 
 # --- source positions -------------------------------------------------------
 
-# id(code) -> (code, its instructions' positions as a flat array of 4 ints each, -1 for None): keyed
-# by id as in NOTE [Line numbers of running frames] (hashing a code object walks its bytecode: 1 ms for
-# a 20,000-line module, at every event of it), four machine ints per instruction (a list of tuples
-# took 70 bytes each: 20 MB for that module)
+# id(code) -> (code, the instruction index where each run of equal positions starts, the runs' positions as
+# a flat array of 4 ints each, -1 for None): keyed by id as in NOTE [Line numbers of running frames]
+# (hashing a code object walks its bytecode: 1 ms for a 20,000-line module, at every event of it). Machine
+# ints, not tuples (a list of tuples took 70 bytes an instruction: 20 MB for that module), and one entry
+# a run: ``co_positions`` gives a position for every 2-byte code unit, and an instruction's inline cache
+# units (3.11+) repeat its position, so the 20,000-line module's 457,447 positions are 127,495 runs
+# (7.3 MB as 4 ints each, 2.5 MB as runs; benchmarks/RESULTS.md, "mem17"). A position is then found by a
+# binary search over the run starts, only where an instruction's segment is not cached (``_SEGMENTS``).
 _POSITIONS: dict = {}
 
 
@@ -334,13 +339,27 @@ def _positions(code):
     get = getattr(code, "co_positions", None)
     if get is None:
         return None
-    flat = array.array("i")
-    for pos in get():
-        flat.extend(-1 if v is None else v for v in pos)
+    starts, flat = array.array("i"), array.array("i")
+    last = None
+    for i, pos in enumerate(get()):
+        if pos != last:
+            last = pos
+            starts.append(i)
+            flat.extend(-1 if v is None else v for v in pos)
     if len(_POSITIONS) >= 4096:
         _POSITIONS.clear()
-    _POSITIONS[id(code)] = (code, flat)
-    return flat
+    found = (starts, flat, i + 1 if last is not None else 0)
+    _POSITIONS[id(code)] = (code, found)
+    return found
+
+
+def _position(positions, i: int):
+    """(line, end line, column, end column) of code unit ``i`` (-1 for None), or None past the code's end."""
+    starts, flat, n = positions
+    if not 0 <= i < n:
+        return None
+    k = (bisect.bisect_right(starts, i) - 1) * 4
+    return flat[k], flat[k + 1], flat[k + 2], flat[k + 3]
 
 
 # (id(code), instruction offset) -> (code, segment): the source text of one instruction's expression is a
@@ -372,10 +391,10 @@ def _segment(code, lasti) -> str | None:
     positions = _positions(code)
     if positions is None:  # Python 3.10: NOTE [The executing call from bytecode and the line's syntax tree]
         return bytecode_segment.segment(code, lasti)
-    i = lasti // 2 * 4
-    if i + 4 > len(positions):
+    pos = _position(positions, lasti // 2)
+    if pos is None:
         return None
-    line, end_line, col, end_col = positions[i:i + 4]
+    line, end_line, col, end_col = pos
     if line < 0 or col < 0 or end_line < 0 or end_col < 0:
         return None
     lines = [linecache.getline(code.co_filename, n) for n in range(line, end_line + 1)]
