@@ -228,7 +228,9 @@ class UserCode:
 # that the id cannot be reused meanwhile. A long code object (a generated script of 20,000 lines
 # at the top level, each line run once: every read a miss) gets its line table decoded once
 # (``co_lines``) and searched by offset: a miss there costs a binary search, not a walk from the top.
-# Such a code's lines are not cached by offset as well: the search gives them at about the cost of the
+# Its ranges come one per instruction or two (co_lines gives 199,986 for the 20,000 lines), and those of one
+# line in a row are kept as one range (20,000 there: 0.2 MB, not 1.7). Such a code's lines are not cached by
+# offset as well: the search gives them at about the cost of the
 # cache's look-up, and the cache held an entry for every instruction the script's events ran at (two
 # tuples and two ints each: ~3 MB of the generated script's peak, benchmarks/RESULTS.md "mem17").
 _LINES: dict = {}
@@ -240,9 +242,13 @@ def _line_table(code) -> tuple:
     if len(code.co_code) <= _LONG_CODE:
         return code, None, None
     starts, lines = array.array("i"), array.array("i")  # machine ints: 8 bytes a range, not 72
-    for start, _end, line in code.co_lines():
-        starts.append(start)
-        lines.append(-1 if line is None else line)
+    last = None
+    for start, _end, line in code.co_lines():  # contiguous ranges: those of one line in a row are one
+        line = -1 if line is None else line
+        if line != last:
+            last = line
+            starts.append(start)
+            lines.append(line)
     return code, starts, lines
 
 
@@ -417,6 +423,15 @@ _MODULE_RECEIVERS = {"torch", "F", "functional", "nn.functional", "torch.nn.func
 
 
 _RECEIVERS: dict = {}  # (segment, op) -> receiver: a line run again (a loop, a generated script) parses once
+
+
+def release_caches() -> None:
+    """Empty the caches of lines, positions, segments and names of code objects (the program has ended; they
+    fill again if anything asks). They hold what the program's events ran at: for a generated 20,000-line
+    script ~8 MB that stayed under the report's construction, the run's peak (benchmarks/RESULTS.md, "mem17")."""
+    for cache in (_LINES, _TABLES, _LIBRARY_NAMES, _POSITIONS, _SEGMENTS, _RECEIVERS,
+                  bytecode_segment._CODES, bytecode_segment._TREES):
+        cache.clear()
 
 
 def receiver(segment: str | None, op: str) -> str | None:

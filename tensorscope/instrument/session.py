@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
-from tensorscope.instrument import (ddp, device as _device, nonfinite, ops as _ops, retention, saved, saving,
+from tensorscope.instrument import (ddp, device as _device, frames, nonfinite, ops as _ops, retention, saved, saving,
                                     snapshot as _snapshot, state)
 from tensorscope import compat
 from tensorscope.recording import (Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, freeze_shared,
@@ -137,6 +137,7 @@ def release_run_state(tracker: Tracker) -> None:
     tracker.write_log.clear()
     tracker.marks.clear()
     tracker.lines.clear()
+    frames.release_caches()
     free_memory_to_system()
 
 
