@@ -229,10 +229,9 @@ class UserCode:
 # at the top level, each line run once: every read a miss) gets its line table decoded once
 # (``co_lines``) and searched by offset: a miss there costs a binary search, not a walk from the top.
 # Its ranges come one per instruction or two (co_lines gives 199,986 for the 20,000 lines), and those of one
-# line in a row are kept as one range (20,000 there: 0.2 MB, not 1.7). Such a code's lines are not cached by
-# offset as well: the search gives them at about the cost of the
-# cache's look-up, and the cache held an entry for every instruction the script's events ran at (two
-# tuples and two ints each: ~3 MB of the generated script's peak, benchmarks/RESULTS.md "mem17").
+# line in a row are kept as one range (20,000 there: 0.2 MB, not 1.7). Its lines are still cached by offset:
+# the write path reads ``_LINES`` inline, and a miss there costs 0.5 us more a read (a loop at the top of a
+# long script, measured on 3.11). These caches are emptied when the program ends (``release_caches``).
 _LINES: dict = {}
 _TABLES: dict = {}  # id(code) -> (code, start offsets or None for a short code, their lines)
 _LONG_CODE = 2048  # bytes of bytecode (about 200 lines): longer codes get a decoded line table
@@ -267,12 +266,14 @@ def line_of(frame) -> int:
         if len(_TABLES) >= 4096:
             _TABLES.clear()
         table = _TABLES[id(code)] = _line_table(code)
+    line = -1
     starts = table[1]
-    if starts is not None:  # a long code: its table is the cache (see the NOTE)
+    if starts is not None:
         i = bisect.bisect_right(starts, lasti) - 1
-        line = table[2][i] if i >= 0 else -1
-        return line if line >= 0 else frame.f_lineno
-    line = frame.f_lineno
+        if i >= 0:
+            line = table[2][i]
+    if line < 0:
+        line = frame.f_lineno
     _LINES[key] = (code, line)
     return line
 
