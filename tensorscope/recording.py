@@ -121,8 +121,12 @@ def thaw(value: Any) -> Any:
 def _json(value: Any) -> Any:
     """Frozen data as JSON-ready data (tuples become lists)."""
     kind = type(value)
-    if kind is tuple:
-        return [_json(v) for v in value]
+    if kind is tuple:  # a list of the tuple's size (a comprehension's grows by appends, 2 items in room for 4)
+        out = list(value)
+        for i, v in enumerate(out):
+            if type(v) is tuple or type(v) is dict:
+                out[i] = _json(v)
+        return out
     if kind is dict:
         return {k: _json(v) for k, v in value.items()}
     return value

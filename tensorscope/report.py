@@ -160,11 +160,15 @@ def _kind(alive, facts, has_grad, role, created) -> dict:
 
 
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,
-          distributed: dict | None = None) -> dict:
+          distributed: dict | None = None, events: list | None = None) -> dict:
     """Assemble the report document of a run (schema_version 4, see NOTE [One document skeleton]), its
     tensors in the compact form (NOTE [The document's tensors as rows]; ``compact.expand`` gives the full).
 
     ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by diagnose.attach.
+
+    ``events``: the recording's events, given apart from it (its own are then not read) as a list this
+    takes: each frozen event goes from it as its document copy is made (NOTE [Events handed over to the
+    report]).
     """
     snap = recording.snapshot
     named = snap.named
@@ -172,7 +176,8 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     facts_of = recording.tensor_map()
     names_seen = recording.names
     # which tensors to describe: named ones, tensors seen with names at events, temporaries written through
-    written = [e["tensor"] for e in recording.events if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
+    recorded = recording.events if events is None else events
+    written = [e["tensor"] for e in recorded if e["kind"] == "write" and isinstance(e.get("tensor"), str)]
     # a dict as an ordered set: building the report stays linear in the number of tensors
     chosen: dict[str, None] = {}
     for tid in chain(named, names_seen, written):
@@ -247,16 +252,18 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
                            "tensors": [f.id, *(others or ())], "memory": f"m{m}"})
     del firsts, numbers, more
 
-    events = []
-    for e in recording.events:
-        ev = plain(e)
-        ev["code"] = code_at(e.get("file"), e.get("line"))
-        ev["file"] = display_path(e.get("file"))
-        events.append(ev)
+    # NOTE [Events handed over to the report]
+    # The report's events are JSON-ready copies of the recording's frozen ones (lists for tuples, the file as
+    # shown, the line's code): a long program's 17,498 events were 6.9 MB frozen and 9.0 MB copied, both held at
+    # once at the run's peak memory (benchmarks/RESULTS.md, "mem17"). The command line hands its events over
+    # (instrument.session.record's ``release``, session._recorded): each frozen event goes as its copy is made.
+    # The API's recording keeps its own (``events`` None), as the program may read it afterwards.
+    take = events is not None
     # every site where some events were only counted (past the per-line or the total limit), with
-    # its full count: the text report folds per line from these, the JSON keeps them all
+    # its full count: the text report folds per line from these, the JSON keeps them all (counted before the
+    # copies are made, so that its table of every site is gone by then)
     detailed: dict = {}
-    for e in recording.events:
+    for e in recorded:
         key = (e["kind"], e.get("file"), e.get("line"))
         detailed[key] = detailed.get(key, 0) + 1
     sites = sorted(
@@ -264,6 +271,20 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
           "count": s.count}
          for s in recording.sites if s.count > detailed.get((s.kind, s.file, s.line), 0)),
         key=lambda s: -s["count"])
+    detailed = None
+    events = []
+    where = code = None
+    for i, e in enumerate(recorded):
+        file, line = e.get("file"), e.get("line")
+        ev = plain(e)
+        if where != (file, line):  # a line's events in a row quote it with one string
+            where, code = (file, line), code_at(file, line)
+        ev["code"] = code
+        ev["file"] = display_path(file)
+        events.append(ev)
+        if take:
+            recorded[i] = None
+    e = recorded = None
     doc = skeleton(command=command, program=program, torch_version=torch_version, device_mode=device_mode,
                    notes=recording.notes, distributed=distributed)
     doc.update(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import signal
@@ -155,8 +156,7 @@ class Session:
         self._gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            recording, distributed = _recorded(tracker, outcome)
-            return self._report(tracker, recording, distributed, outcome, inst.torch_version())
+            return self._report(tracker, *_recorded(tracker, outcome), outcome, inst.torch_version())
         except BaseException:
             self.resume_collector()
             raise
@@ -205,12 +205,13 @@ class Session:
         return Result(doc, outcome.exit_status, interrupted=outcome.interrupted, timed_out=outcome.timed_out,
                       os_exit=outcome.os_exit, signal=outcome.signal, exit_code=outcome.exit_code)
 
-    def _report(self, tracker, recording, distributed, outcome, torch_version) -> Result:
+    def _report(self, tracker, recording, distributed, events, outcome, torch_version) -> Result:
         from tensorscope import diagnose
 
         program = self._program(outcome, tracker.user)
-        doc = report.build(recording, command=self.command, program=program,
-                           torch_version=torch_version, device_mode=self.device, distributed=distributed)
+        doc = report.build(recording, command=self.command, program=program, torch_version=torch_version,
+                           device_mode=self.device, distributed=distributed, events=events)
+        del events  # emptied by build (NOTE [Events handed over to the report] in report.py)
         self._end_notes(doc, outcome)
         diagnose.attach(doc, recording)
         outcome.main_globals = None
@@ -438,15 +439,18 @@ class Progress:
 
 
 def _recorded(tracker, outcome) -> tuple:
-    """(recording, distributed) of the run; nothing after this sees the tracker's tables
-    (see instrument.session.record)."""
+    """(recording, distributed, events) of the run; nothing after this sees the tracker's tables
+    (see instrument.session.record). The recording's events are handed over apart, as a list the report takes
+    (NOTE [Events handed over to the report] in report.py); the recording returned has none."""
     from tensorscope.instrument import session as instrument
 
     instrument.release_run_state(tracker)
     snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
     recording = instrument.record(tracker, snap, release=True)
     del snap
-    return recording, instrument.distributed_info(tracker, torchrun_env())
+    events = list(recording.events)
+    recording = dataclasses.replace(recording, events=())
+    return recording, instrument.distributed_info(tracker, torchrun_env()), events
 
 
 def torchrun_env() -> dict | None:

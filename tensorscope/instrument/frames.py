@@ -228,6 +228,10 @@ class UserCode:
 # that the id cannot be reused meanwhile. A long code object (a generated script of 20,000 lines
 # at the top level, each line run once: every read a miss) gets its line table decoded once
 # (``co_lines``) and searched by offset: a miss there costs a binary search, not a walk from the top.
+# Its ranges come one per instruction or two (co_lines gives 199,986 for the 20,000 lines), and those of one
+# line in a row are kept as one range (20,000 there: 0.2 MB, not 1.7). Its lines are still cached by offset:
+# the write path reads ``_LINES`` inline, and a miss there costs 0.5 us more a read (a loop at the top of a
+# long script, measured on 3.11). These caches are emptied when the program ends (``release_caches``).
 _LINES: dict = {}
 _TABLES: dict = {}  # id(code) -> (code, start offsets or None for a short code, their lines)
 _LONG_CODE = 2048  # bytes of bytecode (about 200 lines): longer codes get a decoded line table
@@ -237,9 +241,13 @@ def _line_table(code) -> tuple:
     if len(code.co_code) <= _LONG_CODE:
         return code, None, None
     starts, lines = array.array("i"), array.array("i")  # machine ints: 8 bytes a range, not 72
-    for start, _end, line in code.co_lines():
-        starts.append(start)
-        lines.append(-1 if line is None else line)
+    last = None
+    for start, _end, line in code.co_lines():  # contiguous ranges: those of one line in a row are one
+        line = -1 if line is None else line
+        if line != last:
+            last = line
+            starts.append(start)
+            lines.append(line)
     return code, starts, lines
 
 
@@ -320,10 +328,14 @@ def _library_name(code) -> str:
 
 # --- source positions -------------------------------------------------------
 
-# id(code) -> (code, its instructions' positions as a flat array of 4 ints each, -1 for None): keyed
-# by id as in NOTE [Line numbers of running frames] (hashing a code object walks its bytecode: 1 ms for
-# a 20,000-line module, at every event of it), four machine ints per instruction (a list of tuples
-# took 70 bytes each: 20 MB for that module)
+# id(code) -> (code, the instruction index where each run of equal positions starts, the runs' positions as
+# a flat array of 4 ints each, -1 for None): keyed by id as in NOTE [Line numbers of running frames]
+# (hashing a code object walks its bytecode: 1 ms for a 20,000-line module, at every event of it). Machine
+# ints, not tuples (a list of tuples took 70 bytes an instruction: 20 MB for that module), and one entry
+# a run: ``co_positions`` gives a position for every 2-byte code unit, and an instruction's inline cache
+# units (3.11+) repeat its position, so the 20,000-line module's 457,447 positions are 127,495 runs
+# (7.3 MB as 4 ints each, 2.5 MB as runs; benchmarks/RESULTS.md, "mem17"). A position is then found by a
+# binary search over the run starts, only where an instruction's segment is not cached (``_SEGMENTS``).
 _POSITIONS: dict = {}
 
 
@@ -334,13 +346,27 @@ def _positions(code):
     get = getattr(code, "co_positions", None)
     if get is None:
         return None
-    flat = array.array("i")
-    for pos in get():
-        flat.extend(-1 if v is None else v for v in pos)
+    starts, flat = array.array("i"), array.array("i")
+    last = None
+    for i, pos in enumerate(get()):
+        if pos != last:
+            last = pos
+            starts.append(i)
+            flat.extend(-1 if v is None else v for v in pos)
     if len(_POSITIONS) >= 4096:
         _POSITIONS.clear()
-    _POSITIONS[id(code)] = (code, flat)
-    return flat
+    found = (starts, flat, i + 1 if last is not None else 0)
+    _POSITIONS[id(code)] = (code, found)
+    return found
+
+
+def _position(positions, i: int):
+    """(line, end line, column, end column) of code unit ``i`` (-1 for None), or None past the code's end."""
+    starts, flat, n = positions
+    if not 0 <= i < n:
+        return None
+    k = (bisect.bisect_right(starts, i) - 1) * 4
+    return flat[k], flat[k + 1], flat[k + 2], flat[k + 3]
 
 
 # (id(code), instruction offset) -> (code, segment): the source text of one instruction's expression is a
@@ -372,10 +398,10 @@ def _segment(code, lasti) -> str | None:
     positions = _positions(code)
     if positions is None:  # Python 3.10: NOTE [The executing call from bytecode and the line's syntax tree]
         return bytecode_segment.segment(code, lasti)
-    i = lasti // 2 * 4
-    if i + 4 > len(positions):
+    pos = _position(positions, lasti // 2)
+    if pos is None:
         return None
-    line, end_line, col, end_col = positions[i:i + 4]
+    line, end_line, col, end_col = pos
     if line < 0 or col < 0 or end_line < 0 or end_col < 0:
         return None
     lines = [linecache.getline(code.co_filename, n) for n in range(line, end_line + 1)]
@@ -398,6 +424,15 @@ _MODULE_RECEIVERS = {"torch", "F", "functional", "nn.functional", "torch.nn.func
 
 
 _RECEIVERS: dict = {}  # (segment, op) -> receiver: a line run again (a loop, a generated script) parses once
+
+
+def release_caches() -> None:
+    """Empty the caches of lines, positions, segments and names of code objects (the program has ended; they
+    fill again if anything asks). They hold what the program's events ran at: for a generated 20,000-line
+    script ~8 MB that stayed under the report's construction, the run's peak (benchmarks/RESULTS.md, "mem17")."""
+    for cache in (_LINES, _TABLES, _LIBRARY_NAMES, _POSITIONS, _SEGMENTS, _RECEIVERS,
+                  bytecode_segment._CODES, bytecode_segment._TREES):
+        cache.clear()
 
 
 def receiver(segment: str | None, op: str) -> str | None:

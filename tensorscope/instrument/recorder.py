@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import threading
 import weakref
+from array import array
 from collections import OrderedDict
 from operator import add as _add, setitem as _setitem
 
@@ -37,6 +38,56 @@ from tensorscope.instrument.quiet import function_modes as _function_modes, tf_o
 _Tensor = torch.Tensor
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _MAX_MARKS = 20_000
+
+
+class _Marks:
+    """The marks of ``Recorder.mark``: (autograd's next sequence nr, file, line, id of the frame, its instruction)
+    of recorded program lines, in time order, as columns.
+
+    NOTE [Marks as columns]
+    Every event at a program line on the main thread adds a mark, up to _MAX_MARKS: as a 5-tuple each, with
+    its four int objects, a mark took about 200 bytes (4 MB for a long program's 20,000, held until the program
+    ends: benchmarks/RESULTS.md, "mem17"); as machine ints in arrays and the file's shared string, 36. A line
+    that is None is kept as -1 (``line_of`` never gives -1) and read back as None.
+    """
+
+    __slots__ = ("seqs", "files", "lines", "frames", "lastis")
+
+    def __init__(self):
+        self.seqs = array("q")
+        self.files: list = []
+        self.lines = array("q")
+        self.frames = array("Q")  # id() of the frame
+        self.lastis = array("q")
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def append(self, aseq: int, file, line, frame_id: int, lasti: int) -> None:
+        self.seqs.append(aseq)
+        self.files.append(file)
+        self.lines.append(-1 if line is None else line)
+        self.frames.append(frame_id)
+        self.lastis.append(lasti)
+
+    def drop_oldest(self, n: int) -> None:
+        for column in (self.seqs, self.files, self.lines, self.frames, self.lastis):
+            del column[:n]
+
+    def clear(self) -> None:
+        self.drop_oldest(len(self.seqs))
+
+    def bracket(self, seq: int):
+        """(file, line) of the mark just after ``seq`` where the marks just before and just after it are one
+        execution of one line (same file, line and frame, a later instruction); else None."""
+        i = bisect.bisect_right(self.seqs, seq)
+        if 0 < i < len(self.seqs):
+            j = i - 1
+            if (self.files[j] == self.files[i] and self.lines[j] == self.lines[i] and self.frames[j] == self.frames[i]
+                    and self.lastis[j] < self.lastis[i]):
+                line = self.lines[i]
+                return self.files[i], (None if line == -1 else line)
+        return None
 _MAIN = threading.main_thread()
 _CO_OPTIMIZED = 0x0001
 
@@ -354,7 +405,7 @@ class Recorder:
         self.pending: dict[int, dict] = {}
         self._n_saved = 0
         self.node_lines: OrderedDict = OrderedDict()  # node sequence nr -> (file, line)
-        self.marks: list[tuple] = []  # (autograd's next sequence nr, file, line) of recorded user lines
+        self.marks = _Marks()  # (autograd's next sequence nr, file, line, frame, instruction) of recorded user lines
         self.lines = LineRecord(self.user)  # every node's forward line, where line events exist (3.12+)
         # backward bookkeeping
         self.freed_nodes: list[tuple[set, dict]] = []  # (sequence nrs, backward event)
@@ -575,11 +626,12 @@ class Recorder:
         `aseq` (see Tracker.node_line). Kept in time order, on the program's thread only: other
         threads (CUDA backward workers) count sequence nrs of their own."""
         marks = self.marks
-        if marks and aseq < marks[-1][0]:
+        seqs = marks.seqs
+        if seqs and aseq < seqs[-1]:
             return
-        if len(marks) >= _MAX_MARKS:
-            del marks[:_MAX_MARKS // 2]
-        marks.append((aseq, frame.f_code.co_filename, line_of(frame), id(frame), frame.f_lasti))
+        if len(seqs) >= _MAX_MARKS:
+            marks.drop_oldest(_MAX_MARKS // 2)
+        marks.append(aseq, frame.f_code.co_filename, line_of(frame), id(frame), frame.f_lasti)
 
     def node_line(self, seq):
         """(file, line) of the forward line that built node ``seq``: exact where a pack hook saw it
@@ -593,13 +645,8 @@ class Recorder:
         known = self.lines.node_line(seq)
         if known is not None:
             return known
-        marks = self.marks
-        i = bisect.bisect_right(marks, seq, key=lambda m: m[0])
-        if 0 < i < len(marks):
-            before, after = marks[i - 1], marks[i]
-            if before[1:4] == after[1:4] and before[4] < after[4]:
-                return after[1], after[2]
-        return None, None
+        found = self.marks.bracket(seq)
+        return found if found is not None else (None, None)
 
     def location(self, frame, uf) -> dict:
         """Where an event happened: the program's file, line and call (``uf``, its innermost frame),

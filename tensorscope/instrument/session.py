@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
-from tensorscope.instrument import (ddp, device as _device, nonfinite, ops as _ops, retention, saved, saving,
+from tensorscope.instrument import (ddp, device as _device, frames, nonfinite, ops as _ops, retention, saved, saving,
                                     snapshot as _snapshot, state)
 from tensorscope import compat
 from tensorscope.recording import (Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, freeze_shared,
@@ -138,6 +138,7 @@ def release_run_state(tracker: Tracker) -> None:
     tracker.write_log.clear()
     tracker.marks.clear()
     tracker.lines.clear()
+    frames.release_caches()
     free_memory_to_system()
 
 
@@ -287,12 +288,15 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     events = tuple(freeze(event_dict(e)) for e in tracker.events)  # NOTE [Events as packed tuples]
     if release:  # hooks of graphs still alive keep working on empty tables
         tracker.tensor_names, tracker.tensor_created, tracker.events = {}, {}, []
+    sites = tuple(Site(k, f, line, n) for (k, f, line), n in tracker.site_counts.items())
+    if release:  # a key tuple and a table entry for each line the program's events ran at (20,000 on a long script)
+        tracker.site_counts = {}
     recording = Recording(
         tensors=tensors,
         names=names,
         created=created,
         events=events,
-        sites=tuple(Site(k, f, line, n) for (k, f, line), n in tracker.site_counts.items()),
+        sites=sites,
         aggregated=tracker.aggregated, per_site=tracker.per_site, max_events=tracker.max_events,
         failure=freeze(tracker.failure), saved_failure=freeze(tracker.saved_failure),
         hazards=freeze(tracker.hazards + retention_findings(tracker, snap.get("memory"))), backwards=freeze(tracker.backward_calls.backwards), node_lines=tuple(node_lines),
