@@ -34,17 +34,18 @@ and at the end of the run).
 NOTE [A step's lane]
 Once a write of a step recorded whole needs no more than its tuple (``_Step.write`` found the line's detailed
 events used up and no watched storage among the step's tensors), the frame of torch's that made it is the
-step's *lane*: every later write whose caller is that frame is recorded by the wrapper's first test, before it
-reads the recorder, its pause, its re-entry guard or the frame's file (``patches.make_write``). Those reads
-cannot change the outcome there: the step runs no code of the program's (see above), so the recorder stays
-active and the thread unpaused until the step's post-hook (``close`` takes the lane away first), and a
-wrapper entered again from inside the write's own call (a subclass's ``__torch_function__``, a torch-function
-mode) has that code's frame as caller, never the lane; the step's ``busy`` flag, set around the lane's call,
-sends such a call straight to torch, as ``IN_WRITE`` does on the other paths. What the lane still checks per
+step's *lane*: every later write whose caller is that frame is recorded by the wrapper's first test
+(``LANES``, keyed by the frame: a frame runs on one thread, so no thread ident is read), before it reads
+the recorder, its pause, its re-entry guard or the frame's file (``patches.make_write``). Those reads cannot
+change the outcome there: the step runs no code of the program's (see above), so the recorder stays active
+and the thread unpaused until the step's post-hook (``close`` takes the lane away first), and a wrapper
+entered again from inside the write's own call (a subclass's ``__torch_function__``, a torch-function mode)
+has that code's frame as caller, never the lane; the step's ``busy`` flag, set around the lane's call, sends
+such a call straight to torch, as ``IN_WRITE`` does on the other paths. What the lane still checks per
 write is what can differ between two writes from one frame: the target's type (inspectable), a
 torch-function mode on, and the versions around the call. It records the same tuple ``write`` would.
-(Measured with ``benchmarks/step_instructions.py full 50``: the step phase of small_mlp 1,272.2k ->
-1,219.5k instructions, 24 writes a step.)
+(``benchmarks/step_instructions.py full 50``, small_mlp's step phase, 24 writes: 1,272.2k instructions
+before the lane, 1,219.5k with the lane found by thread, 1,208.5k found by frame.)
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ from tensorscope.instrument.state import IN_WRITE as _IN_WRITE, PAUSED as _PAUSE
 
 # thread ident -> the step recorded whole that runs on it; read by the write wrappers (patches.py)
 IN_STEP: dict = {}
+# a step's lane (a frame of torch's) -> the step (NOTE [A step's lane]); a frame runs on one thread only
+LANES: dict = {}
 #: what ``_Step.write`` returns for a write that goes the write-by-write way
 NOT_WHOLE = object()
 _get_ident = threading.get_ident
@@ -141,8 +144,11 @@ class _Step:
             return NOT_WHOLE
         if self.grad_enabled is None:
             self.grad_enabled = _is_grad_enabled()  # torch's step runs all its writes in one mode
-        if not self.detail:  # every later write from this frame takes the lane (patches.make_write)
+        if not self.detail and self.lane is not frame:  # every later write from this frame takes the lane
+            if self.lane is not None:
+                LANES.pop(self.lane, None)
             self.lane, self.lib = frame, frame.f_code
+            LANES[frame] = self
         v0 = target._version
         _IN_WRITE.add(ident)  # a wrapper re-entered under a TorchFunctionMode records nothing twice
         try:
@@ -236,7 +242,9 @@ class OptimizerSteps:
         step = IN_STEP.pop(ident, None)
         if step is None:
             return
-        step.lane = None
+        if step.lane is not None:
+            LANES.pop(step.lane, None)
+            step.lane = None
         # the frame of torch's that ran the writes, ended now, held the last temporaries it wrote (Adam's last
         # ``denom``): let it go first, so that the log finds them dead and reads no state
         step.inner = None
