@@ -209,7 +209,7 @@ class OptimizerSteps:
             line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
             IN_STEP[ident] = _Step(rec, opt, frame, uf, line, ("write", code.co_filename, line), _index(opt))
         except Exception:
-            IN_STEP.pop(_get_ident(), None)
+            _drop(_get_ident())
 
     def finished(self, opt, args, kwargs) -> None:
         """The global step post-hook: log the writes of a step recorded whole."""
@@ -221,7 +221,7 @@ class OptimizerSteps:
             if step is not None and step.opt is opt:
                 self.close(ident)
         except Exception:
-            IN_STEP.pop(_get_ident(), None)
+            _drop(_get_ident())
 
     # --- leaving a step -------------------------------------------------------------------------------
 
@@ -326,6 +326,15 @@ class OptimizerSteps:
         count_aggregated(rec, n)
         if before < rec.per_site:  # only the event cap made these writes plain (see Tracker.write_site)
             rec.log_full = True
+
+
+def _drop(ident) -> None:
+    """Leave the step on thread ``ident`` without logging it (a failure inside a hook), its lane too: a lane
+    left in ``LANES`` would keep the frame's temporaries and the step's tensors alive."""
+    step = IN_STEP.pop(ident, None)
+    if step is not None and step.lane is not None:
+        LANES.pop(step.lane, None)
+        step.lane = None
 
 
 def _index(opt) -> dict:
