@@ -75,14 +75,14 @@ def _train(make, whole: bool, steps: int = 25, keep: bool = False, clip: bool = 
             for i in range(steps):
                 opt.zero_grad(set_to_none=False)
                 F.cross_entropy(model(x), y).backward()
-                if clip:
-                    if keep and i == 2:
-                        g0 = model[0].weight.grad.detach()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01, foreach=True)
                 if passing:
                     for p in model.parameters():
                         if type(p.grad) is not _Passing:
                             p.grad = torch.Tensor._make_subclass(_Passing, p.grad)
+                if clip:
+                    if keep and i == 2:
+                        g0 = model[0].weight.grad.detach()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01, foreach=True)
                 opt.step()  # <- the step
     finally:
         foreach_writes.write_many = write_many
