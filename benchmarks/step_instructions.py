@@ -6,8 +6,9 @@ Usage::
     python benchmarks/step_instructions.py [MODE] [STEPS]
 
 MODE is ``plain`` (no wrappers), ``off`` (the wrappers installed, the recorder inactive: the optimizer's
-non-finite step hooks still run) or ``full`` (what ``run`` records; the default), STEPS the steps counted per
-phase (default 100). The script runs itself under ``valgrind --tool=callgrind`` with instrumentation off until
+non-finite step hooks still run) or ``full`` (what ``run`` records; the default); any other name (``fullq``)
+records as ``full`` and counts the phases only, without the hooks' passes. STEPS is the steps counted per phase
+(default 100). The script runs itself under ``valgrind --tool=callgrind`` with instrumentation off until
 the model has trained 80 steps (each line's detailed events used up, as in a long run), then counts the
 instructions of each phase of a step (``zero_grad``, the two batch views and the forward, ``backward``,
 ``opt.step()``; the batch views and the forward are one phase, so that the views die at once as in the

@@ -37,14 +37,25 @@ OPTIMIZERS = {
 }
 
 
-def _train(make, whole: bool, steps: int = 25, keep: bool = False, clip: bool = False):
+class _Passing(torch.Tensor):
+    """A subclass whose ``__torch_function__`` is its own (it only passes the call on): an op with one as an
+    argument comes back through the wrappers from inside torch's call."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def _train(make, whole: bool, steps: int = 25, keep: bool = False, clip: bool = False, passing: bool = False):
     """(write log by (parameter, role), counts per line, events aggregated, steps recorded whole).
 
     ``keep``: the program keeps an alias of the first layer's weight (``w0 = ....detach()``), so the
     writes into that storage need the kept value's check (write by write) and the others do not.
     ``clip``: ``clip_grad_norm_`` before each step (one ``_foreach_mul_`` of the gradients, outside the
     step: NOTE [A foreach write as one write record]); with ``keep`` the program also keeps an alias of
-    the first layer's gradient from the third step on, which that write changes."""
+    the first layer's gradient from the third step on, which that write changes.
+    ``passing``: each gradient is a ``_Passing`` over its own memory, so every optimizer write that reads a
+    gradient enters its wrapper a second time from inside its own call (NOTE [A step's lane])."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     opt = make(model.parameters())
@@ -64,6 +75,10 @@ def _train(make, whole: bool, steps: int = 25, keep: bool = False, clip: bool = 
             for i in range(steps):
                 opt.zero_grad(set_to_none=False)
                 F.cross_entropy(model(x), y).backward()
+                if passing:
+                    for p in model.parameters():
+                        if type(p.grad) is not _Passing:
+                            p.grad = torch.Tensor._make_subclass(_Passing, p.grad)
                 if clip:
                     if keep and i == 2:
                         g0 = model[0].weight.grad.detach()
@@ -116,6 +131,17 @@ def test_steps_recorded_whole_log_what_each_write_logs(name):
         assert whole[:3] == ref[:3] and whole[3] == 3 and ref[3] == 0
     if name == "sgd_nesterov_foreach":  # torch writes the gradients in place there: seen from their versions
         assert any(role == "grad" for _, role in log)
+
+
+def test_writes_entering_their_wrapper_again_are_recorded_once():
+    """A gradient whose own ``__torch_function__`` sends each of Adam's writes that read it through the wrappers
+    a second time: a step recorded whole, its lane included, logs and counts each write once, as the writes
+    recorded one by one do (NOTE [A step's lane])."""
+    whole = _train(OPTIMIZERS["adam"], whole=True, steps=25, passing=True)
+    ref = _train(OPTIMIZERS["adam"], whole=False, steps=25, passing=True)
+    assert whole[3] == 25 and ref[3] == 0
+    assert whole[1] == ref[1] and whole[2] == ref[2] and whole[0] == ref[0]
+    assert whole[1][("write", __file__, _STEP_LINE)] == 25 * 6 * 4  # six writes a parameter, once each
 
 
 def test_clip_grad_norm_foreach_write_logs_what_each_write_logs():

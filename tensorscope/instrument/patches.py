@@ -61,7 +61,7 @@ from tensorscope.instrument.calls import after_call, target as _target
 from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
 from tensorscope.instrument.kept import EXTERNAL
-from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, NOT_WHOLE as _NOT_WHOLE
+from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, LANES as _LANES, NOT_WHOLE as _NOT_WHOLE
 from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
 from tensorscope.instrument.quiet import unseen_by_modes as _unseen, _LOUD
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
@@ -163,6 +163,35 @@ def _write_under_modes(rec, orig, op, args, kwargs, target, frame, ident):
 
 def make_write(op, orig):
     def write(*args, **kwargs):
+        if _LANES:  # NOTE [A step's lane]: first, and nothing else read before it
+            step = _LANES.get(sys._getframe(1))  # the caller's frame is a lane: its thread's step
+            if step is not None and not step.busy:
+                target = args[0] if args else kwargs.get("input", kwargs.get("self"))
+                if _INSPECTABLE.get(type(target)) and not _function_modes():
+                    v0 = target._version
+                    step.busy = True  # the re-entry guard (as IN_WRITE is on the other paths)
+                    try:
+                        out = orig(*args, **kwargs)
+                    except BaseException as e:
+                        strip_for_reraise(e)
+                        raise
+                    finally:
+                        step.busy = False
+                    try:  # a step closed meanwhile by another thread (the run's end): nothing kept
+                        known = step.index.get(id(target))
+                        step.writes.append((known if known is not None else _ref(target), op, step.lib, v0,
+                                            target._version))
+                    except Exception:
+                        pass
+                    return out
+        if _IN_STEP:
+            step = _IN_STEP.get(_get_ident())
+            if step is not None and step.busy:  # inside a lane's call: a TorchFunctionMode or a subclass sent it here again
+                try:  # NOTE [Invisible frames]
+                    return orig(*args, **kwargs)
+                except BaseException as e:
+                    strip_for_reraise(e)
+                    raise
         rec = state.recorder
         ident = _get_ident()
         if rec is None or not rec.active or ident in _IN_WRITE or _PAUSED and ident in _PAUSED:
@@ -187,20 +216,6 @@ def make_write(op, orig):
         if _IN_STEP:  # see NOTE [An optimizer step as one write record]
             step = _IN_STEP.get(ident)
             if step is not None:
-                if frame is step.inner and step.plain:  # _Step.write, inlined for a write that needs nothing more
-                    v0 = target._version
-                    _IN_WRITE.add(ident)  # a wrapper re-entered under a TorchFunctionMode records nothing twice
-                    try:
-                        out = orig(*args, **kwargs)
-                    except BaseException as e:
-                        strip_for_reraise(e)
-                        raise
-                    finally:
-                        _IN_WRITE.discard(ident)
-                    known = step.index.get(id(target))
-                    step.writes.append((known if known is not None else _ref(target), op, frame.f_code, v0,
-                                        target._version))
-                    return out
                 try:
                     out = step.write(orig, op, target, args, kwargs, frame, ident)
                 except BaseException as e:
