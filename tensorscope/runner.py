@@ -253,8 +253,9 @@ def _execute(code, main, module, limit) -> None:
     """Run the program: the bottom of its stack (``_walk_stack`` ends here)."""
     probe: dict = {}
     # at the depth the program's code runs at, as the program's own code (NOTE [Recursion depth under line events])
-    exec(_probe(code.co_filename if code is not None else "<stdin>"), probe)
-    limit.calibrate(probe["depth"])
+    filename = code.co_filename if code is not None else "<stdin>"
+    exec(_probe(filename), probe)
+    limit.calibrate(probe["depth"], filename)
     if module is not None:
         # NOTE [python -m]
         # `python -m name` is runpy._run_module_as_main(name): it finds the module (importing
@@ -475,7 +476,9 @@ class Alarm:
 # - the depth probe is compiled as a file of the program's own, so the callbacks hear it as they hear
 #   the program, and the limit is raised by what they cost: measured, not counted (nothing on 3.10 and
 #   3.11, nor where no tool id is free). The program's functions then recurse as deep as under python
-#   (1998 and 1998 on 3.12 and 3.13; 1996 and 1996 on 3.11, whose C calls count too).
+#   (1998 and 1998 on 3.12 and 3.13; 1996 and 1996 on 3.11, whose C calls count too). When the
+#   callbacks go in later, at the program's own ``import torch``, the limit is raised then by what
+#   they cost (NOTE [Line callbacks installed inside the program]).
 # What stays different: the frame one past python's deepest is made, and the RecursionError comes
 # from the callback at its start instead of from the call. A program that catches it finds one more
 # entry at the end of ``__traceback__`` (that function's ``def`` line); an uncaught one is printed
@@ -510,33 +513,113 @@ class _RecursionLimit:
         self.get, self.set = sys.getrecursionlimit, sys.setrecursionlimit
         self.saved = self.get()
         self.set(self.saved + _PROBE_HEADROOM)
+        self.offset = None  # set by calibrate
+        self.filename = "<stdin>"
+        _LIMITS.append(self)
         return self
 
-    def calibrate(self, probe_depth: int) -> None:
+    def calibrate(self, probe_depth: int, filename: str) -> None:
         """Shift the limit by the depth below the program, measured by ``_probe`` at the program's depth."""
         # Measured, not counted: C-level calls (exec, typer/click) use recursion levels too.
         # Under plain python a module-level function can recurse `limit - 1` deep.
-        offset = (self.saved + _PROBE_HEADROOM - 1) - probe_depth
+        self.offset = (self.saved + _PROBE_HEADROOM - 1) - probe_depth
+        self.filename = filename
         real_get, real_set = self.get, self.set
 
         def getrecursionlimit():
-            return real_get() - offset
+            return real_get() - self.offset
 
         def setrecursionlimit(limit):
             if not isinstance(limit, int):
                 return real_set(limit)
             if limit < 1:
                 return real_set(limit)  # the same ValueError as python
-            return real_set(limit + offset)
+            return real_set(limit + self.offset)
 
         getrecursionlimit.__doc__ = real_get.__doc__
         setrecursionlimit.__doc__ = real_set.__doc__
-        real_set(self.saved + offset)
+        real_set(self.saved + self.offset)
         sys.getrecursionlimit, sys.setrecursionlimit = getrecursionlimit, setrecursionlimit
+
+    def room(self):
+        """How deep the probe recurses from the caller's frame (None where it cannot be measured).
+        See NOTE [Line callbacks installed inside the program]."""
+        try:
+            deepest = max(_frame_depth(frame) for frame in sys._current_frames().values())
+        except Exception:
+            return None
+        saved = self.get()
+        try:
+            if deepest + _ROOM_PROBE < saved:  # a program's huge limit costs no deep probe
+                self.set(deepest + _ROOM_PROBE)
+        except Exception:
+            return None
+        try:
+            probe: dict = {}
+            exec(_probe(self.filename), probe)
+            return probe["depth"]
+        except Exception:
+            return None
+        finally:
+            self.set(saved)
+
+    def shift(self, levels: int) -> None:
+        """Give the program ``levels`` more: what line callbacks installed after ``calibrate`` cost."""
+        self.offset += levels
+        self.set(self.get() + levels)
 
     def __exit__(self, *exc):
         sys.getrecursionlimit, sys.setrecursionlimit = self.get, self.set
         self.set(self.saved)
+        try:
+            _LIMITS.remove(self)
+        except ValueError:
+            pass
+
+
+_LIMITS: list = []  # the _RecursionLimit of the run in progress
+_ROOM_PROBE = 1000  # levels above the deepest thread for room()'s probe, at most
+
+
+def _frame_depth(frame) -> int:
+    depth = 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+# NOTE [Line callbacks installed inside the program]
+# When torch is not imported before the program, the line record (NOTE [Forward lines from line
+# events]) is installed inside the program's own ``import torch`` (NOTE [Instrumenting at the
+# program's import of torch] in torch_import.py), after ``_execute``'s probe measured the program's
+# depth without its callbacks. On Python 3.12 and later each of the program's frames then needs one
+# level more for the callback above it: tests/programs/recursion_limit.py stopped at depth 1997
+# under ``run`` against 1998 under python on 3.12.1 x 2.9.1 and 3.13.0 x 2.15.0 (1998 when torch
+# was imported before the program, by sitecustomize or a driver). So the install is bracketed by
+# ``depth_kept``: ``room()`` measures the probe, compiled as the program's file, from the same frame
+# before and after it, and the limit is raised by the difference. A program's limit of 10**6 costs no
+# million-frame probe: the limit is lowered for the probe to 1,000 above the deepest thread's stack
+# (a thread that runs on during the probe and recurses 1,000 deeper in that time would meet a
+# RecursionError early; a limit within 1,000 of the deepest stack is never lowered). Only where the callbacks are
+# ``sys.monitoring``'s: a trace function that a RecursionError reaches is switched off by the
+# interpreter, so with one set (the program's, or tensorscope's own settrace watch) nothing is probed.
+@contextlib.contextmanager
+def depth_kept():
+    """Around installing the instrumentation inside the running program: the program keeps python's
+    recursion depth (see NOTE [Line callbacks installed inside the program])."""
+    limit = _LIMITS[-1] if _LIMITS else None
+    if limit is None or limit.offset is None or getattr(sys, "monitoring", None) is None or sys.gettrace() is not None:
+        yield
+        return
+    before = limit.room()
+    try:
+        yield
+    finally:
+        if before is not None and sys.gettrace() is None:
+            after = limit.room()
+            if after is not None and after < before:
+                limit.shift(before - after)
 
 
 def _print_exception(e: BaseException) -> None:

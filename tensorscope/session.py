@@ -305,7 +305,8 @@ class _Instrumentation:
             frames = list(sys._current_frames().values())
         except Exception:
             frames = [sys._getframe()]
-        self.install(frames=frames, on_main=None if main else _on_main_thread)
+        with runner.depth_kept():  # NOTE [Line callbacks installed inside the program] in runner.py
+            self.install(frames=frames, on_main=None if main else _on_main_thread)
 
     def install(self, frames=None, on_main=None) -> None:
         with self.lock:
