@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from tensorscope import source
+from tensorscope.usercode import UserCode
 from tensorscope.kinds._base import Evidence, Kind, Pattern, diagnosis, fields, opening, site, w, where
 from tensorscope.kinds._message import INTS, ints
 
@@ -122,7 +123,7 @@ _NOT_AUTOGRAD = {None, "as-strided-out-of-bounds", "expand-size-mismatch"}
 # the `for` over the loader. Its message is "Caught <Type> in DataLoader worker process N.\nOriginal
 # Traceback (most recent call last):\n  File ..., line L, in ...\n...\n<Type>: <text>": the worker's own
 # traceback as python prints it, which is what python's output shows last. The line that raised is the last
-# frame of that traceback in the program's own files (frames.UserCode: outside the Python installation),
+# frame of that traceback in the program's own files (usercode.UserCode: outside the Python installation),
 # read from the message (so `explain report.json` finds it too); the diagnosis names it, with the worker's
 # message, and says where it was re-raised. Where no frame of the text is the program's (the error is
 # torch's own collate), the re-raising line stays the culprit.
@@ -140,8 +141,6 @@ def _wrapped_site(message: str):
     last = original.rfind("Traceback (most recent call last):\n")
     if last >= 0:
         original = original[last:]
-    from tensorscope.instrument.frames import UserCode
-
     user = UserCode(None)
     found = None
     for frame in _FRAME.finditer(original):
