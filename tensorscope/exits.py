@@ -33,11 +33,16 @@ only: signal.signal refuses elsewhere; the process ends right after, so nothing 
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import os
 import signal
 import sys
 import threading
+import _thread
+import weakref
 
+from tensorscope.instrument.frames import SIGNALS_WAIT, is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.transparent import named
 
 
@@ -245,9 +250,56 @@ def default_again(signals) -> None:
             pass
 
 
+# NOTE [A signal handler that lands in a callback of tensorscope's]
+# A Python-level signal handler runs at the main thread's next check for pending calls, in whatever Python
+# frame runs then. Under tensorscope that is sometimes a callback of tensorscope's that C code calls between
+# two of the program's instructions:
+# - the weak reference callback that forgets a dead tensor's id (recorder.py), and kept.py's: CPython prints
+#   their exception as "Exception ignored in: <function _forgetter.<locals>.forget ...>" and drops it. A
+#   Ctrl-C landing there was lost (0.4 % of where a signal lands in a loop that makes and drops tensors,
+#   benchmarks/RESULTS.md "faults17"), and so was the exception of a handler of the program's (its own
+#   SIGINT handler, a SIGALRM timeout, torch's SIGCHLD handler of a DataLoader);
+# - on Python 3.12+ the ``sys.monitoring`` callbacks of the line record (lines.py), and the saved-tensor
+#   watch's (watch.py): the handler ran there with ``frame`` a frame of tensorscope's, and its exception
+#   entered the program at the line's first instruction, not at the check python makes (the carets of
+#   the traceback differed; measured with tests/programs/faults/ctrl_c_as_a_tensor_dies.py, 3.12 x 2.9.1
+#   and 3.13 x 2.15.0).
+# So while the program runs, every Python-level handler (python's SIGINT handler, and each one the program
+# installs) is called through ``guard``. Where it lands in such a callback (``frames.signals_wait`` marks
+# them; or in tensorscope code one of them called), the signal is marked as arrived again once ``guard``
+# has returned (``_trip_on_return``) and its handler runs at the next check after the callback returns:
+# in the program's code, where python runs it (the same line, the same traceback, the same ``frame``).
+# Elsewhere the handler runs at once, with the nearest frame that is not tensorscope's as ``frame``, and
+# its exception leaves ``guard``'s entry out of the traceback (NOTE [Invisible frames] in
+# instrument/patches.py). Only those callbacks wait, not all of tensorscope's code: a wrapper of
+# tensorscope's may be waiting in a system call (children.py's ``os.waitpid``), which a signal marked as
+# arrived does not interrupt, and a KeyboardInterrupt raised in a wrapper reaches the program anyway. The
+# program sees its own handlers: ``signal.getsignal`` and ``signal.signal``'s return value give them, and
+# once the program has ended they are put back as they were (``unguarded``). Nothing on the hot path:
+# ``forget`` is as it was, and ``guard`` runs only when a signal comes. A handler set through the real
+# ``signal.signal`` taken before the run (``from signal import signal`` in a module imported before it:
+# none of torch's) is not guarded.
+
+
+def _in_waiting_callback(frame) -> bool:
+    while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
+        if frame.f_code in SIGNALS_WAIT:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def unguarded(signum: int, handler):
+    """The handler the program set, where ``handler`` is the guard that calls it."""
+    targets = getattr(handler, "tensorscope_targets", None)
+    return handler if targets is None else targets.get(signum, handler)
+
+
 @contextlib.contextmanager
 def fatal_signals_report(ending: Ending):
-    """SIGTERM and SIGHUP write the report, then the process dies by them (see NOTE [Ending as python ends])."""
+    """SIGTERM and SIGHUP write the report, then the process dies by them (see NOTE [Ending as python ends]);
+    the program's handlers never run inside a callback of tensorscope's (NOTE [A signal handler that lands
+    in a callback of tensorscope's])."""
     real_signal, real_getsignal = _signal, _getsignal
 
     def handler(signum, frame):
@@ -260,20 +312,70 @@ def fatal_signals_report(ending: Ending):
 
     handler.tensorscope_default = True  # stands for SIG_DFL (see HeldSignals.release)
 
+    targets: dict = {}  # signal -> the program's handler (python's SIGINT handler first), called by guard
+
+    def guard(signum, frame):
+        if frame is not None and _in_waiting_callback(frame):
+            anchor = _trip_on_return(signum)  # noqa: F841  (dies as guard returns: the signal comes again)
+            return
+        target = targets.get(signum)
+        if target is None:
+            return
+        while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
+            frame = frame.f_back  # the program's frame (or the library's) that called tensorscope's code
+        try:
+            target(signum, frame)
+        except BaseException as e:
+            strip_for_reraise(e)
+            raise
+
+    guard.tensorscope_targets = targets
+
+    def program_handler(h) -> bool:
+        return callable(h) and not getattr(h, "tensorscope_own", False) \
+            and not getattr(h, "tensorscope_default", False) and getattr(h, "tensorscope_targets", None) is None
+
     ours = [s for s in FATAL if real_getsignal(s) == signal.SIG_DFL]
+
+    def seen(signalnum, h):
+        if h is handler:
+            return signal.SIG_DFL
+        return targets.get(signalnum, h) if h is guard else h
 
     def signal_(signalnum, handler_):
         if signalnum in ours and not callable(handler_) and handler_ == signal.SIG_DFL:
             handler_ = handler
+        if program_handler(handler_):
+            before = targets.get(signalnum, _UNSET)
+            targets[signalnum] = handler_  # before the real call: the signal may come right after it
+            try:
+                previous = real_signal(signalnum, guard)
+            except BaseException:
+                if before is _UNSET:
+                    targets.pop(signalnum, None)
+                else:
+                    targets[signalnum] = before
+                raise
+            return before if previous is guard and before is not _UNSET else seen(signalnum, previous)
         previous = real_signal(signalnum, handler_)
-        return signal.SIG_DFL if previous is handler else previous
+        return seen(signalnum, previous)
 
     def getsignal(signalnum):
-        current = real_getsignal(signalnum)
-        return signal.SIG_DFL if current is handler else current
+        return seen(signalnum, real_getsignal(signalnum))
 
     for s in ours:
         real_signal(s, handler)
+    guarded = []
+    if threading.current_thread() is threading.main_thread():
+        for s in signal.valid_signals():
+            try:
+                h = real_getsignal(s)
+                if program_handler(h):
+                    targets[s] = h
+                    real_signal(s, guard)
+                    guarded.append(s)
+            except (ValueError, OSError, TypeError, RuntimeError):
+                pass
     signal.signal, signal.getsignal = named(signal_, real_signal), named(getsignal, real_getsignal)
     try:
         yield
@@ -282,6 +384,40 @@ def fatal_signals_report(ending: Ending):
         for s in ours:
             if real_getsignal(s) is handler:
                 real_signal(s, signal.SIG_DFL)
+        for s in list(targets):
+            try:
+                if real_getsignal(s) is guard:
+                    real_signal(s, targets[s])
+            except (ValueError, OSError, TypeError, RuntimeError):
+                pass
+
+
+_UNSET = object()
+
+
+class _Tripwire(weakref.ref):
+    __slots__ = ("trip",)
+
+
+class _Anchor:
+    __slots__ = ("__weakref__", "wire")
+
+
+_TRIP = operator.methodcaller("trip")
+
+
+def _trip_on_return(signum: int) -> None:
+    """Mark ``signum`` as arrived again once the caller's frame is gone (NOTE [A signal handler that lands in a
+    callback of tensorscope's]). ``_thread.interrupt_main`` called here would be heard
+    at the very next check, inside the caller: the handler again, and again. So it is called from C when the
+    caller's frame is cleared: the anchor dies with the frame's locals, and its weak reference's callback is
+    ``ref.trip()``, a ``functools.partial`` of ``_thread.interrupt_main``: C calling C, no Python frame, no
+    check in between. The next check is then in the frame the handler ran in, or in a later one."""
+    anchor = _Anchor()
+    wire = _Tripwire(anchor, _TRIP)
+    wire.trip = functools.partial(_thread.interrupt_main, signum)
+    anchor.wire = wire  # the reference lives until its referent dies: its callback runs
+    return anchor  # the caller holds it in a local until its frame ends
 
 
 class Stopped(BaseException):
@@ -327,7 +463,7 @@ class HeldSignals:
             try:
                 if _getsignal(s) == signal.SIG_IGN:
                     continue
-                self._previous[s] = _signal(s, self._hold)
+                self._previous[s] = unguarded(s, _signal(s, self._hold))  # the run is over: the program's own
             except (ValueError, OSError):  # not the main thread
                 pass
 
@@ -356,7 +492,7 @@ class HeldSignals:
                     h = _getsignal(s)
                     if callable(h) and h is not _nothing and not getattr(h, "tensorscope_own", False):
                         _signal(s, _nothing)
-                        self._muted[s] = h
+                        self._muted[s] = unguarded(s, h)
                 return
             except BaseException:
                 continue

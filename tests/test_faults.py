@@ -368,6 +368,24 @@ def test_second_ctrl_c_while_the_report_is_built(tmp_path):
     assert any(n.startswith("interrupted") for n in doc["notes"]), doc["notes"]
 
 
+
+def test_ctrl_c_while_a_tensor_is_freed_reaches_the_program(tmp_path):
+    """SIGINT marked as arrived just as a tensor is freed: under python the program's next line hears it;
+    under tensorscope the weak reference callback that forgets the tensor's id ran first, and Python dropped
+    the KeyboardInterrupt raised there ("Exception ignored in: <function _forgetter.<locals>.forget>"), and the
+    exception of the program's own SIGINT handler too; on 3.12+ the line callback heard it, with a frame of
+    tensorscope's. Now python's: the same output, traceback and death by SIGINT, and ``signal.getsignal`` /
+    ``signal.signal`` give the program's handlers (NOTE [A signal handler that lands in a callback of
+    tensorscope's] in exits.py)."""
+    report = tmp_path / "r.json"
+    py, ts = pair("ctrl_c_as_a_tensor_dies.py", cwd=tmp_path, report=report)
+    assert py[0] == -signal.SIGINT and py[2].endswith(b"KeyboardInterrupt\n"), py
+    assert b"KeyboardInterrupt at iteration 0\n" in py[1] and b"stopped by signal 2 in step" in py[1], py
+    assert ts == py, ts
+    doc = read_report(report)
+    assert doc["program"]["exit_status"] == 130
+    assert any(n.startswith("interrupted") for n in doc["notes"]), doc["notes"]
+
 # --- exceptions and exit statuses (rows 7, 10) --------------------------------------------------------
 
 @pytest.mark.parametrize("prog,status", [("str_raises.py", 1), ("exit_huge.py", 255)])

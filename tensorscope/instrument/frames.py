@@ -26,6 +26,18 @@ def is_tensorscope_file(filename: str) -> bool:
     return filename.startswith(_PACKAGE_DIR)
 
 
+SIGNALS_WAIT: set = set()  # code objects of tensorscope's callbacks that C code calls between the program's instructions
+
+
+def signals_wait(fn):
+    """Mark ``fn`` as a callback that C code calls between two instructions of the program (a weak reference
+    callback, whose exception CPython prints as "Exception ignored" and drops; a ``sys.monitoring`` or trace
+    callback): a signal handler that would run inside it runs once it has returned, in the program's code (NOTE
+    [A signal handler that lands in a callback of tensorscope's] in exits.py). Returns ``fn``."""
+    SIGNALS_WAIT.add(fn.__code__)
+    return fn
+
+
 def strip_traceback(e: BaseException) -> None:
     """Remove tensorscope's frames from an exception's traceback (see NOTE [Invisible frames] in patches.py)."""
     tb = e.__traceback__

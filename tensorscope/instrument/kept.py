@@ -42,7 +42,7 @@ import weakref
 
 import torch
 
-from tensorscope.instrument.frames import line_of, receiver
+from tensorscope.instrument.frames import signals_wait, line_of, receiver
 from tensorscope.instrument.recorder import storage_key
 
 _Tensor = torch.Tensor
@@ -598,6 +598,9 @@ def _on_death(entry, user):
         except Exception:
             pass
     return died
+
+
+signals_wait(_on_death(None, None))  # a weak reference callback: a signal landing in it waits (exits.py)
 
 
 def _program_frame(frame, user):

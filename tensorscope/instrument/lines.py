@@ -47,6 +47,7 @@ from array import array
 import torch
 
 from tensorscope import compat
+from tensorscope.instrument.frames import signals_wait
 
 _mon = compat.monitoring  # None before Python 3.12
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
@@ -89,10 +90,13 @@ class LineRecord:
                 return False
             events = _mon.events
             on_line = self._line_callback()
+            on_return = self._return_callback(on_line)
+            for callback in (self._on_start, on_line, on_return):  # NOTE [A signal handler that lands in a callback of tensorscope's]
+                signals_wait(callback)
             _mon.register_callback(self.tool, events.PY_START, self._on_start)
             _mon.register_callback(self.tool, events.LINE, on_line)
-            _mon.register_callback(self.tool, events.PY_RETURN, self._return_callback(on_line))
-            _mon.register_callback(self.tool, events.PY_YIELD, self._return_callback(on_line))
+            _mon.register_callback(self.tool, events.PY_RETURN, on_return)
+            _mon.register_callback(self.tool, events.PY_YIELD, on_return)
             user = self.user
             for frame in frames:
                 while frame is not None:

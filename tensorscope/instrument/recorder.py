@@ -31,7 +31,7 @@ except ImportError:  # another Python implementation: counted in Python (a threa
 import torch
 
 from tensorscope import compat
-from tensorscope.instrument.frames import _LINES, UserCode, call_segment, library_name, line_of
+from tensorscope.instrument.frames import _LINES, UserCode, call_segment, signals_wait, library_name, line_of
 from tensorscope.instrument.lines import LineRecord
 from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
 
@@ -341,6 +341,7 @@ _new_ref = weakref.ref.__new__
 
 
 def _forgetter(ids: dict):
+    @signals_wait  # a signal that lands here is heard once it returns (exits.py)
     def forget(ref):
         """A tensor died: its id() may be reused by the next object, so its entry goes."""
         if ids.get(ref.key) is ref:

@@ -37,6 +37,7 @@ import torch
 
 from tensorscope import compat
 from tensorscope.instrument.fingerprint import checksum
+from tensorscope.instrument.frames import signals_wait
 from tensorscope.instrument.quiet import profiling as _profiling
 from tensorscope.instrument.quiet import unrecorded as _unrecorded
 from tensorscope.instrument.quiet import quiet as _quiet, function_modes as _function_modes
@@ -249,6 +250,12 @@ class Watch:
         self.watched[:] = keep
         if not keep:
             self._uninstall()
+
+
+
+# called between the program's instructions (NOTE [A signal handler that lands in a callback of tensorscope's] in exits.py)
+for _callback in (Watch._on_start, Watch._on_line_event, Watch._on_return, Watch._on_call, Watch._on_line):
+    signals_wait(_callback)
 
 
 def _free_tool():
