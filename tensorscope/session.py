@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import gc
 import os
@@ -11,7 +12,7 @@ import threading
 from dataclasses import dataclass
 
 from tensorscope import children, exits, report, runner
-from tensorscope.instrument.frames import UserCode
+from tensorscope.instrument.frames import UserCode, segment_at
 from tensorscope.torch_import import IMPORT_FAILED, NEVER_IMPORTED_TORCH, TorchImportWatch
 
 
@@ -474,14 +475,71 @@ def exception_info(exc, user) -> dict | None:
     the program's own files (``user``: instrument's UserCode)."""
     if exc is None:
         return None
-    file = line = None
+    file = line = last = None
     tb = exc.__traceback__
     while tb is not None:
         if tb.tb_frame.f_code.co_filename in user:
-            file, line = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+            file, line, last = tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb
         tb = tb.tb_next
-    return {"type": type(exc).__name__, "message": exception_message(exc), "file": report.display_path(file),
+    info = {"type": type(exc).__name__, "message": exception_message(exc), "file": report.display_path(file),
             "line": line}
+    raised = raised_in(last)
+    if raised is not None:
+        info["raised_in"] = raised
+    return info
+
+
+# NOTE [An exception a library raised at the program's line]
+# An uncaught exception whose traceback goes on past the program's last line into a library's Python code
+# (torch.load's weights_only UnpicklingError since torch 2.6, a `json.loads` of bad text) was raised by
+# that library, which the program's line called: ``program.exception.raised_in`` says which. ``call`` is
+# the callee as the program wrote it (``torch.load``), read from the syntax of the expression the line's
+# frame was executing (co_positions, or the bytecode on 3.10: frames.call_segment's reading); ``function``
+# is the function the line entered (its module and qualified name: ``torch.serialization.load``); ``file``
+# and ``line`` where the exception was raised (the traceback's last entry), relative to site-packages or
+# the standard library. An exception raised in the program's own code, or by C code the line called
+# directly (``int("x")``), has none. The `other` kind's diagnosis then names the call instead of calling
+# the error "the program's own Python logic" (kinds/other.py).
+def raised_in(last) -> dict | None:
+    """Where past the program's last traceback entry ``last`` the exception was raised, or None."""
+    if last is None or last.tb_next is None:
+        return None
+    try:
+        entry = deepest = last.tb_next
+        while deepest.tb_next is not None:
+            deepest = deepest.tb_next
+        code = entry.tb_frame.f_code
+        module = entry.tb_frame.f_globals.get("__name__")
+        name = getattr(code, "co_qualname", code.co_name)
+        return {"call": _callee(last.tb_frame.f_code, last.tb_lasti),
+                "function": f"{module}.{name}" if isinstance(module, str) else name,
+                "file": _library_path(deepest.tb_frame.f_code.co_filename), "line": deepest.tb_lineno}
+    except Exception:  # a description, never a crash
+        return None
+
+
+def _callee(code, lasti) -> str | None:
+    """The callee of the call the instruction ``lasti`` of ``code`` runs, as the source writes it, or None."""
+    segment = segment_at(code, lasti)
+    if not segment:
+        return None
+    try:
+        node = ast.parse(segment.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    return ast.unparse(node.func) if isinstance(node, ast.Call) else None
+
+
+def _library_path(path: str) -> str:
+    """``path`` from its installation's folder on: ``torch/serialization.py``, ``json/decoder.py``."""
+    for marker in ("site-packages", "dist-packages"):
+        i = path.rfind(os.sep + marker + os.sep)
+        if i >= 0:
+            return path[i + len(marker) + 2:]
+    stdlib = os.path.dirname(os.__file__) + os.sep  # the standard library's folder
+    if path.startswith(stdlib):
+        return path[len(stdlib):]
+    return report.display_path(path) or path
 
 
 def exception_message(exc: BaseException) -> str:

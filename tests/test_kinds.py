@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import re
 import traceback
 import warnings
@@ -568,3 +569,28 @@ def test_an_error_that_is_not_about_tensors_says_so(tmp_path):
     assert d["kind"] == "other" and d["culprit"]["line"] == 5
     assert d["explanation"].startswith("Not a tensor or autograd error")
     assert d["fix"].startswith("Not a tensor or autograd error") and "Fix line" not in d["fix"]
+
+
+def test_an_error_a_library_raised_names_the_call(tmp_path):
+    """An exception raised inside a library's code that the program's line called (torch.load's weights_only
+    refusal) names that call instead of "the program's own Python logic", and the diagnosis never carries the
+    message's terminal escape codes (torch 2.6+ makes part of it bold): NOTE [An exception a library raised
+    at the program's line] in session.py, NOTE [Terminal escape codes in a quoted message] in kinds/_base.py.
+    Where it was raised comes from python's own traceback."""
+    from tensorscope.render.text import render
+
+    prog = tmp_path / "load.py"
+    prog.write_text("import torch\n\nclass Box:\n    pass\n\npath = __file__ + '.pt'\ntorch.save({'box': Box()}, path)\n"
+                    "state = torch.load(path, weights_only=True)\n")
+    (rc_py, _, err_py), (rc, _, _, doc) = run_many([("python", prog), ("tensorscope", "explain", "--json", prog)])
+    assert rc_py == 1 and "UnpicklingError" in err_py, err_py
+    *_, (file, line, function) = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', err_py)
+    raised = doc["program"]["exception"]["raised_in"]
+    assert file.endswith("/" + raised["file"]) and raised["file"] == "torch/serialization.py", (file, raised)
+    assert raised["line"] == int(line) and raised["function"] == "torch.serialization." + function, raised
+    assert raised["call"] == "torch.load", raised
+    d = doc["diagnosis"]
+    assert d["kind"] == "other" and d["culprit"]["line"] == 8 and rc == 1, d
+    assert "`torch.load`" in d["explanation"] and "`torch.load`" in d["fix"], d
+    assert "own Python logic" not in d["fix"], d["fix"]
+    assert "\x1b" not in json.dumps(d) and "\x1b" not in render(doc), d["explanation"]

@@ -326,6 +326,11 @@ def call_segment(frame) -> str | None:
     return segment
 
 
+def segment_at(code, lasti) -> str | None:
+    """The source text of the expression instruction ``lasti`` (a byte offset, as ``tb_lasti``) of ``code`` runs."""
+    return _segment(code, lasti)
+
+
 def _segment(code, lasti) -> str | None:
     positions = _positions(code)
     if positions is None:  # Python 3.10: NOTE [The executing call from bytecode and the line's syntax tree]

@@ -92,21 +92,38 @@ def where(file: str | None, line: int | None, **extra) -> dict | None:
 def diagnosis(kind: Kind, *, explanation: str, fix: str, culprit=None, saved_by=None, backward=None,
               tensor=None, other_writes=None, alias_chain=None, title: str | None = None,
               evidence: list | None = None, graph: dict | None = None) -> dict:
-    """A diagnosis object of ``kind`` (the kind module's ``KIND``) with the stable fields of the JSON contract."""
+    """A diagnosis object of ``kind`` (the kind module's ``KIND``) with the stable fields of the JSON contract.
+    Its prose quotes messages as plain text: terminal escape codes in them are left out (``plain``)."""
     return {
         "kind": kind.code,
-        "title": title or kind.title,
-        "explanation": explanation,
+        "title": plain(title or kind.title),
+        "explanation": plain(explanation),
         "culprit": culprit,
         "saved_by": saved_by,
         "backward": backward,
         "tensor": tensor,
         "other_writes": other_writes or [],
         "alias_chain": alias_chain or [],
-        "fix": fix,
-        "evidence": evidence or [],
+        "fix": plain(fix),
+        "evidence": [plain(e) if isinstance(e, str) else e for e in evidence or []],
         "graph": graph,
     }
+
+
+# NOTE [Terminal escape codes in a quoted message]
+# Some messages carry ANSI escape codes of their own: torch 2.6+'s ``torch.load`` weights_only
+# UnpicklingError makes "do those steps only if you trust the source of the checkpoint" bold with ESC[1m ...
+# ESC[0m (checked on 2.6.0, 2.9.1, 2.13.0 and 2.15.0; 2.2.2 has no such error). Python prints the traceback
+# with them, as it must; a diagnosis that quotes the message printed them raw inside its rich panel (rich
+# puts text in as it is: "^[[1m" in a file, a broken frame on a terminal) and in the JSON, HTML and SARIF
+# forms. The diagnosis's prose is tensorscope's own, so the codes (CSI sequences such as colours, and the
+# other two-character escapes) are left out of it; ``program.exception.message`` keeps the text as raised.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+
+
+def plain(text):
+    """``text`` without terminal escape codes (NOTE [Terminal escape codes in a quoted message])."""
+    return _ESCAPES.sub("", text) if isinstance(text, str) and "\x1b" in text else text
 
 
 def w(phrase: str) -> str:

@@ -169,7 +169,10 @@ def _explain_line(ev: Evidence) -> dict | None:
                          evidence=[f"exception: {etype}: {message[:300]}"])
     code = source.code(file, line)
     lib = f.get("library")
-    text = f"Line {line} (`{code}`) raised {etype}: {message}" if line else f"The program raised {etype}: {message}"
+    raised = exc.get("raised_in") if ev.failure is None and line else None
+    inside = f" inside {_called(raised)}" if raised else ""
+    text = f"Line {line} (`{code}`) raised {etype}{inside}: {message}" if line \
+        else f"The program raised {etype}: {message}"
     if lib:
         text += f" (inside {lib})"
     if ev.failure is None and not (ev.parsed is not None and ev.parsed.fields.get("reason")):
@@ -201,11 +204,28 @@ def _other_fix(message: str, file, line, ev: Evidence) -> str:
         return "Clone the tensor created under torch.inference_mode() before writing into it (`t = t.clone()`)."
     if ev.failure is None:
         where_ = f" at line {line} (`{source.code(file, line)}`)" if line else ""
-        return (f"Not a tensor or autograd error: the {ev.exception.get('type') if ev.exception else 'exception'}"
+        etype = ev.exception.get('type') if ev.exception else 'exception'
+        raised = (ev.exception or {}).get("raised_in") if line else None
+        if raised:  # NOTE [An exception a library raised at the program's line] in session.py
+            return (f"Not a tensor or autograd error: the {etype}{where_} was raised inside {_called(raised)}, "
+                    "which that line calls: the library refused what the program gave it. Do what its message "
+                    "above asks (the arguments, the file or the setting it names); tensorscope has no tensor fix "
+                    "to offer.")
+        return (f"Not a tensor or autograd error: the {etype}"
                 f"{where_} comes from the program's own Python logic, so tensorscope has no tensor fix to offer; "
                 "fix it as a plain Python error.")
     return (f"PyTorch refused the op at line {line} (`{source.code(file, line)}`): give it the arguments its message "
             "above asks for (shapes, dtypes, devices).") if line else "Read the message above."
+
+
+def _called(raised: dict) -> str:
+    """``torch.load`` (torch.serialization.load, raised at torch/serialization.py:1609): the library call of an
+    exception's ``raised_in`` (NOTE [An exception a library raised at the program's line] in session.py)."""
+    call, function = raised.get("call"), raised.get("function")
+    at = f"raised at {raised.get('file')}:{raised.get('line')}"
+    if call and function and function != call:
+        return f"`{call}` ({function}, {at})"
+    return f"`{call or function}` ({at})"
 
 
 def explain(ev):
