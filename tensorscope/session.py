@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tensorscope import children, exits, report, runner
 from tensorscope.instrument.frames import UserCode, segment_at
-from tensorscope.torch_import import IMPORT_FAILED, NEVER_IMPORTED_TORCH, TorchImportWatch
+from tensorscope.torch_import import IMPORT_FAILED, MISSED, NEVER_IMPORTED_TORCH, UNWATCHED, TorchImportWatch
 
 
 @dataclass
@@ -194,10 +194,11 @@ class Session:
         watched): what ran, how it ended, its children; nothing recorded."""
         program = self._program(outcome, UserCode(inst.filename))
         if inst.missed:
-            note = ("torch's import could not be watched (its module spec is of a kind tensorscope cannot "
-                    "follow): nothing was recorded")
-        else:
-            note = IMPORT_FAILED if inst.failed else NEVER_IMPORTED_TORCH
+            note = MISSED
+        elif inst.failed:
+            note = IMPORT_FAILED
+        else:  # torch in sys.modules all the same: loaded without an import (NOTE [torch loaded without an import])
+            note = UNWATCHED if sys.modules.get("torch") is not None else NEVER_IMPORTED_TORCH
         env = torchrun_env()
         doc = report.skeleton(command=self.command, program=program, torch_version=None, device_mode=self.device,
                               notes=[note], distributed=None if env is None else {**env, "backend": None})

@@ -53,6 +53,27 @@ NAME = "torch"
 #: the report's note (and the text report's verdict) for a program that never imported torch
 NEVER_IMPORTED_TORCH = "the program never imported torch: nothing to record"
 IMPORT_FAILED = "the program's import of torch failed: nothing to record"
+#: torch in sys.modules at the end, its import never watched: NOTE [torch loaded without an import]
+UNWATCHED = ("torch was loaded in a way tensorscope does not watch (not by an import: importlib's module_from_spec "
+             "and exec_module): nothing was recorded")
+MISSED = ("torch's import could not be watched (its module spec is of a kind tensorscope cannot follow): nothing "
+          "was recorded")
+NOT_RECORDED = (UNWATCHED, MISSED)
+
+# NOTE [torch loaded without an import]
+# The watch hears the import system only. A program (or a plugin loader) can also run torch's
+# ``__init__.py`` itself: ``spec = importlib.util.find_spec("torch")`` or ``spec_from_file_location``,
+# ``module_from_spec(spec)``, ``sys.modules["torch"] = module``, ``spec.loader.exec_module(module)``.
+# Nothing asks the finders for the name ``torch`` then (torch's own imports ask for ``torch._C`` and
+# the like, with ``torch`` already in sys.modules), so nothing is installed and nothing recorded:
+# measured, the version-counter failure of tests/test_torch_import.py's program loaded that way was
+# reported as "the program ended with RuntimeError; 0 backward calls", and under "the program never
+# imported torch". The report now says so instead (``UNWATCHED``, and the verdict's "not recorded"),
+# never "clean". The two other ways of loading torch again are python's own errors, and the same under
+# tensorscope: ``importlib.import_module("torch")`` after the program removed torch's modules from
+# sys.modules (SystemError from torch/__init__.py: its C extension cannot be loaded twice), and
+# ``importlib.reload(torch)`` (RuntimeError: "Only a single TORCH_LIBRARY can be used to register the
+# namespace ...") (torch 2.13.0; the first import was watched and recorded).
 
 
 class TorchImportWatch:

@@ -60,6 +60,34 @@ def test_a_program_that_never_imports_torch(tmp_path):
     assert "the program never imported torch: nothing to record" in doc["notes"]
 
 
+def test_torch_loaded_without_an_import_is_never_called_clean(tmp_path):
+    """A program that runs torch's ``__init__`` itself (importlib's module_from_spec and exec_module): nothing
+    asks the import system for ``torch``, so nothing is watched or recorded. The report used to say "the
+    program never imported torch", and a program that ended well was "clean"; now it says how torch came in
+    and that nothing was recorded (NOTE [torch loaded without an import] in torch_import.py). The program runs
+    as under python."""
+    from tensorscope.render.text import render
+
+    py, ts, doc = pair(tmp_path, """
+        import importlib.util
+        import sys
+
+        spec = importlib.util.find_spec("torch")
+        torch = importlib.util.module_from_spec(spec)
+        sys.modules["torch"] = torch
+        spec.loader.exec_module(torch)
+        x = torch.ones(3, requires_grad=True)
+        print((x * 2).sum().item())
+    """)
+    assert py == (0, "6.0\n", ""), py
+    assert ts == py
+    assert doc["program"]["exit_status"] == 0 and doc["recording"] is None
+    assert not any("never imported torch" in n for n in doc["notes"]), doc["notes"]
+    assert any("loaded in a way tensorscope does not watch" in n for n in doc["notes"]), doc["notes"]
+    verdict = render(doc).splitlines()[1]
+    assert verdict.startswith("not recorded: torch was loaded in a way tensorscope does not watch"), verdict
+
+
 def test_torch_imported_late_in_a_thread_is_instrumented(tmp_path):
     """torch imported by another thread, used later in a function of the main thread: the program sees
     sys.modules as under python, and the version error's culprit line is still found."""

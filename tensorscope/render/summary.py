@@ -19,7 +19,7 @@ from rich.text import Text
 from tensorscope import holder_path
 from tensorscope.render.fold import fold
 from tensorscope.render.modules import _same_module_roots, modules
-from tensorscope.torch_import import IMPORT_FAILED, NEVER_IMPORTED_TORCH
+from tensorscope.torch_import import IMPORT_FAILED, NEVER_IMPORTED_TORCH, NOT_RECORDED
 from tensorscope.units import human_bytes as _bytes
 
 _BAR = 16
@@ -93,7 +93,10 @@ def verdict(doc, counts=None) -> Text:
         t.append(f"  ({_plural(n, 'backward call')}, none failed)", style="dim")
     elif exc:
         t.append(f"the program ended with {exc['type']}", style="bold yellow")
-        t.append(f"; {_plural(n, 'backward call')}, hazards: none")
+        if _unwatched(doc):
+            t.append("; not recorded: torch was loaded in a way tensorscope does not watch", style="bold yellow")
+        else:
+            t.append(f"; {_plural(n, 'backward call')}, hazards: none")
     elif failed_children(doc):  # never "clean": see NOTE [Child processes]
         bad = failed_children(doc)
         t.append(f"{_plural(len(bad), 'child process', 'child processes')} failed", style="bold red")
@@ -103,6 +106,8 @@ def verdict(doc, counts=None) -> Text:
         t.append("not recorded: the program never imported torch", style="bold yellow")
     elif IMPORT_FAILED in (doc.get("notes") or ()):
         t.append("not recorded: the program's import of torch failed", style="bold yellow")
+    elif _unwatched(doc):  # NOTE [torch loaded without an import] in torch_import.py: never "clean"
+        t.append("not recorded: torch was loaded in a way tensorscope does not watch", style="bold yellow")
     else:
         t.append("clean", style="bold green")
         if n and failed:  # a failure that did not end the program is not the diagnosis, but it did happen:
@@ -137,6 +142,11 @@ def headline(doc, counts) -> Text:
         parts.append(f"{roles['optimizer_state']:,} optimizer state")
     parts += [_plural(shared, "storage") + " shared", _plural(views, "view"), _plural(n, "backward call")]
     return Text(" · ".join(parts), style="dim", end="\n")
+
+
+def _unwatched(doc) -> bool:
+    """torch ran, but tensorscope could not watch it (NOTE [torch loaded without an import] in torch_import.py)."""
+    return any(note in NOT_RECORDED for note in doc.get("notes") or ())
 
 
 def header(doc) -> list[Text]:
