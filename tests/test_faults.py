@@ -557,3 +557,119 @@ def test_a_read_only_report_file(tmp_path):
     assert marker.read_text() == "ran"
     assert mode == 0o444
     assert load_report(text)["program"]["exit_status"] == 0
+
+
+_NOBODY = 65534
+
+
+def _python_for_nobody(work: Path):
+    """(argv0 of a python the user nobody can run, the environment, a preexec_fn that becomes nobody), or a str
+    saying why there is none. This python where nobody can reach it; else (a venv whose interpreter lives under
+    /root, 0700) its interpreter and standard library hard-linked into ``work`` (no data copied), the tree and
+    the venv's site-packages on PYTHONPATH: what `python -m tensorscope` needs before a program starts."""
+    import site
+    import sysconfig
+
+    def preexec():
+        _terminal_signals()
+        os.setgid(_NOBODY)
+        os.setuid(_NOBODY)
+
+    env = _env()
+    paths = [str(REPO), *site.getsitepackages()]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env["PYTHONPATH"]] if env.get("PYTHONPATH") else paths)
+    env.pop("PYTHONHOME", None)
+
+    def works(python) -> bool:
+        try:
+            probe = subprocess.run([python, "-c", "import tensorscope.cli"], cwd=work, env=env, preexec_fn=preexec,
+                                   capture_output=True, timeout=DEFAULT_TIMEOUT)
+        except OSError:  # nobody cannot even start it (a folder on its path is closed)
+            return False
+        return probe.returncode == 0
+
+    if works(PY):
+        return PY, env, preexec
+    real = os.path.realpath(PY)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if os.path.basename(stdlib) != version or not os.path.isfile(os.path.join(stdlib, "os.py")):
+        return f"nobody cannot run {PY} and its standard library ({stdlib}) is not laid out as lib/{version}"
+    home = work / "py"
+    try:
+        (home / "bin").mkdir(parents=True)
+        os.link(real, home / "bin" / version)
+        libdir = os.path.join(os.path.dirname(os.path.dirname(real)), "lib")
+        for name in os.listdir(libdir):  # a shared libpython, where the interpreter links one
+            if name.startswith("libpython") and os.path.isfile(os.path.join(libdir, name)):
+                (home / "lib").mkdir(exist_ok=True)
+                os.link(os.path.join(libdir, name), home / "lib" / name)
+        skip = {"site-packages", "dist-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip"}
+        for folder, dirs, files in os.walk(stdlib):
+            dirs[:] = [d for d in dirs if d not in skip]
+            target = home / "lib" / version / os.path.relpath(folder, stdlib)
+            target.mkdir(parents=True, exist_ok=True)
+            for name in files:
+                os.link(os.path.join(folder, name), target / name)
+    except OSError as e:  # another file system (EXDEV), hard links refused
+        return f"nobody cannot run {PY}, and its interpreter cannot be hard-linked where nobody can: {e}"
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(home / "lib"), env.get("LD_LIBRARY_PATH")]))
+    python = str(home / "bin" / version)
+    if not works(python):
+        return f"nobody can run neither {PY} nor its hard-linked copy (the tree or site-packages unreadable?)"
+    return python, env, preexec
+
+
+def test_output_not_writable_for_a_user_who_is_not_root(tmp_path):
+    """`-o` into a folder the user cannot write to (a new file, and a file of root's there), and onto a 0444 file,
+    run by a user who is not root (as root here: the user nobody): exit 2 before the program runs, the reason on
+    stderr, the old files untouched.
+    Root is not bound by permissions (test_a_read_only_report_file); this is what every other user gets."""
+    if os.geteuid() != 0:
+        python, env, preexec = PY, _env(), _terminal_signals
+        work = tmp_path
+    else:
+        import tempfile
+
+        work = Path(tempfile.mkdtemp(prefix="ts-nobody-", dir="/tmp"))  # pytest's tmp_path: 0700, root's
+        work.chmod(0o755)
+    try:
+        if os.geteuid() == 0:
+            found = _python_for_nobody(work)
+            if isinstance(found, str):
+                pytest.skip(found)
+            python, env, preexec = found
+        shutil.copy(FAULTS / "marker.py", work / "marker.py")
+        free = work / "free"  # the user may write here: the program's marker, and the 0444 report
+        free.mkdir()
+        free.chmod(0o777)
+        closed = work / "closed"  # the user's folder without write permission (root's, 0755, as nobody)
+        closed.mkdir()
+        if os.geteuid() != 0:
+            closed.chmod(0o555)
+        old = {closed / "r.json": b"old report\n", free / "r.json": b"old report\n"}
+        for path, data in old.items():
+            path.write_bytes(data)
+        (free / "r.json").chmod(0o444)
+        before = {path: path.stat() for path in old}
+        for report, why in ((closed / "new.json", b"is not writable"), (closed / "r.json", b"permission denied"),
+                            (free / "r.json", b"permission denied")):
+            marker = free / "ran.txt"
+            p = subprocess.run([python, "-m", "tensorscope", "run", "-o", str(report), str(work / "marker.py"),
+                                str(marker)], cwd=free, env=env, preexec_fn=preexec, capture_output=True,
+                               timeout=DEFAULT_TIMEOUT)
+            assert p.returncode == 2 and p.stdout == b"" and why in p.stderr, (report, p)
+            assert p.stderr.count(b"\n") == 1 and b"can't write the report" in p.stderr, p.stderr
+            assert not marker.exists(), "the program ran before -o was checked"
+        for path, data in old.items():
+            now = path.stat()
+            assert path.read_bytes() == data and (now.st_mtime_ns, now.st_ino) == (before[path].st_mtime_ns,
+                                                                                     before[path].st_ino), path
+        assert sorted(p.name for p in free.iterdir()) == ["r.json"] and os.listdir(closed) == ["r.json"]
+    finally:
+        for folder in (work / "closed", work):
+            if folder.exists():
+                folder.chmod(0o755)
+        if work != tmp_path:
+            shutil.rmtree(work, ignore_errors=True)
+
