@@ -82,12 +82,12 @@ def explain(ev: Evidence, hazard: dict):
     kfile, kline, op = kept.get("file"), kept.get("line"), kept.get("op") or ""
     wfile, wline = first.get("file"), first.get("line")
     tid = hazard.get("tensor")
-    names = kept_names(kfile, kline) + roots((hazard.get("names") or []) + ev.tensor_names(tid))
+    names = kept_names(kfile, kline, op or None) + roots((hazard.get("names") or []) + ev.tensor_names(tid))
     died = hazard.get("died") or {}
     dline = died.get("line") if died.get("file") == wfile and hazard.get("alive_at_end") is False else None
     if kfile == wfile and not loads_after(kfile, kline, wline, names, dline):
         return None
-    bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
+    bound = [n for n in kept_names(kfile, kline, op or None) if not n.startswith(".")]
     if hazard.get("alive_at_end") is False and (not bound or (kfile, kline) == (wfile, wline)):
         return None  # a temporary view that died (`w[:, 2] -= d` takes and drops one): nothing was kept
     kcode, wcode = code_at(kfile, kline), code_at(wfile, wline)
@@ -137,7 +137,7 @@ def _through(ev: Evidence, hazard: dict):
     tid = hazard.get("tensor")
     fn = hazard.get("function") or "the function"
     external = op in ("from_numpy", "as_tensor", "asarray", "frombuffer", "from_dlpack")
-    bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
+    bound = [n for n in kept_names(kfile, kline, op or None) if not n.startswith(".")]
     alias = first.get("alias") or (bound[0] if bound else "the alias")
     if external:
         what = f"the {hazard.get('source_type') or 'array'} handed to `{fn}`"
