@@ -222,6 +222,39 @@ def test_a_state_dict_kept_in_a_tuple_assignment_is_named_by_its_own_target(tmp_
     assert h["kept_at"]["line"] == 15 and "a tensor of `best_state`" in h["explanation"], h["explanation"]
 
 
+def test_an_array_kept_by_np_asarray_is_a_kept_value(tmp_path):
+    """NOTE [An array from np.asarray] (minGPT's chargpt keeping the head's weights with `np.asarray`, review18):
+    `np.asarray(w)` is an array over `w`'s memory, `np.array(w)` a copy. torch and NumPy (the program prints both
+    drifts): 0 for the first, not 0 for the second. Only the first is kept-value-changed; the run was clean."""
+    prog = tmp_path / "asarray_kept.py"
+    prog.write_text(textwrap.dedent("""
+        import numpy as np
+        import torch
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(8, 4)
+        start = {}
+        for step in range(4):
+            if step == 0:
+                start["shared"] = np.asarray(model.weight.detach())
+                start["copied"] = np.array(model.weight.detach())
+            loss = model(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        w = model.weight.detach().numpy()
+        print("drift", {k: bool(np.abs(w - v).max() > 0) for k, v in start.items()})
+    """))
+    out = tmp_path / "r.json"
+    rc, stdout, stderr, _ = run_cli("run", "-o", str(out), str(prog))
+    assert "drift {'shared': False, 'copied': True}" in stdout, stdout + stderr[-2000:]
+    found = [h for h in load_report(out.read_text())["hazards"] if h["kind"] == "kept-value-changed"]
+    assert [(h["kept_at"]["line"], h["kept_at"]["how"]) for h in found] == [(12, "numpy")], found
+    assert "`np.asarray(...).copy()`" in found[0]["fix"], found[0]["fix"]
+
+
 def test_a_kept_numpy_array_is_named_by_its_keeping_line(results):
     """`.numpy()` of a CPU tensor is an array over its memory: kept in a list while the tensor is written in
     place (41), or kept as the initial weights that the optimizer then changes (42); `.numpy().copy()` (the
