@@ -306,8 +306,8 @@ def _programs_handler(h) -> bool:
 # runs that handler; only one left at python's default (SIGINT's KeyboardInterrupt, SIGTERM's and SIGHUP's
 # death) stops the waiting. Measured: the program above waited for ever under run (SIGUSR1), or died by
 # SIGTERM (143) instead of exiting 0 (tests/test_timeout_ends.py). A signal that came between the program's end
-# and the join (while the instrumentation stops) was noted by the muted handler and is raised again at the
-# join's start, where its handler runs. An exception that such a handler raises
+# and the join (while the instrumentation stops) was noted by the muted handler, or held, and is raised again at
+# the join's start, where the program's handler runs. An exception that such a handler raises
 # stops the waiting, as it stops python's ``threading._shutdown`` (python then prints it as ignored; here
 # nothing is printed).
 
@@ -426,10 +426,14 @@ class HeldSignals:
         """Inside ``interruptible``: each signal the muted handlers noted since the program ended runs its
         program's handler now (NOTE [The program's handlers while its threads are joined])."""
         back = getattr(self, "_back", None)
-        if not back or not _CAME:
+        if back is None:
             return
         came = [s for s in _CAME if s in back]
         _CAME.clear()
+        held = self.pending
+        if held is not None and _programs_handler(self._previous.get(held)):
+            self.pending = None  # a held signal the program has a handler for: it runs now (``_hold``)
+            came.append(held)
         for s in came:
             signal.raise_signal(s)
 
