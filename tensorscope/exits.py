@@ -134,8 +134,14 @@ class Ending:
         self._real_exit(status if signum is None else 128 + signum)
 
 
+_CAME: list = []  # the signals ``_nothing`` stood in for (NOTE [The program's handlers while its threads are joined])
+
+
 def _nothing(signum, frame) -> None:
-    """A program's handler once the process is ending (see NOTE [Ending as python ends])."""
+    """A program's handler once the process is ending (see NOTE [Ending as python ends]), or while the report
+    is built (the signal is noted for ``HeldSignals.interruptible``)."""
+    if len(_CAME) < 64 and signum not in _CAME:
+        _CAME.append(signum)
 
 
 def _mute_first() -> None:
@@ -420,6 +426,28 @@ def _trip_on_return(signum: int) -> None:
     return anchor  # the caller holds it in a local until its frame ends
 
 
+def _programs_handler(h) -> bool:
+    """Whether ``h`` is a handler the program set (not python's SIGINT handler, not tensorscope's)."""
+    return callable(h) and h is not signal.default_int_handler and h is not _nothing \
+        and not getattr(h, "tensorscope_default", False) and not getattr(h, "tensorscope_own", False)
+
+
+# NOTE [The program's handlers while its threads are joined]
+# Under python, once the main code has ended, the interpreter's shutdown joins the non-daemon threads
+# (``threading._shutdown``), and the main thread's lock waits there run the program's Python signal handlers:
+# a graceful stop (``signal.signal(SIGTERM or SIGUSR1, lambda *a: stop.set())`` with a worker thread that loops
+# until ``stop``) ends the threads and the process exits 0. So while tensorscope joins the program's threads
+# (runner._join_threads, ``HeldSignals.interruptible``) the handlers muted for the report's build are the
+# program's again, and a held signal (SIGINT, SIGTERM, SIGHUP) for which the program set a handler of its own
+# runs that handler; only one left at python's default (SIGINT's KeyboardInterrupt, SIGTERM's and SIGHUP's
+# death) stops the waiting. Measured: the program above waited for ever under run (SIGUSR1), or died by
+# SIGTERM (143) instead of exiting 0 (tests/test_timeout_ends.py). A signal that came between the program's end
+# and the join (while the instrumentation stops) was noted by the muted handler, or held, and is raised again at
+# the join's start, where the program's handler runs. An exception that such a handler raises
+# stops the waiting, as it stops python's ``threading._shutdown`` (python then prints it as ignored; here
+# nothing is printed).
+
+
 class Stopped(BaseException):
     """SIGTERM or SIGHUP while the program's threads are joined (``HeldSignals.interruptible``)."""
 
@@ -457,6 +485,7 @@ class HeldSignals:
         self._real_exit = real_exit
         self._previous = {}
         self._muted = {}  # the program's handlers while the report is built (mute_program)
+        self._back = None  # those put back while the program's threads are joined (interruptible)
         if mute:
             self.mute_program()
         for s in HELD:
@@ -469,6 +498,9 @@ class HeldSignals:
 
     def _hold(self, signum, frame):
         if self._interruptible and self.pending is None:
+            own = self._previous.get(signum)
+            if _programs_handler(own):  # NOTE [The program's handlers while its threads are joined]
+                return own(signum, frame)
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             self.pending = signum  # the program's threads still run: the report, then death by it
@@ -484,6 +516,7 @@ class HeldSignals:
         on (python is shutting down there)."""
         if threading.current_thread() is not threading.main_thread():
             return
+        _CAME.clear()
         for _ in range(64):
             try:
                 for s in signal.valid_signals():
@@ -499,13 +532,46 @@ class HeldSignals:
 
     @contextlib.contextmanager
     def interruptible(self):
-        """Ctrl-C raises KeyboardInterrupt meanwhile (while the program's threads are joined); SIGTERM and
-        SIGHUP raise ``Stopped`` (the report is then written and the process dies by it)."""
+        """While the program's threads are joined: the program's own handlers run (NOTE [The program's handlers
+        while its threads are joined]); else Ctrl-C raises KeyboardInterrupt, SIGTERM and SIGHUP raise ``Stopped``
+        (the report is then written and the process dies by it)."""
+        back = {}
+        if threading.current_thread() is threading.main_thread():
+            for s, h in self._muted.items():
+                try:
+                    if _getsignal(s) is _nothing:
+                        _signal(s, h)
+                        back[s] = h
+                except (ValueError, OSError, TypeError, RuntimeError):
+                    pass
         self._interruptible = True
+        self._back = back
         try:
             yield
         finally:
             self._interruptible = False
+            self._back = None
+            for s in back:  # muted again for the report's build
+                try:
+                    if _getsignal(s) is back[s]:
+                        _signal(s, _nothing)
+                except (ValueError, OSError, TypeError, RuntimeError):
+                    pass
+
+    def replay(self) -> None:
+        """Inside ``interruptible``: each signal the muted handlers noted since the program ended runs its
+        program's handler now (NOTE [The program's handlers while its threads are joined])."""
+        back = getattr(self, "_back", None)
+        if back is None:
+            return
+        came = [s for s in _CAME if s in back]
+        _CAME.clear()
+        held = self.pending
+        if held is not None and _programs_handler(self._previous.get(held)):
+            self.pending = None  # a held signal the program has a handler for: it runs now (``_hold``)
+            came.append(held)
+        for s in came:
+            signal.raise_signal(s)
 
     def release(self) -> None:
         """Put the handlers back; die by the signal held meanwhile, if one came."""

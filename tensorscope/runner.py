@@ -663,6 +663,8 @@ def _join_others(outcome: Outcome) -> None:
     with outcome.held.interruptible() if outcome.held is not None else contextlib.nullcontext():
         for t in others:
             try:
+                if outcome.held is not None:  # a signal since the program ended: its handler now
+                    outcome.held.replay()
                 t.join()
             except KeyboardInterrupt:  # Ctrl-C while the program's threads finish: interrupted, as python's
                 outcome.interrupted, outcome.exit_status = True, 130
@@ -672,6 +674,8 @@ def _join_others(outcome: Outcome) -> None:
                 return
             except Exception:
                 pass
+            except BaseException:  # a program's handler raised (SystemExit): the waiting stops, as python's
+                return  # NOTE [The program's handlers while its threads are joined] in exits.py
 
 
 def _flush() -> None:

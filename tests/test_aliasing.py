@@ -28,6 +28,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,75 @@ def test_a_kept_value_names_the_keeping_line_the_alias_and_the_fix(results):
     assert h["alias_chain"][0]["line"] == 13
     assert "copy.deepcopy(model.state_dict())" in h["fix"]
     assert h["tensor"]["names"][0].startswith("best[")
+
+
+def test_a_state_dict_kept_in_a_tuple_assignment_is_named_by_its_own_target(tmp_path):
+    """`best_reward, best_state = ep_reward, model.state_dict()` (pytorch/examples' actor_critic keeping its best
+    policy, review18): the kept tensors are `best_state`'s, not the float's named first. torch: the kept value is
+    no longer equal to a copy taken at the same time (the program prints it)."""
+    prog = tmp_path / "best_in_tuple.py"
+    prog.write_text(textwrap.dedent("""
+        import torch
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(32, 4), torch.randn(32, 1)
+
+
+        def train():
+            best_loss, best_state = float("inf"), None
+            for epoch in range(4):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                if loss.item() < best_loss:
+                    best_loss, best_state = loss.item(), model.state_dict()
+                    copy = {k: v.clone() for k, v in best_state.items()}
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            print("TRUTH changed=%s" % any(not torch.equal(best_state[k], copy[k]) for k in copy))
+
+
+        train()
+    """))
+    out = tmp_path / "r.json"
+    rc, stdout, stderr, _ = run_cli("run", "-o", str(out), str(prog))
+    assert truth_line(stdout) == "TRUTH changed=True", stdout + stderr[-2000:]
+    (h,) = [h for h in load_report(out.read_text())["hazards"] if h["kind"] == "kept-value-changed"]
+    assert h["kept_at"]["line"] == 15 and "a tensor of `best_state`" in h["explanation"], h["explanation"]
+
+
+def test_an_array_kept_by_np_asarray_is_a_kept_value(tmp_path):
+    """NOTE [An array from np.asarray] (minGPT's chargpt keeping the head's weights with `np.asarray`, review18):
+    `np.asarray(w)` is an array over `w`'s memory, `np.array(w)` a copy. torch and NumPy (the program prints both
+    drifts): 0 for the first, not 0 for the second. Only the first is kept-value-changed; the run was clean."""
+    prog = tmp_path / "asarray_kept.py"
+    prog.write_text(textwrap.dedent("""
+        import numpy as np
+        import torch
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.randn(8, 4)
+        start = {}
+        for step in range(4):
+            if step == 0:
+                start["shared"] = np.asarray(model.weight.detach())
+                start["copied"] = np.array(model.weight.detach())
+            loss = model(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        w = model.weight.detach().numpy()
+        print("drift", {k: bool(np.abs(w - v).max() > 0) for k, v in start.items()})
+    """))
+    out = tmp_path / "r.json"
+    rc, stdout, stderr, _ = run_cli("run", "-o", str(out), str(prog))
+    assert "drift {'shared': False, 'copied': True}" in stdout, stdout + stderr[-2000:]
+    found = [h for h in load_report(out.read_text())["hazards"] if h["kind"] == "kept-value-changed"]
+    assert [(h["kept_at"]["line"], h["kept_at"]["how"]) for h in found] == [(12, "numpy")], found
+    assert "`np.asarray(...).copy()`" in found[0]["fix"], found[0]["fix"]
 
 
 def test_a_kept_numpy_array_is_named_by_its_keeping_line(results):

@@ -142,6 +142,23 @@ def test_backward_twice_fixes_for_a_shared_part_and_a_lazy_cache():
     assert "compute it in each forward" in d["fix"] and "`rot.cached`" in d["fix"], d
 
 
+def test_a_growing_step_graph_freed_after_the_step_is_not_kept(tmp_path):
+    """NOTE [A graph kept across steps holds an older node]: REINFORCE keeps an episode's log-probabilities until
+    after the optimizer step and the episodes grow, so the graph alive when each backward returns grows too. torch
+    (tests/retention_truth.py, the header): +0 graph nodes a step held by the twin, +346 by the leak, whose list
+    gets each item's graph through `extend` (the fix detaches the items, not the list)."""
+    prog = REPO / "tests" / "corpus_retention" / "episode_log_probs_extended.py"
+    twin = tmp_path / prog.name
+    twin.write_text(twin_source(prog.read_text()))
+    (_, _, err, leak), (_, _, terr, fixed) = run_many([("tensorscope", "run", "--json", str(prog)),
+                                                        ("tensorscope", "run", "--json", str(twin))])
+    assert leak is not None and fixed is not None, (err + terr)[-2000:]
+    found = _findings(leak)
+    assert [(f["kind"], f["culprit"]["line"]) for f in found] == [("graph-kept-alive", culprit_line(prog.read_text()))], found
+    assert "`history.extend(t.detach() for t in saved_log_probs)`" in found[0]["fix"], found[0]["fix"]
+    assert not _findings(fixed), _findings(fixed)
+
+
 def test_a_kept_loss_list_read_by_torch_stack_is_detached_not_item(tmp_path):
     """makemore with its losses kept for a running average (`torch.stack(recent_losses)`): `.item()` floats
     would make torch.stack raise (torch: TypeError at step 0), so the fix detaches; the fix runs under python."""

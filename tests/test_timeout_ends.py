@@ -141,3 +141,45 @@ def test_a_signal_handler_raising_while_the_report_is_built(tmp_path):
     doc = _report(report)
     assert doc["program"]["exit_status"] == 0 and doc["torch_version"], doc["program"]
     assert any(e.get("kind") == "backward" for e in doc["events"]), [e.get("kind") for e in doc["events"]]
+
+
+def test_the_programs_handler_stops_its_threads_after_the_main_code(tmp_path):
+    """A graceful stop: the program's SIGUSR1 (or SIGTERM) handler sets an event that its non-daemon worker
+    thread waits for, and the signal comes once the main code has ended. Under python the handler runs while
+    the interpreter joins the thread, which stops, and the process exits 0. tensorscope muted the handler there
+    (SIGUSR1: the worker ran until it gave up) or died by SIGTERM (NOTE [The program's handlers while its
+    threads are joined] in exits.py)."""
+    prog = _write(tmp_path, """
+        import os, signal, sys, threading, time
+        import torch
+
+        stop, main_done = threading.Event(), threading.Event()
+        sig = getattr(signal, sys.argv[1])
+
+        def handler(signum, frame):
+            print("handler", signal.Signals(signum).name, flush=True)
+            stop.set()
+
+        def work():
+            x = torch.ones(4, requires_grad=True)
+            (x * 3).sum().backward()
+            print("worker stopped" if stop.wait(30) else "worker gave up", flush=True)
+
+        def later():
+            main_done.wait()
+            time.sleep(0.5)  # the main code has returned: its threads are being joined
+            os.kill(os.getpid(), sig)
+
+        signal.signal(sig, handler)
+        threading.Thread(target=work).start()
+        threading.Thread(target=later, daemon=True).start()
+        print("main done", flush=True)
+        main_done.set()
+    """)
+    for name in ("SIGUSR1", "SIGTERM"):
+        py = run_python(prog, name, cwd=tmp_path, timeout=HANG)
+        assert py == (0, f"main done\nhandler {name}\nworker stopped\n", ""), py
+        report = tmp_path / f"{name}.json"
+        rc, out, err, _ = run_cli("run", "-o", str(report), str(prog), name, cwd=tmp_path, timeout=HANG)
+        assert (rc, out, err) == py, (name, rc, out, err)
+        assert _report(report)["program"]["exit_status"] == 0

@@ -116,6 +116,9 @@ class Walk:
         self.first_tensor: dict[int, int] = {}  # root index -> id of the largest tensor reached from it
         self._biggest: dict[int, int] = {}
         self.first_node: dict[int, int] = {}  # root index -> id of the first graph node reached from it
+        # root index -> the smallest sequence nr of a graph node (not an AccumulateGrad) reached first from it:
+        # how old the graph it holds is (NOTE [A graph kept across steps holds an older node] in growth.py)
+        self.oldest: dict[int, int] = {}
 
     # --- the walk ------------------------------------------------------------------------
 
@@ -340,6 +343,11 @@ class Walk:
             if info is None:
                 info = _NODE_TYPES[cls] = _node_type(cls)
             saved, accumulates, has_dict = info
+            if not accumulates:  # AccumulateGrad's sequence nr is not its creation's (UINT64_MAX on newer torch)
+                seq = node._sequence_nr()
+                oldest = self.oldest.get(r)
+                if oldest is None or seq < oldest:
+                    self.oldest[r] = seq
             append = out.append
             for name, what in saved:
                 try:

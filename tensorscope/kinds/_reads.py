@@ -59,21 +59,44 @@ def _statement(tree, line):
     return best
 
 
-def kept_names(file, line) -> list[str]:
-    """The names the statement at ``file:line`` bound its value to (``.attr`` for an attribute)."""
+def kept_names(file, line, op: str | None = None) -> list[str]:
+    """The names the statement at ``file:line`` bound its value to (``.attr`` for an attribute); with ``op`` (the
+    call that kept it: ``state_dict``) those of its element first in a tuple assignment."""
     tree = _tree(file)
     if tree is None or not line:
         return []
     st = _statement(tree, line)
     if st is None:
         return []
-    return kept_names_of(st)
+    return kept_names_of(st, op)
 
 
-def kept_names_of(st) -> list[str]:
+def _call_bound_first(st, names: list, op: str | None = None) -> list:
+    """``best_reward, best_state = ep_reward, model.state_dict()``: the names bound to the element that calls
+    ``op`` (what kept the tensor) first, else to an element that calls anything; element by element as python
+    pairs them (a target and a value tuple of one length, nothing starred)."""
+    value = st.value
+    if not isinstance(value, (ast.Tuple, ast.List)) or any(isinstance(e, ast.Starred) for e in value.elts):
+        return names
+    calls, others = [], []
+    for t in st.targets:
+        if not isinstance(t, (ast.Tuple, ast.List)) or len(t.elts) != len(value.elts):
+            return names
+        for target, element in zip(t.elts, value.elts):
+            called = [c for c in ast.walk(element) if isinstance(c, ast.Call)]
+            if op is not None:
+                called = [c for c in called if getattr(c.func, "attr", getattr(c.func, "id", None)) == op]
+            (calls if called else others).extend(_target_names(target))
+    if not calls and op is not None:
+        return _call_bound_first(st, names)
+    return calls + [n for n in others if n not in calls] if calls else names
+
+
+def kept_names_of(st, op: str | None = None) -> list[str]:
     """The names the statement ``st`` bound its value to (``.attr`` for an attribute)."""
     if isinstance(st, ast.Assign):
-        return [n for t in st.targets for n in _target_names(t)]
+        names = [n for t in st.targets for n in _target_names(t)]
+        return _call_bound_first(st, names, op)
     if isinstance(st, (ast.AnnAssign, ast.AugAssign)):
         return _target_names(st.target)
     if isinstance(st, ast.Return):

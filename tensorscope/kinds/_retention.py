@@ -266,6 +266,18 @@ def _read_as_tensors(file, holder) -> bool:
     return False
 
 
+def _extended_by(stmt, expr) -> bool:
+    """Whether ``expr`` is the iterable of an ``extend``/``extendleft`` call in ``stmt``: it holds what is stored."""
+    return expr is not None and any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("extend", "extendleft")
+        and any(a is expr for a in c.args) for c in ast.walk(stmt))
+
+
+def _sole_argument(stmt, expr) -> bool:
+    return any(isinstance(c, ast.Call) and len(c.args) == 1 and not c.keywords and c.args[0] is expr
+               for c in ast.walk(stmt))
+
+
 def _fix(fam: str, h: dict, stmt, expr, file) -> str:
     code = source.code(file, stmt.lineno) if stmt is not None else ""
     scalar = h.get("shape") == [] or h.get("shape") == ()
@@ -277,6 +289,9 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
         seg = source.text(expr)
         if fam == "graph-kept-alive" and isinstance(expr, (ast.Dict, ast.List, ast.Tuple)):
             new = _detached_literal(expr)
+        elif fam == "graph-kept-alive" and _extended_by(stmt, expr):
+            # `history.extend(policy.saved_log_probs)` stores each item of a list: `.detach()` is the items'
+            new = f"t.detach() for t in {seg}" if _sole_argument(stmt, expr) else f"(t.detach() for t in {seg})"
         elif fam == "graph-kept-alive":
             number = (scalar and not _read_as_tensors(file, h.get("holder"))) or isinstance(stmt, ast.AugAssign)
             new = f"{source.atom(seg)}.item()" if number else f"{source.atom(seg)}.detach()"

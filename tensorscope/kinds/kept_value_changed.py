@@ -52,6 +52,15 @@ _WHY = {
 }
 
 
+def _by_asarray(code) -> bool:
+    """The keeping line took the array with ``np.asarray`` (torch's ``__array__``), not ``.numpy()``."""
+    return bool(code) and "asarray(" in code and ".numpy(" not in code
+
+
+_WHY_ASARRAY = ("`np.asarray` of a CPU tensor returns an array over the tensor's own memory (torch's `__array__` "
+                "is `.numpy()`), not a copy")
+
+
 def _fix(op: str, code: str, line) -> str:
     at = f"at line {line}" if line else "where it is kept"
     if op == "state_dict":
@@ -64,6 +73,9 @@ def _fix(op: str, code: str, line) -> str:
                 "`torch.from_numpy(a.copy())`; or `.clone()` the tensor you keep.")
     if op == "data":
         return f"Keep a copy {at}: `.detach().clone()` instead of `.data`."
+    if op == "numpy" and _by_asarray(code):  # NOTE [An array from np.asarray] in instrument/patches.py
+        return (f"Keep a copy {at}: `np.asarray(...).copy()`, or `np.array(...)`, which copies; `.cpu()` of a CPU "
+                "tensor is the tensor itself, so `np.asarray(t.cpu())` shares memory too.")
     if op == "numpy":
         return (f"Keep a copy {at}: `.numpy().copy()` (or `.detach().clone().numpy()`); `.cpu()` of a CPU tensor "
                 "is the tensor itself, so `.cpu().numpy()` shares memory too.")
@@ -82,12 +94,12 @@ def explain(ev: Evidence, hazard: dict):
     kfile, kline, op = kept.get("file"), kept.get("line"), kept.get("op") or ""
     wfile, wline = first.get("file"), first.get("line")
     tid = hazard.get("tensor")
-    names = kept_names(kfile, kline) + roots((hazard.get("names") or []) + ev.tensor_names(tid))
+    names = kept_names(kfile, kline, op or None) + roots((hazard.get("names") or []) + ev.tensor_names(tid))
     died = hazard.get("died") or {}
     dline = died.get("line") if died.get("file") == wfile and hazard.get("alive_at_end") is False else None
     if kfile == wfile and not loads_after(kfile, kline, wline, names, dline):
         return None
-    bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
+    bound = [n for n in kept_names(kfile, kline, op or None) if not n.startswith(".")]
     if hazard.get("alive_at_end") is False and (not bound or (kfile, kline) == (wfile, wline)):
         return None  # a temporary view that died (`w[:, 2] -= d` takes and drops one): nothing was kept
     kcode, wcode = code_at(kfile, kline), code_at(wfile, wline)
@@ -105,7 +117,8 @@ def explain(ev: Evidence, hazard: dict):
     memory = (" The write went through a different storage object over the same memory (see the storages' "
               "`memory` group)." if hazard.get("distinct_storage") else "")
     explanation = (
-        f"{what} was kept at line {kline} (`{kcode}`): {_WHY.get(op, f'`{op}` returns a view, not a copy')}. "
+        f"{what} was kept at line {kline} (`{kcode}`): "
+        f"{_WHY_ASARRAY if op == 'numpy' and _by_asarray(kcode) else _WHY.get(op, f'`{op}` returns a view, not a copy')}. "
         f"Line {wline} (`{wcode}`{by}) then wrote into that memory in place{through}"
         + (f" ({count} writes in all)" if count > 1 else "")
         + ", so the kept value changed with it and no longer holds what it held when it was kept; the program "
@@ -137,7 +150,7 @@ def _through(ev: Evidence, hazard: dict):
     tid = hazard.get("tensor")
     fn = hazard.get("function") or "the function"
     external = op in ("from_numpy", "as_tensor", "asarray", "frombuffer", "from_dlpack")
-    bound = [n for n in kept_names(kfile, kline) if not n.startswith(".")]
+    bound = [n for n in kept_names(kfile, kline, op or None) if not n.startswith(".")]
     alias = first.get("alias") or (bound[0] if bound else "the alias")
     if external:
         what = f"the {hazard.get('source_type') or 'array'} handed to `{fn}`"
