@@ -12,6 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include <structmember.h>
 
 typedef struct {
     PyObject_HEAD
@@ -22,10 +23,59 @@ typedef struct {
     PyObject *inspectable; /* recorder._INSPECTABLE: type -> verdict */
     PyObject *modes;       /* torch._C._len_torch_function_stack */
     PyObject *ref;         /* weakref.ref */
+    PyObject *step_type;   /* optimizer_steps._Step (its slots read in place: see step_slot) */
     Py_ssize_t hits;       /* the writes this lane recorded (for the tests) */
 } LaneWrite;
 
 static PyObject *s_busy, *s_index, *s_writes, *s_lib, *s_version, *s_input, *s_self;
+
+/* The byte offsets of _Step's slots busy, index, writes and lib, read from its member descriptors when the first
+ * LaneWrite is made (-1: not known, the attribute is read by name). A step of exactly that type has its slots
+ * there; any other object is read by name. */
+enum { SLOT_BUSY, SLOT_INDEX, SLOT_WRITES, SLOT_LIB, N_SLOTS };
+static Py_ssize_t slot_offsets[N_SLOTS] = {-1, -1, -1, -1};
+static PyTypeObject *slot_type = NULL;
+
+static void
+find_slots(PyObject *type)
+{
+    PyObject **names[N_SLOTS] = {&s_busy, &s_index, &s_writes, &s_lib};
+    Py_ssize_t found[N_SLOTS];
+    int i;
+    if (slot_type != NULL || !PyType_Check(type))
+        return;
+    for (i = 0; i < N_SLOTS; i++) {
+        PyObject *d = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, *names[i]);
+        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+            PyErr_Clear();
+            return;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
+            return;
+        found[i] = m->offset;
+    }
+    for (i = 0; i < N_SLOTS; i++)
+        slot_offsets[i] = found[i];
+    Py_INCREF(type);
+    slot_type = (PyTypeObject *)type;
+}
+
+/* step.<slot> as a new reference (NULL with AttributeError when unset, as python reads it) */
+static PyObject *
+step_get(PyObject *step, int slot, PyObject *name)
+{
+    if (Py_TYPE(step) == slot_type) {
+        PyObject *v = *(PyObject **)((char *)step + slot_offsets[slot]);
+        if (v == NULL) {
+            PyErr_SetObject(PyExc_AttributeError, name);
+            return NULL;
+        }
+        Py_INCREF(v);
+        return v;
+    }
+    return PyObject_GetAttr(step, name);
+}
 
 static int
 lw_traverse(LaneWrite *self, visitproc visit, void *arg)
@@ -37,6 +87,7 @@ lw_traverse(LaneWrite *self, visitproc visit, void *arg)
     Py_VISIT(self->inspectable);
     Py_VISIT(self->modes);
     Py_VISIT(self->ref);
+    Py_VISIT(self->step_type);
     return 0;
 }
 
@@ -50,6 +101,7 @@ lw_clear(LaneWrite *self)
     Py_CLEAR(self->inspectable);
     Py_CLEAR(self->modes);
     Py_CLEAR(self->ref);
+    Py_CLEAR(self->step_type);
     return 0;
 }
 
@@ -64,14 +116,15 @@ lw_dealloc(LaneWrite *self)
 static PyObject *
 lw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *op, *orig, *fallback, *lanes, *inspectable, *modes, *ref;
+    PyObject *op, *orig, *fallback, *lanes, *inspectable, *modes, *ref, *step_type;
     if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
         PyErr_SetString(PyExc_TypeError, "LaneWrite takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OOOO!O!OO:LaneWrite", &op, &orig, &fallback, &PyDict_Type, &lanes,
-                          &PyDict_Type, &inspectable, &modes, &ref))
+    if (!PyArg_ParseTuple(args, "OOOO!O!OOO:LaneWrite", &op, &orig, &fallback, &PyDict_Type, &lanes,
+                          &PyDict_Type, &inspectable, &modes, &ref, &step_type))
         return NULL;
+    find_slots(step_type);
     LaneWrite *self = (LaneWrite *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -82,6 +135,7 @@ lw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     Py_INCREF(inspectable); self->inspectable = inspectable;
     Py_INCREF(modes); self->modes = modes;
     Py_INCREF(ref); self->ref = ref;
+    Py_INCREF(step_type); self->step_type = step_type;
     return (PyObject *)self;
 }
 
@@ -93,10 +147,10 @@ lw_record(LaneWrite *self, PyObject *step, PyObject *target, PyObject *v0)
 {
     PyObject *writes = NULL, *index = NULL, *key = NULL, *item = NULL, *lib = NULL, *v1 = NULL, *tup = NULL;
     int rc = -1;
-    writes = PyObject_GetAttr(step, s_writes);
+    writes = step_get(step, SLOT_WRITES, s_writes);
     if (writes == NULL)
         goto done;
-    index = PyObject_GetAttr(step, s_index);
+    index = step_get(step, SLOT_INDEX, s_index);
     if (index == NULL)
         goto done;
     key = PyLong_FromVoidPtr(target); /* id(target) */
@@ -116,7 +170,7 @@ lw_record(LaneWrite *self, PyObject *step, PyObject *target, PyObject *v0)
         if (item == NULL)
             goto done;
     }
-    lib = PyObject_GetAttr(step, s_lib);
+    lib = step_get(step, SLOT_LIB, s_lib);
     if (lib == NULL)
         goto done;
     v1 = PyObject_GetAttr(target, s_version);
@@ -153,6 +207,14 @@ done:
 static int
 lw_set_busy(PyObject *step, PyObject *value)
 {
+    if (Py_TYPE(step) == slot_type) { /* step.busy = value, in place */
+        PyObject **p = (PyObject **)((char *)step + slot_offsets[SLOT_BUSY]);
+        PyObject *old = *p;
+        Py_INCREF(value);
+        *p = value;
+        Py_XDECREF(old);
+        return 0;
+    }
     return PyObject_SetAttr(step, s_busy, value);
 }
 
@@ -163,7 +225,7 @@ lw_lane(LaneWrite *self, PyObject *step, PyObject *args, PyObject *kwargs, int *
     PyObject *busy, *target = NULL, *verdict, *n, *v0, *out;
     int truth;
     *taken = 0;
-    busy = PyObject_GetAttr(step, s_busy);
+    busy = step_get(step, SLOT_BUSY, s_busy);
     if (busy == NULL)
         return NULL;
     truth = PyObject_IsTrue(busy);
@@ -431,7 +493,17 @@ error:
     return NULL;
 }
 
+static PyObject *
+slots_known(PyObject *module, PyObject *unused)
+{
+    if (slot_type == NULL)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(Onnnn)", (PyObject *)slot_type, slot_offsets[0], slot_offsets[1], slot_offsets[2],
+                         slot_offsets[3]);
+}
+
 static PyMethodDef speedups_methods[] = {
+    {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
     {"log_writes", (PyCFunction)log_writes, METH_VARARGS, "OptimizerSteps.log's loop (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
@@ -470,7 +542,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "VERSION", 1) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

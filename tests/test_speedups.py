@@ -87,6 +87,7 @@ def test_compiled_lane_takes_the_steps_writes_and_keeps_nothing_alive():
     with session.active(tracker):
         lane = vars(torch.Tensor)["lerp_"].__call__  # the wrapper's body (NOTE [Transparent wrappers])
         assert type(lane).__name__ == "LaneWrite"
+        assert speedups.compiled().slots_known()[0].__name__ == "_Step"  # its slots read in place
         for i in range(60):
             if i == 40:  # each line's detailed events long used up, the log's entries at their cap
                 before, hits = held(), lane.hits

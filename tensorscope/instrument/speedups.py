@@ -31,7 +31,7 @@ import os
 import weakref
 
 #: the C source's version this module speaks to (``_speedups.VERSION``)
-_VERSION = 1
+_VERSION = 2
 
 
 def _load():
@@ -55,13 +55,13 @@ def compiled():
     return _SPEEDUPS
 
 
-def lane_write(op, orig, write, lanes, inspectable, function_modes):
+def lane_write(op, orig, write, lanes, inspectable, function_modes, step_type):
     """The body a write wrapper's ``__call__`` slot holds: ``write`` itself, or the compiled lane in front of it."""
     speedups = compiled()
     if speedups is None:
         return write
     try:
-        return speedups.LaneWrite(op, orig, write, lanes, inspectable, function_modes, weakref.ref)
+        return speedups.LaneWrite(op, orig, write, lanes, inspectable, function_modes, weakref.ref, step_type)
     except Exception:
         return write
 
