@@ -45,7 +45,9 @@ such a call straight to torch, as ``IN_WRITE`` does on the other paths. What the
 write is what can differ between two writes from one frame: the target's type (inspectable), a
 torch-function mode on, and the versions around the call. It records the same tuple ``write`` would.
 (``benchmarks/step_instructions.py full 50``, small_mlp's step phase, 24 writes: 1,272.2k instructions
-before the lane, 1,219.5k with the lane found by thread, 1,208.5k found by frame.)
+before the lane, 1,219.5k with the lane found by thread, 1,208.5k found by frame.) Where the optional accelerator
+is built, the wrapper's lane and this module's write log (``_log_writes``) run in C, with the same results (NOTE
+[The compiled lane] in speedups.py).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from tensorscope.instrument.frames import _LINES, line_of, user_frame
 from tensorscope.instrument.recorder import add_count, count_aggregated, storage_key as _storage_key
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
 from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
+from tensorscope.instrument import speedups as _speedups
 from tensorscope.instrument.state import IN_WRITE as _IN_WRITE, PAUSED as _PAUSED
 
 # thread ident -> the step recorded whole that runs on it; read by the write wrappers (patches.py)
@@ -188,6 +191,8 @@ class OptimizerSteps:
         self.rec = rec
         self._hooks_ours: dict = {}  # (number of global pre-hooks, of post-hooks) -> all tensorscope's
         self.whole = 0  # steps recorded whole (for the benchmarks and tests)
+        # the log's loop in C where the accelerator is built (NOTE [The compiled lane] in speedups.py)
+        self._log_writes = _speedups.log_writes()
 
     # --- the hooks ------------------------------------------------------------------------------------
 
@@ -289,36 +294,12 @@ class OptimizerSteps:
         code, lasti = uf.f_code, uf.f_lasti
         aseq, grad_enabled = step.aseq, step.grad_enabled
         log = rec.write_log
-        get, last = log.get, log.move_to_end
-        made = None  # ids of the state tensors the step made (only looked for when one was written)
-        prev = recs = None  # the tensor of the write before and its storage's entries
-        for t, op, lib, v0, v1 in writes:
-            if t is not prev:
-                if type(t) is _RefType:  # a tensor not in the index: a state tensor the step made, or a temporary
-                    t = t()
-                    if t is None:
-                        continue
-                    if made is None:
-                        made = _state_ids(step.opt)
-                    if id(t) not in made:
-                        continue
-                try:  # read again where a tensor comes back (a foreach step): all keys are read after the step
-                    key = _storage_key(t)
-                except Exception:  # no storage: the wrappers log none either
-                    continue
-                recs = get(key)
-                if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
-                    if len(log) >= _MAX_LOGGED_STORAGES:
-                        log.popitem(last=False)
-                    recs = log[key] = []
-                else:
-                    last(key)
-                prev = t
-            # the same tensor as the write before (Adam's ``exp_avg_sq.mul_().addcmul_``): its storage is the
-            # last written already, and its entries are ``recs``
-            if len(recs) >= _MAX_WRITES_PER_STORAGE:
-                del recs[0]
-            recs.append((aseq, v0, v1, op, grad_enabled, code, lasti, line, lib, None))
+        log_writes = self._log_writes
+        if log_writes is not None:  # NOTE [The compiled lane] in speedups.py: _log_writes in C
+            log_writes(writes, log, _storage_key, _state_ids, step.opt, (aseq, grad_enabled, code, lasti, line),
+                       _MAX_LOGGED_STORAGES, _MAX_WRITES_PER_STORAGE)
+        else:
+            _log_writes(writes, log, step.opt, aseq, grad_enabled, code, lasti, line)
         n = len(writes)
         counts = rec.site_counts
         before = counts.get(step.site, 0)
@@ -326,6 +307,40 @@ class OptimizerSteps:
         count_aggregated(rec, n)
         if before < rec.per_site:  # only the event cap made these writes plain (see Tracker.write_site)
             rec.log_full = True
+
+
+def _log_writes(writes, log, opt, aseq, grad_enabled, code, lasti, line) -> None:
+    """``OptimizerSteps.log``'s loop: each write's entry under its storage's key in the write log, in order."""
+    get, last = log.get, log.move_to_end
+    made = None  # ids of the state tensors the step made (only looked for when one was written)
+    prev = recs = None  # the tensor of the write before and its storage's entries
+    for t, op, lib, v0, v1 in writes:
+        if t is not prev:
+            if type(t) is _RefType:  # a tensor not in the index: a state tensor the step made, or a temporary
+                t = t()
+                if t is None:
+                    continue
+                if made is None:
+                    made = _state_ids(opt)
+                if id(t) not in made:
+                    continue
+            try:  # read again where a tensor comes back (a foreach step): all keys are read after the step
+                key = _storage_key(t)
+            except Exception:  # no storage: the wrappers log none either
+                continue
+            recs = get(key)
+            if recs is None:  # least recently written storage out first: O(1) (an OrderedDict)
+                if len(log) >= _MAX_LOGGED_STORAGES:
+                    log.popitem(last=False)
+                recs = log[key] = []
+            else:
+                last(key)
+            prev = t
+        # the same tensor as the write before (Adam's ``exp_avg_sq.mul_().addcmul_``): its storage is the
+        # last written already, and its entries are ``recs``
+        if len(recs) >= _MAX_WRITES_PER_STORAGE:
+            del recs[0]
+        recs.append((aseq, v0, v1, op, grad_enabled, code, lasti, line, lib, None))
 
 
 def _drop(ident) -> None:

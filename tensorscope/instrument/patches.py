@@ -62,9 +62,11 @@ from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.indexwrite import INDEX_WRITES
 from tensorscope.instrument.kept import EXTERNAL
 from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, LANES as _LANES, NOT_WHOLE as _NOT_WHOLE
+from tensorscope.instrument.optimizer_steps import _Step
 from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
 from tensorscope.instrument.quiet import unseen_by_modes as _unseen, _LOUD
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
+from tensorscope.instrument.speedups import lane_write as _lane_write
 from tensorscope.instrument.tracker import IN_WRITE as _IN_WRITE
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
 
@@ -232,7 +234,8 @@ def make_write(op, orig):
             indexwrite.check(rec, op, args, kwargs, frame)
         return out
 
-    return named(write, orig)
+    # NOTE [The compiled lane] in speedups.py: the lane above in C where the accelerator is built
+    return named(_lane_write(op, orig, write, _LANES, _INSPECTABLE, _function_modes, _Step), orig)
 
 
 def _written_lists(name: str) -> tuple | None:

@@ -1,0 +1,550 @@
+/* tensorscope._speedups: an optional accelerator for the write wrappers (see NOTE [The compiled lane] in
+ * tensorscope/instrument/speedups.py). Built by `pip install .` / `pip install -e .` or
+ * `python setup.py build_ext --inplace` where a C compiler is there; without it the pure-Python path runs, with
+ * identical results. CPython C API only, Python 3.10 and later.
+ *
+ * LaneWrite(op, orig, fallback, lanes, inspectable, function_modes, ref) is a write wrapper's body: called with
+ * the program's arguments, it records a write whose caller is a step's lane (NOTE [A step's lane] in
+ * tensorscope/instrument/optimizer_steps.py) exactly as patches.make_write's Python lane does, and hands every
+ * other call to `fallback` (that Python body) unchanged. It has no Python frame: the caller's frame is the
+ * interpreter's current one, and an exception of the op reaches the program with no frame of tensorscope's.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <structmember.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *op;          /* the op's name (str) */
+    PyObject *orig;        /* torch's method */
+    PyObject *fallback;    /* the Python body (patches.make_write's `write`) */
+    PyObject *lanes;       /* optimizer_steps.LANES: frame -> _Step */
+    PyObject *inspectable; /* recorder._INSPECTABLE: type -> verdict */
+    PyObject *modes;       /* torch._C._len_torch_function_stack */
+    PyObject *ref;         /* weakref.ref */
+    PyObject *step_type;   /* optimizer_steps._Step (its slots read in place: see step_slot) */
+    Py_ssize_t hits;       /* the writes this lane recorded (for the tests) */
+} LaneWrite;
+
+static PyObject *s_busy, *s_index, *s_writes, *s_lib, *s_version, *s_input, *s_self;
+
+/* The byte offsets of _Step's slots busy, index, writes and lib, read from its member descriptors when the first
+ * LaneWrite is made (-1: not known, the attribute is read by name). A step of exactly that type has its slots
+ * there; any other object is read by name. */
+enum { SLOT_BUSY, SLOT_INDEX, SLOT_WRITES, SLOT_LIB, N_SLOTS };
+static Py_ssize_t slot_offsets[N_SLOTS] = {-1, -1, -1, -1};
+static PyTypeObject *slot_type = NULL;
+
+static void
+find_slots(PyObject *type)
+{
+    PyObject **names[N_SLOTS] = {&s_busy, &s_index, &s_writes, &s_lib};
+    Py_ssize_t found[N_SLOTS];
+    int i;
+    if (slot_type != NULL || !PyType_Check(type))
+        return;
+    for (i = 0; i < N_SLOTS; i++) {
+        PyObject *d = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, *names[i]);
+        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+            PyErr_Clear();
+            return;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
+            return;
+        found[i] = m->offset;
+    }
+    for (i = 0; i < N_SLOTS; i++)
+        slot_offsets[i] = found[i];
+    Py_INCREF(type);
+    slot_type = (PyTypeObject *)type;
+}
+
+/* step.<slot> as a new reference (NULL with AttributeError when unset, as python reads it) */
+static PyObject *
+step_get(PyObject *step, int slot, PyObject *name)
+{
+    if (Py_TYPE(step) == slot_type) {
+        PyObject *v = *(PyObject **)((char *)step + slot_offsets[slot]);
+        if (v == NULL) {
+            PyErr_SetObject(PyExc_AttributeError, name);
+            return NULL;
+        }
+        Py_INCREF(v);
+        return v;
+    }
+    return PyObject_GetAttr(step, name);
+}
+
+static int
+lw_traverse(LaneWrite *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->op);
+    Py_VISIT(self->orig);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->lanes);
+    Py_VISIT(self->inspectable);
+    Py_VISIT(self->modes);
+    Py_VISIT(self->ref);
+    Py_VISIT(self->step_type);
+    return 0;
+}
+
+static int
+lw_clear(LaneWrite *self)
+{
+    Py_CLEAR(self->op);
+    Py_CLEAR(self->orig);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->lanes);
+    Py_CLEAR(self->inspectable);
+    Py_CLEAR(self->modes);
+    Py_CLEAR(self->ref);
+    Py_CLEAR(self->step_type);
+    return 0;
+}
+
+static void
+lw_dealloc(LaneWrite *self)
+{
+    PyObject_GC_UnTrack(self);
+    lw_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+lw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *op, *orig, *fallback, *lanes, *inspectable, *modes, *ref, *step_type;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds)) {
+        PyErr_SetString(PyExc_TypeError, "LaneWrite takes positional arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOOO!O!OOO:LaneWrite", &op, &orig, &fallback, &PyDict_Type, &lanes,
+                          &PyDict_Type, &inspectable, &modes, &ref, &step_type))
+        return NULL;
+    find_slots(step_type);
+    LaneWrite *self = (LaneWrite *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(op); self->op = op;
+    Py_INCREF(orig); self->orig = orig;
+    Py_INCREF(fallback); self->fallback = fallback;
+    Py_INCREF(lanes); self->lanes = lanes;
+    Py_INCREF(inspectable); self->inspectable = inspectable;
+    Py_INCREF(modes); self->modes = modes;
+    Py_INCREF(ref); self->ref = ref;
+    Py_INCREF(step_type); self->step_type = step_type;
+    return (PyObject *)self;
+}
+
+/* Appends the write's tuple to step.writes, as the Python lane does inside its `try: ... except Exception: pass`
+ * (a step closed meanwhile by another thread has index and writes None). Returns -1 only for an exception that is
+ * not an Exception (left set). */
+static int
+lw_record(LaneWrite *self, PyObject *step, PyObject *target, PyObject *v0)
+{
+    PyObject *writes = NULL, *index = NULL, *key = NULL, *item = NULL, *lib = NULL, *v1 = NULL, *tup = NULL;
+    int rc = -1;
+    writes = step_get(step, SLOT_WRITES, s_writes);
+    if (writes == NULL)
+        goto done;
+    index = step_get(step, SLOT_INDEX, s_index);
+    if (index == NULL)
+        goto done;
+    key = PyLong_FromVoidPtr(target); /* id(target) */
+    if (key == NULL)
+        goto done;
+    if (!PyDict_Check(index)) { /* None: the step was closed */
+        PyErr_SetString(PyExc_AttributeError, "step closed");
+        goto done;
+    }
+    item = PyDict_GetItemWithError(index, key);
+    if (item != NULL) {
+        Py_INCREF(item);
+    } else {
+        if (PyErr_Occurred())
+            goto done;
+        item = PyObject_CallOneArg(self->ref, target);
+        if (item == NULL)
+            goto done;
+    }
+    lib = step_get(step, SLOT_LIB, s_lib);
+    if (lib == NULL)
+        goto done;
+    v1 = PyObject_GetAttr(target, s_version);
+    if (v1 == NULL)
+        goto done;
+    tup = PyTuple_Pack(5, item, self->op, lib, v0, v1);
+    if (tup == NULL)
+        goto done;
+    if (PyList_CheckExact(writes)) {
+        if (PyList_Append(writes, tup) < 0)
+            goto done;
+    } else {
+        PyObject *r = PyObject_CallMethod(writes, "append", "O", tup);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
+    }
+    rc = 0;
+done:
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        rc = 0;
+    }
+    Py_XDECREF(writes);
+    Py_XDECREF(index);
+    Py_XDECREF(key);
+    Py_XDECREF(item);
+    Py_XDECREF(lib);
+    Py_XDECREF(v1);
+    Py_XDECREF(tup);
+    return rc;
+}
+
+static int
+lw_set_busy(PyObject *step, PyObject *value)
+{
+    if (Py_TYPE(step) == slot_type) { /* step.busy = value, in place */
+        PyObject **p = (PyObject **)((char *)step + slot_offsets[SLOT_BUSY]);
+        PyObject *old = *p;
+        Py_INCREF(value);
+        *p = value;
+        Py_XDECREF(old);
+        return 0;
+    }
+    return PyObject_SetAttr(step, s_busy, value);
+}
+
+/* The lane, or NULL with no exception set when the call is not the lane's (the caller then calls fallback). */
+static PyObject *
+lw_lane(LaneWrite *self, PyObject *step, PyObject *args, PyObject *kwargs, int *taken)
+{
+    PyObject *busy, *target = NULL, *verdict, *n, *v0, *out;
+    int truth;
+    *taken = 0;
+    busy = step_get(step, SLOT_BUSY, s_busy);
+    if (busy == NULL)
+        return NULL;
+    truth = PyObject_IsTrue(busy);
+    Py_DECREF(busy);
+    if (truth != 0)
+        return NULL; /* busy (or an error, left set) */
+    if (PyTuple_GET_SIZE(args) > 0) {
+        target = PyTuple_GET_ITEM(args, 0);
+    } else if (kwargs != NULL) { /* kwargs.get("input", kwargs.get("self")) */
+        target = PyDict_GetItemWithError(kwargs, s_input);
+        if (target == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            target = PyDict_GetItemWithError(kwargs, s_self);
+            if (target == NULL && PyErr_Occurred())
+                return NULL;
+        }
+    }
+    if (target == NULL)
+        target = Py_None;
+    Py_INCREF(target);
+    verdict = PyDict_GetItemWithError(self->inspectable, (PyObject *)Py_TYPE(target));
+    if (verdict == NULL) {
+        Py_DECREF(target);
+        return NULL;
+    }
+    truth = PyObject_IsTrue(verdict);
+    if (truth != 1) {
+        Py_DECREF(target);
+        return NULL;
+    }
+    n = PyObject_CallNoArgs(self->modes);
+    if (n == NULL) {
+        Py_DECREF(target);
+        return NULL;
+    }
+    truth = PyObject_IsTrue(n);
+    Py_DECREF(n);
+    if (truth != 0) {
+        Py_DECREF(target);
+        return NULL;
+    }
+    *taken = 1;
+    self->hits++;
+    v0 = PyObject_GetAttr(target, s_version);
+    if (v0 == NULL) {
+        Py_DECREF(target);
+        return NULL;
+    }
+    if (lw_set_busy(step, Py_True) < 0) {
+        Py_DECREF(v0);
+        Py_DECREF(target);
+        return NULL;
+    }
+    out = PyObject_Call(self->orig, args, kwargs);
+    if (out == NULL) { /* the op's exception, as it is: `finally: step.busy = False` */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (lw_set_busy(step, Py_False) < 0) {
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+        } else {
+            PyErr_Restore(type, value, tb);
+        }
+        Py_DECREF(v0);
+        Py_DECREF(target);
+        return NULL;
+    }
+    if (lw_set_busy(step, Py_False) < 0 || lw_record(self, step, target, v0) < 0) {
+        Py_DECREF(out);
+        out = NULL;
+    }
+    Py_DECREF(v0);
+    Py_DECREF(target);
+    return out;
+}
+
+static PyObject *
+lw_call(LaneWrite *self, PyObject *args, PyObject *kwargs)
+{
+    if (PyDict_GET_SIZE(self->lanes)) {
+        PyFrameObject *frame = PyEval_GetFrame(); /* borrowed: the caller's (this wrapper has no frame) */
+        if (frame != NULL) {
+            PyObject *step = PyDict_GetItemWithError(self->lanes, (PyObject *)frame);
+            if (step != NULL) {
+                int taken;
+                PyObject *out;
+                Py_INCREF(step); /* another thread may take it out of LANES while the op runs */
+                out = lw_lane(self, step, args, kwargs, &taken);
+                Py_DECREF(step);
+                if (out != NULL || taken || PyErr_Occurred())
+                    return out;
+            } else if (PyErr_Occurred()) {
+                return NULL;
+            }
+        }
+    }
+    return PyObject_Call(self->fallback, args, kwargs);
+}
+
+static PyObject *
+lw_get_fallback(LaneWrite *self, void *closure)
+{
+    Py_INCREF(self->fallback);
+    return self->fallback;
+}
+
+static PyObject *
+lw_get_hits(LaneWrite *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->hits);
+}
+
+static PyGetSetDef lw_getset[] = {
+    {"hits", (getter)lw_get_hits, NULL, "the calls the compiled lane took", NULL},
+    {"fallback", (getter)lw_get_fallback, NULL, "the pure-Python body", NULL},
+    {NULL}
+};
+
+static PyTypeObject LaneWriteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tensorscope._speedups.LaneWrite",
+    .tp_basicsize = sizeof(LaneWrite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A write wrapper's body whose step's lane is compiled (see tensorscope/instrument/speedups.py).",
+    .tp_new = lw_new,
+    .tp_dealloc = (destructor)lw_dealloc,
+    .tp_traverse = (traverseproc)lw_traverse,
+    .tp_clear = (inquiry)lw_clear,
+    .tp_call = (ternaryfunc)lw_call,
+    .tp_getset = lw_getset,
+};
+
+/* log_writes(writes, log, storage_key, state_ids, opt, head, max_storages, max_writes): OptimizerSteps.log's
+ * loop (tensorscope/instrument/optimizer_steps.py), entry by entry the same. `writes` holds the step's tuples
+ * (tensor or weak reference, op, torch's code, version before, version after); `log` is the tracker's write log
+ * (an OrderedDict: storage key -> entries); `head` is (aseq, grad_enabled, code, lasti, line). An exception of
+ * `storage_key` skips the write (as the Python loop's `except Exception: continue`); any other goes out. */
+static PyObject *s_move_to_end, *s_popitem, *popitem_kwargs, *empty_tuple;
+
+static PyObject *
+log_writes(PyObject *module, PyObject *args)
+{
+    PyObject *writes, *log, *storage_key, *state_ids, *opt, *head;
+    Py_ssize_t max_storages, max_writes, i, n;
+    PyObject *made = NULL, *prev = NULL, *recs = NULL, *t = NULL, *key = NULL;
+    PyObject *aseq, *grad_enabled, *code, *lasti, *line;
+    if (!PyArg_ParseTuple(args, "O!OOOOO!nn:log_writes", &PyList_Type, &writes, &log, &storage_key, &state_ids,
+                          &opt, &PyTuple_Type, &head, &max_storages, &max_writes))
+        return NULL;
+    if (PyTuple_GET_SIZE(head) != 5 || !PyDict_Check(log)) {
+        PyErr_SetString(PyExc_TypeError, "log_writes: head of 5 and a dict log");
+        return NULL;
+    }
+    aseq = PyTuple_GET_ITEM(head, 0);
+    grad_enabled = PyTuple_GET_ITEM(head, 1);
+    code = PyTuple_GET_ITEM(head, 2);
+    lasti = PyTuple_GET_ITEM(head, 3);
+    line = PyTuple_GET_ITEM(head, 4);
+    Py_INCREF(writes); /* the caller's reference may go */
+    n = PyList_GET_SIZE(writes);
+    for (i = 0; i < n; i++) {
+        PyObject *w = PyList_GET_ITEM(writes, i), *entry, *r;
+        if (!PyTuple_Check(w) || PyTuple_GET_SIZE(w) != 5) {
+            PyErr_SetString(PyExc_TypeError, "log_writes: a write of 5");
+            goto error;
+        }
+        PyObject *raw = PyTuple_GET_ITEM(w, 0);
+        if (raw != prev) {
+            if (PyWeakref_CheckRefExact(raw)) { /* a tensor not in the index: a state tensor made, or a temporary */
+                t = PyObject_CallNoArgs(raw);
+                if (t == NULL)
+                    goto error;
+                if (t == Py_None) {
+                    Py_CLEAR(t);
+                    continue;
+                }
+                if (made == NULL) {
+                    made = PyObject_CallOneArg(state_ids, opt);
+                    if (made == NULL)
+                        goto error;
+                }
+                PyObject *ident = PyLong_FromVoidPtr(t);
+                if (ident == NULL)
+                    goto error;
+                int in = PySequence_Contains(made, ident);
+                Py_DECREF(ident);
+                if (in < 0)
+                    goto error;
+                if (!in) {
+                    Py_CLEAR(t);
+                    continue;
+                }
+            } else {
+                t = raw;
+                Py_INCREF(t);
+            }
+            key = PyObject_CallOneArg(storage_key, t);
+            if (key == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception))
+                    goto error;
+                PyErr_Clear(); /* no storage: the wrappers log none either */
+                Py_CLEAR(t);
+                continue;
+            }
+            Py_XDECREF(recs);
+            recs = PyDict_GetItemWithError(log, key);
+            if (recs == NULL) {
+                if (PyErr_Occurred())
+                    goto error;
+                if (PyDict_GET_SIZE(log) >= max_storages) { /* least recently written storage out first */
+                    r = PyObject_GetAttr(log, s_popitem);
+                    if (r == NULL)
+                        goto error;
+                    PyObject *popped = PyObject_Call(r, empty_tuple, popitem_kwargs);
+                    Py_DECREF(r);
+                    if (popped == NULL)
+                        goto error;
+                    Py_DECREF(popped);
+                }
+                recs = PyList_New(0);
+                if (recs == NULL || PyObject_SetItem(log, key, recs) < 0)
+                    goto error;
+            } else {
+                Py_INCREF(recs);
+                r = PyObject_CallMethodOneArg(log, s_move_to_end, key);
+                if (r == NULL)
+                    goto error;
+                Py_DECREF(r);
+            }
+            Py_CLEAR(key);
+            Py_XDECREF(prev);
+            prev = t; /* the reference moves */
+            t = NULL;
+        }
+        if (!PyList_Check(recs)) {
+            PyErr_SetString(PyExc_TypeError, "log_writes: a storage's entries are a list");
+            goto error;
+        }
+        if (PyList_GET_SIZE(recs) >= max_writes && PySequence_DelItem(recs, 0) < 0)
+            goto error;
+        entry = PyTuple_Pack(10, aseq, PyTuple_GET_ITEM(w, 3), PyTuple_GET_ITEM(w, 4), PyTuple_GET_ITEM(w, 1),
+                             grad_enabled, code, lasti, line, PyTuple_GET_ITEM(w, 2), Py_None);
+        if (entry == NULL)
+            goto error;
+        if (PyList_Append(recs, entry) < 0) {
+            Py_DECREF(entry);
+            goto error;
+        }
+        Py_DECREF(entry);
+    }
+    Py_XDECREF(made);
+    Py_XDECREF(prev);
+    Py_XDECREF(recs);
+    Py_DECREF(writes);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(made);
+    Py_XDECREF(prev);
+    Py_XDECREF(recs);
+    Py_XDECREF(t);
+    Py_XDECREF(key);
+    Py_DECREF(writes);
+    return NULL;
+}
+
+static PyObject *
+slots_known(PyObject *module, PyObject *unused)
+{
+    if (slot_type == NULL)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(Onnnn)", (PyObject *)slot_type, slot_offsets[0], slot_offsets[1], slot_offsets[2],
+                         slot_offsets[3]);
+}
+
+static PyMethodDef speedups_methods[] = {
+    {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
+    {"log_writes", (PyCFunction)log_writes, METH_VARARGS, "OptimizerSteps.log's loop (see the C source)."},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT, "tensorscope._speedups",
+    "tensorscope's optional compiled accelerator (see tensorscope/instrument/speedups.py).", -1, speedups_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *m;
+    if (PyType_Ready(&LaneWriteType) < 0)
+        return NULL;
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(s_busy, "busy");
+    INTERN(s_index, "index");
+    INTERN(s_writes, "writes");
+    INTERN(s_lib, "lib");
+    INTERN(s_version, "_version");
+    INTERN(s_input, "input");
+    INTERN(s_self, "self");
+    INTERN(s_move_to_end, "move_to_end");
+    INTERN(s_popitem, "popitem");
+#undef INTERN
+    if ((empty_tuple = PyTuple_New(0)) == NULL || (popitem_kwargs = PyDict_New()) == NULL
+        || PyDict_SetItemString(popitem_kwargs, "last", Py_False) < 0)
+        return NULL;
+    m = PyModule_Create(&speedups_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&LaneWriteType);
+    if (PyModule_AddObject(m, "LaneWrite", (PyObject *)&LaneWriteType) < 0) {
+        Py_DECREF(&LaneWriteType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "VERSION", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

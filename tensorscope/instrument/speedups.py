@@ -1,0 +1,77 @@
+"""The optional compiled accelerator: a write wrapper's step lane in C (``tensorscope/_speedups.c``).
+
+NOTE [The compiled lane]
+Inside one of torch's optimizer steps recorded whole, each write from the step's lane (NOTE [A step's lane] in
+optimizer_steps.py) costs what Python charges for a call: the wrapper's frame with ``*args, **kwargs``, the lane's
+tests (a dict look-up by frame, the step's flag, the target's type, the torch-function modes) and the record (two
+version reads, the index look-up, a tuple). ``_speedups.LaneWrite`` is the same body in C: the wrapper's
+``__call__`` slot (NOTE [Transparent wrappers] in transparent.py) holds it instead of the Python function, it runs
+the lane's tests and record in the same order with the same objects (``LANES``, ``_INSPECTABLE``, the modes' count,
+the step's ``busy``, ``index``, ``writes`` and ``lib``), and hands every call that is not the lane's to the Python
+body unchanged (``fallback``). What the program sees is the same: the wrapper object, its class, name, doc,
+signature and binding are the Transparent ones, which do not look at the slot's type; a C call has no frame, so the
+caller's frame is the interpreter's current one (what ``sys._getframe(1)`` gives in the Python body, also called
+with no frame of the C object's between) and an exception of torch's op reaches the program with no frame of
+tensorscope's to strip (the Python lane strips its own). The tuple recorded, the re-entry guard (``busy``, reset
+when the op raises) and what a step closed meanwhile by another thread keeps (nothing) are the Python lane's; each
+call holds the GIL from the look-up to the record except inside torch's op, as the Python body does between
+bytecodes. The step's slots (``busy``, ``index``, ``writes``, ``lib``) are read and set in place, at the offsets of
+``_Step``'s member descriptors (an object of another type is read by name). The step's write log
+(``OptimizerSteps.log``'s loop, ``_log_writes``) is ``_speedups.log_writes``, entry by entry the same; what is left
+there is C work either way: the storage keys (torch calls, ~600 instructions each), the OrderedDict's
+``move_to_end``, ``del recs[0]`` at the cap and the entries' tuples. Measured (``benchmarks/step_instructions.py``,
+small_mlp's step phase, 24 writes, 23 of them the lane's): 1,207k instructions a step on main, 1,121k with the
+accelerator, 1,211k with ``TENSORSCOPE_PURE_PYTHON=1`` (benchmarks/RESULTS.md, "speedc18").
+
+The extension is optional: built by ``pip install .`` / ``pip install -e .`` (setup.py's
+``Extension(..., optional=True)``: a failed build leaves it out) or ``python setup.py build_ext --inplace`` in a
+checkout. Without it, with one built for another Python (its file name carries the ABI tag, so it is not found)
+or for another version of this file (``VERSION``), or with ``TENSORSCOPE_PURE_PYTHON=1`` in the environment (read
+when the wrappers are installed), the Python body runs alone. Reports are identical either way
+(tests/test_speedups.py runs programs both ways).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+
+#: the C source's version this module speaks to (``_speedups.VERSION``)
+_VERSION = 2
+
+
+def _load():
+    try:
+        from tensorscope import _speedups
+    except Exception:  # not built, or built for another Python
+        return None
+    if getattr(_speedups, "VERSION", None) != _VERSION:
+        return None
+    return _speedups
+
+
+_SPEEDUPS = _load()
+
+
+def compiled():
+    """The accelerator's module, or None: not built, or ``TENSORSCOPE_PURE_PYTHON=1`` (read when the wrappers are
+    made and when a run's optimizer steps begin to be recorded, so that one process can run both ways)."""
+    if _SPEEDUPS is None or os.environ.get("TENSORSCOPE_PURE_PYTHON") == "1":
+        return None
+    return _SPEEDUPS
+
+
+def lane_write(op, orig, write, lanes, inspectable, function_modes, step_type):
+    """The body a write wrapper's ``__call__`` slot holds: ``write`` itself, or the compiled lane in front of it."""
+    speedups = compiled()
+    if speedups is None:
+        return write
+    try:
+        return speedups.LaneWrite(op, orig, write, lanes, inspectable, function_modes, weakref.ref, step_type)
+    except Exception:
+        return write
+
+
+def log_writes():
+    """``OptimizerSteps.log``'s loop in C (``_speedups.log_writes``), or None for the Python one."""
+    return getattr(compiled(), "log_writes", None)

@@ -1,0 +1,100 @@
+"""The optional compiled accelerator (NOTE [The compiled lane] in tensorscope/instrument/speedups.py).
+
+- the real CLI, both ways (the accelerator, and ``TENSORSCOPE_PURE_PYTHON=1``): the same reports (pointers and
+  timings aside), exit statuses and output, and the output python prints, for a program whose gradients' own
+  ``__torch_function__`` raises from inside a write of Adam's step after its writes took the step's lane, and for
+  the version error of a step taken between two backward calls;
+- in process: the compiled lane takes the step's writes and keeps nothing alive (refcounts of the parameters,
+  the state tensors and torch's code, live tensors, over twenty more steps).
+
+Skipped where the accelerator is not built (``python setup.py build_ext --inplace``).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from _cli import REPO, run_many
+from tensorscope import compact
+from tensorscope.instrument import session, speedups
+
+pytestmark = pytest.mark.skipif(speedups.compiled() is None,
+                                reason="the accelerator is not built (python setup.py build_ext --inplace)")
+
+PROGRAMS = REPO / "tests" / "programs"
+_PURE = {"env": {"TENSORSCOPE_PURE_PYTHON": "1"}}
+_VOLATILE = ("ptr", "address", "seconds", "pid", "elapsed", "wall", "cpu_s")
+
+
+def _norm(doc):
+    if isinstance(doc, dict):
+        return {k: _norm(v) for k, v in doc.items() if not any(w in k for w in _VOLATILE)}
+    if isinstance(doc, list):
+        return [_norm(v) for v in doc]
+    return doc
+
+
+def _report(path):
+    with open(path) as f:
+        return _norm(compact.expand(json.load(f)))
+
+
+def test_reports_are_the_same_with_the_accelerator_and_without(tmp_path):
+    raising = PROGRAMS / "speedups" / "lane_raises.py"
+    between = PROGRAMS / "optimizer_steps" / "step_between_backwards.py"
+    reports = {(p.stem, pure): tmp_path / f"{p.stem}_{pure}.json" for p in (raising, between) for pure in (0, 1)}
+    jobs = [("python", raising)]
+    for (stem, pure), rep in reports.items():
+        prog = raising if stem == raising.stem else between
+        jobs.append(("tensorscope", "run", "-o", rep, prog, _PURE) if pure else ("tensorscope", "run", "-o", rep, prog))
+    results = run_many(jobs)
+    (py_rc, py_out, py_err), runs = results[0], dict(zip(reports, results[1:]))
+    assert py_rc == 0 and "30 ValueError refused in lerp_" in py_out, py_err[-2000:]
+    for pure in (0, 1):  # python's output, both ways: no frame of tensorscope's in the traceback the program read
+        rc, out, err = runs[(raising.stem, pure)][:3]
+        assert (rc, out) == (py_rc, py_out), (pure, err[-2000:])
+    for stem in (raising.stem, between.stem):
+        fast, pure = runs[(stem, 0)], runs[(stem, 1)]
+        assert fast[:2] == pure[:2], (stem, fast[2][-2000:], pure[2][-2000:])
+        a, b = _report(reports[(stem, 0)]), _report(reports[(stem, 1)])
+        assert a == b, stem
+        writes = [s for s in a["events_summary"]["sites"] if s["kind"] == "write"]
+        assert sum(s["count"] for s in writes) > 500, writes  # the steps' writes were recorded, and counted alike
+    assert _report(reports[(between.stem, 0)])["diagnosis"]["kind"] == "inplace-modified-saved-tensor"
+
+
+def test_compiled_lane_takes_the_steps_writes_and_keeps_nothing_alive():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, foreach=False)
+    x, y = torch.randn(16, 4), torch.randint(0, 2, (16,))
+    code = sys.modules[type(opt).__module__]._single_tensor_adam.__code__  # torch.optim.adam
+
+    def held():
+        state = [v for p in model.parameters() for v in opt.state[p].values() if isinstance(v, torch.Tensor)]
+        gc.collect()
+        return ([sys.getrefcount(t) for t in list(model.parameters()) + state], sys.getrefcount(code),
+                sum(issubclass(type(o), torch.Tensor) for o in gc.get_objects()))
+
+    tracker = session.new_tracker(__file__)
+    with session.active(tracker):
+        lane = vars(torch.Tensor)["lerp_"].__call__  # the wrapper's body (NOTE [Transparent wrappers])
+        assert type(lane).__name__ == "LaneWrite"
+        assert speedups.compiled().slots_known()[0].__name__ == "_Step"  # its slots read in place
+        for i in range(60):
+            if i == 40:  # each line's detailed events long used up, the log's entries at their cap
+                before, hits = held(), lane.hits
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        after = held()
+    assert tracker.steps.whole == 60
+    assert lane.hits - hits == 20 * 4  # one exp_avg.lerp_ a parameter a step, each by the compiled lane
+    assert after == before
