@@ -138,6 +138,9 @@ def release_run_state(tracker: Tracker) -> None:
     tracker.write_log.clear()
     tracker.marks.clear()
     tracker.lines.clear()
+    tracker.growth.settle()  # NOTE [Growth settled when the program ends] in growth.py
+    tracker.growth_fwd.settle()
+    tracker.shared.release_registries()
     frames.release_caches()
     free_memory_to_system()
 

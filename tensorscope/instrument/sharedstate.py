@@ -144,6 +144,16 @@ class SharedState:
         # more live parameters than _MAX_ENTRIES prunes a logarithmic number of times, not once a call
         self.prune_owners_at = self.prune_keys_at = _MAX_ENTRIES
 
+    def release_registries(self) -> None:
+        """The program has ended: the registries of who holds which parameter (``owners``) and which module sits
+        in which (``parents``) are read only where the program assigns a tensor or a module, so they go before
+        the end-of-run snapshot and the report are built on top of them (~1.7 MB of weak references and tuples
+        on a model of 2,500 modules and 5,000 parameters: benchmarks/RESULTS.md, "memp18, 2026-11-27").
+        ``keys``, which ``finish`` reads, stays. An assignment after this (a thread the program left running)
+        finds empty registries: no sharing is recorded for it."""
+        self.owners = {}
+        self.parents = {}
+
     # --- where sharing is made -----------------------------------------------------------------
 
     def on_register_parameter(self, rec, module, name, param, frame, buffer=False):
