@@ -257,12 +257,11 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     # its own events (``events`` None), as the program may read it afterwards: each is copied (lists for
     # tuples). The command line hands its events and sites over instead (instrument.session.record's
     # ``release``, session._recorded), and nothing else holds them: each frozen event is made the document's
-    # event in place, its tuples kept (the JSON writer writes a tuple as the list it writes for a list, and
-    # everything that reads the document only reads it), and each site goes once counted. A long program's
-    # 17,498 events were 6.9 MB frozen and 9.0 MB as copies with lists (an empty list 56 bytes, the empty tuple
-    # none), and the copies, the events' table of every site (1.1 MB) and its recording's held the run's peak
-    # memory (benchmarks/RESULTS.md, "mem17" and "mems18"). Equal code texts of several lines are one string
-    # (its 20,000 lines are 8 texts, 1.1 MB as 17,500 strings).
+    # event in place (its tuples made lists, as ``plain`` makes them: readers of the document test for a list),
+    # and each site goes once counted. A long program's 17,498 events were 6.9 MB frozen and 9.0 MB as copies,
+    # and the copies, the events' table of every site (1.1 MB) and its recording's held the run's peak memory
+    # (benchmarks/RESULTS.md, "mem17" and "mems18"). Equal code texts of several lines are one string (its
+    # 20,000 lines are 8 texts, 1.1 MB as 17,500 strings).
     take = events is not None
     recorded_sites = recording.sites if sites is None else sites
     # every site where some events were only counted (past the per-line or the total limit), with
@@ -289,9 +288,11 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     texts: dict = {}  # a line's code -> the one string of it: a generated script repeats its lines
     for i, e in enumerate(recorded):
         file, line = e.get("file"), e.get("line")
-        if take:
+        if take:  # the frozen dict itself, its tuples as lists: what ``plain`` gives, without a second dict
             ev = e
             recorded[i] = None
+            for k in [k for k, v in ev.items() if type(v) is tuple or type(v) is dict]:
+                ev[k] = plain(ev[k])
         else:
             ev = plain(e)
         if where != (file, line):  # a line's events in a row quote it with one string
