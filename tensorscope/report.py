@@ -160,15 +160,15 @@ def _kind(alive, facts, has_grad, role, created) -> dict:
 
 
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,
-          distributed: dict | None = None, events: list | None = None) -> dict:
+          distributed: dict | None = None, events: list | None = None, sites: list | None = None) -> dict:
     """Assemble the report document of a run (schema_version 4, see NOTE [One document skeleton]), its
     tensors in the compact form (NOTE [The document's tensors as rows]; ``compact.expand`` gives the full).
 
     ``diagnosis``, ``hazards`` and ``recording`` are filled afterwards by diagnose.attach.
 
     ``events``: the recording's events, given apart from it (its own are then not read) as a list this
-    takes: each frozen event goes from it as its document copy is made (NOTE [Events handed over to the
-    report]).
+    takes: each frozen event becomes the document's event itself (NOTE [Events handed over to the report]).
+    ``sites``: the recording's sites, given apart the same way with ``events`` (a list this empties).
     """
     snap = recording.snapshot
     named = snap.named
@@ -253,38 +253,55 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     del firsts, numbers, more
 
     # NOTE [Events handed over to the report]
-    # The report's events are JSON-ready copies of the recording's frozen ones (lists for tuples, the file as
-    # shown, the line's code): a long program's 17,498 events were 6.9 MB frozen and 9.0 MB copied, both held at
-    # once at the run's peak memory (benchmarks/RESULTS.md, "mem17"). The command line hands its events over
-    # (instrument.session.record's ``release``, session._recorded): each frozen event goes as its copy is made.
-    # The API's recording keeps its own (``events`` None), as the program may read it afterwards.
+    # The report's events are JSON-ready (the file as shown, the line's code added). The API's recording keeps
+    # its own events (``events`` None), as the program may read it afterwards: each is copied (lists for
+    # tuples). The command line hands its events and sites over instead (instrument.session.record's
+    # ``release``, session._recorded), and nothing else holds them: each frozen event is made the document's
+    # event in place (its tuples made lists, as ``plain`` makes them: readers of the document test for a list),
+    # and each site goes once counted. A long program's 17,498 events were 6.9 MB frozen and 9.0 MB as copies,
+    # and the copies, the events' table of every site (1.1 MB) and its recording's held the run's peak memory
+    # (benchmarks/RESULTS.md, "mem17" and "mems18"). Equal code texts of several lines are one string (its
+    # 20,000 lines are 8 texts, 1.1 MB as 17,500 strings).
     take = events is not None
+    recorded_sites = recording.sites if sites is None else sites
     # every site where some events were only counted (past the per-line or the total limit), with
     # its full count: the text report folds per line from these, the JSON keeps them all (counted before the
-    # copies are made, so that its table of every site is gone by then)
+    # document's events are made, so that its table of every site is gone by then)
     detailed: dict = {}
     for e in recorded:
         key = (e["kind"], e.get("file"), e.get("line"))
         detailed[key] = detailed.get(key, 0) + 1
+    over = []
+    for i, s in enumerate(recorded_sites):
+        if s.count > detailed.get((s.kind, s.file, s.line), 0):
+            over.append(s)
+        if sites is not None:
+            sites[i] = None
+    detailed = recorded_sites = None
     sites = sorted(
         ({"kind": s.kind, "file": display_path(s.file), "line": s.line, "code": code_at(s.file, s.line),
-          "count": s.count}
-         for s in recording.sites if s.count > detailed.get((s.kind, s.file, s.line), 0)),
+          "count": s.count} for s in over),
         key=lambda s: -s["count"])
-    detailed = None
+    over = None
     events = []
     where = code = None
+    texts: dict = {}  # a line's code -> the one string of it: a generated script repeats its lines
     for i, e in enumerate(recorded):
         file, line = e.get("file"), e.get("line")
-        ev = plain(e)
+        if take:  # the frozen dict itself, its tuples as lists: what ``plain`` gives, without a second dict
+            ev = e
+            recorded[i] = None
+            for k in [k for k, v in ev.items() if type(v) is tuple or type(v) is dict]:
+                ev[k] = plain(ev[k])
+        else:
+            ev = plain(e)
         if where != (file, line):  # a line's events in a row quote it with one string
             where, code = (file, line), code_at(file, line)
+            code = texts.setdefault(code, code)
         ev["code"] = code
         ev["file"] = display_path(file)
         events.append(ev)
-        if take:
-            recorded[i] = None
-    e = recorded = None
+    e = ev = recorded = texts = None
     doc = skeleton(command=command, program=program, torch_version=torch_version, device_mode=device_mode,
                    notes=recording.notes, distributed=distributed)
     doc.update(

@@ -207,13 +207,13 @@ class Session:
         return Result(doc, outcome.exit_status, interrupted=outcome.interrupted, timed_out=outcome.timed_out,
                       os_exit=outcome.os_exit, signal=outcome.signal, exit_code=outcome.exit_code)
 
-    def _report(self, tracker, recording, distributed, events, outcome, torch_version) -> Result:
+    def _report(self, tracker, recording, distributed, events, sites, outcome, torch_version) -> Result:
         from tensorscope import diagnose
 
         program = self._program(outcome, tracker.user)
         doc = report.build(recording, command=self.command, program=program, torch_version=torch_version,
-                           device_mode=self.device, distributed=distributed, events=events)
-        del events  # emptied by build (NOTE [Events handed over to the report] in report.py)
+                           device_mode=self.device, distributed=distributed, events=events, sites=sites)
+        del events, sites  # emptied by build (NOTE [Events handed over to the report] in report.py)
         self._end_notes(doc, outcome)
         diagnose.attach(doc, recording)
         outcome.main_globals = None
@@ -442,18 +442,18 @@ class Progress:
 
 
 def _recorded(tracker, outcome) -> tuple:
-    """(recording, distributed, events) of the run; nothing after this sees the tracker's tables
-    (see instrument.session.record). The recording's events are handed over apart, as a list the report takes
-    (NOTE [Events handed over to the report] in report.py); the recording returned has none."""
+    """(recording, distributed, events, sites) of the run; nothing after this sees the tracker's tables
+    (see instrument.session.record). The recording's events and sites are handed over apart, as lists the report
+    takes (NOTE [Events handed over to the report] in report.py); the recording returned has none."""
     from tensorscope.instrument import session as instrument
 
     instrument.release_run_state(tracker)
     snap = instrument.snapshot(tracker, outcome.main_globals, outcome.exception)
     recording = instrument.record(tracker, snap, release=True)
     del snap
-    events = list(recording.events)
-    recording = dataclasses.replace(recording, events=())
-    return recording, instrument.distributed_info(tracker, torchrun_env()), events
+    events, sites = list(recording.events), list(recording.sites)
+    recording = dataclasses.replace(recording, events=(), sites=())
+    return recording, instrument.distributed_info(tracker, torchrun_env()), events, sites
 
 
 def torchrun_env() -> dict | None:

@@ -87,3 +87,32 @@ def test_the_expression_written_through_is_never_a_literal(segment, op, through)
     from tensorscope.instrument.frames import receiver
 
     assert receiver(segment, op) == through
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="co_positions is new in Python 3.11")
+def test_a_cached_segment_is_what_the_instruction_position_slices(tmp_path):
+    """The expression an instruction executes (``call_segment``, cached by code and then by instruction) is,
+    on the first read and on every read after it, the text Python's own ``co_positions`` gives for that
+    instruction; two lines of equal text quote one string; the cache empties when the program ends."""
+    from tensorscope.instrument import frames
+
+    path = tmp_path / "loop.py"
+    path.write_text("def f(probe):\n    out = []\n    for _ in range(3):\n        out.append(probe( ))\n"
+                    "        out.append(probe())\n        out.append(probe())\n    return out\n")
+    scope: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+
+    def probe():
+        caller = sys._getframe(1)
+        line, end_line, col, end_col = list(caller.f_code.co_positions())[caller.f_lasti // 2]
+        assert line == end_line
+        text = path.read_text().splitlines()[line - 1][col:end_col]
+        return text, frames.call_segment(caller)
+
+    got = scope["f"](probe)
+    assert [seg for _, seg in got] == [text for text, _ in got] == ["probe( )", "probe()", "probe()"] * 3
+    assert got[1][1] is got[2][1]  # two lines, one string
+    again = scope["f"](probe)
+    assert [seg for _, seg in again] == [seg for _, seg in got]
+    frames.release_caches()
+    assert not frames._SEGMENTS

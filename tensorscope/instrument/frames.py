@@ -301,10 +301,18 @@ def _position(positions, i: int):
     return flat[k], flat[k + 1], flat[k + 2], flat[k + 3]
 
 
-# (id(code), instruction offset) -> (code, segment): the source text of one instruction's expression is a
-# function of that pair, as its line is (see NOTE [Line numbers of running frames]); a backward call or
-# a write on a loop's line is then sliced out of its source once, not at every step
-_SEGMENTS: dict = {}
+# NOTE [Segments cached by code, then by instruction]
+# The source text of one instruction's expression is a function of (code object, instruction offset), as its
+# line is (see NOTE [Line numbers of running frames]): a backward call or a write on a loop's line is sliced out
+# of its source once, not at every step. The cache is keyed by the code object's id first (its entry holds the
+# code object, so the id cannot be reused meanwhile), then by the offset: no key tuple, id int and value tuple
+# an instruction. Equal texts share one string (``_SEGMENT_TEXTS``): a generated script repeats its step's
+# lines thousands of times. On a generated 20,000-line script (12,495 recorded instructions, each run once)
+# the cache took 3.55 MB at the program's end as (id, offset) -> (code, text) (benchmarks/RESULTS.md,
+# "mems18"), the run's peak memory.
+_SEGMENTS: dict = {}  # id(code) -> (code, {instruction offset: segment})
+_SEGMENT_TEXTS: dict = {}  # a segment -> the one equal string the cache holds
+_SEGMENTS_HELD = [0]  # instructions cached, over all codes (bounded as one table of them was)
 
 
 def call_segment(frame) -> str | None:
@@ -314,15 +322,24 @@ def call_segment(frame) -> str | None:
     inside a longer line it gives that call, not the whole line.
     """
     code = frame.f_code
-    key = (id(code), frame.f_lasti)
-    entry = _SEGMENTS.get(key)
+    lasti = frame.f_lasti
+    entry = _SEGMENTS.get(id(code))
     if entry is not None and entry[0] is code:
-        return entry[1]
-    segment = _segment(code, frame.f_lasti)
+        segment = entry[1].get(lasti)
+        if segment is not None:
+            return segment
+    segment = _segment(code, lasti)
     if segment is not None:  # no text yet (a file linecache cannot read now) is looked up again later
-        if len(_SEGMENTS) >= 16_384:
+        if _SEGMENTS_HELD[0] >= 16_384:
             _SEGMENTS.clear()
-        _SEGMENTS[key] = (code, segment)
+            _SEGMENT_TEXTS.clear()
+            _SEGMENTS_HELD[0] = 0
+            entry = None
+        if entry is None or entry[0] is not code:
+            entry = _SEGMENTS[id(code)] = (code, {})
+        segment = _SEGMENT_TEXTS.setdefault(segment, segment)
+        entry[1][lasti] = segment
+        _SEGMENTS_HELD[0] += 1
     return segment
 
 
@@ -367,9 +384,10 @@ def release_caches() -> None:
     """Empty the caches of lines, positions, segments and names of code objects (the program has ended; they
     fill again if anything asks). They hold what the program's events ran at: for a generated 20,000-line
     script ~8 MB that stayed under the report's construction, the run's peak (benchmarks/RESULTS.md, "mem17")."""
-    for cache in (_LINES, _TABLES, _LIBRARY_NAMES, _POSITIONS, _SEGMENTS, _RECEIVERS,
+    for cache in (_LINES, _TABLES, _LIBRARY_NAMES, _POSITIONS, _SEGMENTS, _SEGMENT_TEXTS, _RECEIVERS,
                   bytecode_segment._CODES, bytecode_segment._TREES):
         cache.clear()
+    _SEGMENTS_HELD[0] = 0
 
 
 def receiver(segment: str | None, op: str) -> str | None:

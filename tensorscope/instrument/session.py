@@ -288,9 +288,16 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         if fl is not None:
             node_lines.append((seq, fl[0], fl[1]))
     names, created = freeze(tracker.tensor_names), freeze(tracker.tensor_created)
-    events = tuple(freeze(event_dict(e)) for e in tracker.events)  # NOTE [Events as packed tuples]
+    if release:  # each packed event goes as its dict is made (NOTE [Events as packed tuples])
+        log, tracker.events = tracker.events, []
+        for i, e in enumerate(log):
+            log[i] = freeze(event_dict(e))
+        events = tuple(log)
+        log = e = None
+    else:
+        events = tuple(freeze(event_dict(e)) for e in tracker.events)  # NOTE [Events as packed tuples]
     if release:  # hooks of graphs still alive keep working on empty tables
-        tracker.tensor_names, tracker.tensor_created, tracker.events = {}, {}, []
+        tracker.tensor_names, tracker.tensor_created = {}, {}
     sites = tuple(Site(k, f, line, n) for (k, f, line), n in tracker.site_counts.items())
     if release:  # a key tuple and a table entry for each line the program's events ran at (20,000 on a long script)
         tracker.site_counts = {}
