@@ -88,9 +88,7 @@ class BackwardCalls:
             uf = user_frame(frame, rec.user)
             loc = _place(rec, frame, uf)
             roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-            if isinstance(roots, _Tensor):
-                roots = [roots]
-            roots = [r for r in (roots or []) if isinstance(r, _Tensor)]
+            roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or []) if isinstance(r, _Tensor)]
             if roots and not inspectable(roots[0]):
                 return None
             retain = kwargs.get("retain_graph")
@@ -111,8 +109,9 @@ class BackwardCalls:
             detailed = uf is not None and rec.allow("backward", uf)
             for r in roots:
                 # the full description only for recorded calls: a training loop calls this every step
+                node = r.grad_fn  # read once: each read makes or finds the node's Python object
                 f = {"tensor": rec.note_tensor(r) if detailed else rec.tid(r), "requires_grad": bool(r.requires_grad),
-                     "grad_fn": node_name(r.grad_fn) if r.grad_fn is not None else None,
+                     "grad_fn": node_name(node) if node is not None else None,
                      "dtype": _dtype_name(r.dtype), "shape": list(r.shape),
                      "is_leaf": bool(r.is_leaf)}
                 root_facts.append(f)
