@@ -62,7 +62,8 @@ def same_leaves(roots, known: list) -> bool:
 # is reused by a node freed during the walk), the same ``hasattr(node, "variable")`` test, and a node whose edges
 # raise passed over as there; without the generator, the roots' list comprehension and the ``seen`` set a first
 # leaf never needs. Python's frames and containers were most of the probe's cost, not torch's node objects:
-# small_mlp's probe (three nodes, three ``next_functions`` tuples) 26.8k -> 10.9k instructions (callgrind).
+# small_mlp's probe (three nodes, three ``next_functions`` tuples; torch's part about 4k) 26.8k -> 14.8k
+# instructions a call (callgrind).
 def _first_leaf(roots, limit: int):
     """``accumulated_leaves(roots, limit)[0][0]`` (or None), found without walking past it."""
     stack = []
