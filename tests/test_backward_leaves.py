@@ -68,3 +68,38 @@ def test_a_small_graph_is_walked_at_every_call(report):
     for e in events:
         assert "leaves_walked" not in e
         assert _names(doc, e["leaves_with_grad"]) == ["small.bias", "small.weight"]
+
+
+def test_the_probe_finds_the_full_walks_first_leaf():
+    """``same_leaves``' probe (NOTE [The probe's first leaf, walked in place] in failure_graph.py) is the full
+    walk's first leaf under every bound, on graphs torch builds: a chain, a residual block that reaches a node
+    along two paths, a leaf given to backward itself, two roots, a custom Function and a graph with no leaf."""
+    import torch
+
+    from tensorscope.instrument.failure_graph import _first_leaf, _leaves_in_order
+
+    torch.manual_seed(0)
+    a, b, c = (torch.randn(3, requires_grad=True) for _ in range(3))
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    h = (a * b).sin()
+    residual = (h + h.exp() * c + a).sum()
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    cases = {"chain": [net(torch.randn(5, 3)).sum()], "residual": [residual], "leaf": [a],
+             "two roots": [(b * 3).sum(), net(c).sum()], "custom": [Twice.apply(b * c).sum()],
+             "no leaf": [torch.randn(3).exp().sum()], "none": []}
+    for name, roots in cases.items():
+        full = list(_leaves_in_order(roots, 1_000, {}))
+        for limit in range(0, 12):
+            expected = next(_leaves_in_order(roots, limit, {}), None)
+            assert _first_leaf(roots, limit) is expected, (name, limit)
+        assert _first_leaf(roots, 1_000) is (full[0] if full else None), name
+    assert _first_leaf(cases["chain"], 1_000) is net[2].bias  # torch's edges: addmm's bias first

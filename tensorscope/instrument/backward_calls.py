@@ -34,6 +34,37 @@ _REWALK_NODES = 2_000
 _MAX_SITES = 1024  # (line, thread) entries of site_leaves before the table starts again
 
 
+# NOTE [A backward line's place, read once]
+# ``Recorder.location`` of a backward call (the program's file, line and call text, and the library function it
+# ran inside) depends on nothing but the program's code and instruction (``uf.f_code``, ``uf.f_lasti``) and the
+# library frame's code (``frame.f_code``): each of its parts is already cached by those (``line_of``,
+# ``call_segment``, ``library_name``). A training loop's backward line reads them at every step, so the place is
+# kept whole under that key, with both codes held for the identity check (a key's ids are reused only once a
+# code is gone) and ``uf is frame`` in the key (no library then). A place whose call text could not be read yet
+# (a file linecache cannot read now) is not kept: it is looked up again at the next call, as ``call_segment``
+# does. The dict handed out is read, never written: ``before`` copies what it keeps.
+_PLACES: dict = {}
+_MAX_PLACES = 4096
+
+
+def _place(rec, frame, uf) -> dict:
+    """``rec.location(frame, uf)``, kept per place (see the NOTE above)."""
+    if uf is None or frame is None:
+        return rec.location(frame, uf)
+    code = uf.f_code
+    fcode = None if uf is frame else frame.f_code
+    key = (id(code), uf.f_lasti, id(fcode))
+    entry = _PLACES.get(key)
+    if entry is not None and entry[0] is code and entry[1] is fcode:
+        return entry[2]
+    loc = rec.location(frame, uf)
+    if loc["segment"] is not None:
+        if len(_PLACES) >= _MAX_PLACES:
+            _PLACES.clear()
+        _PLACES[key] = (code, fcode, loc)
+    return loc
+
+
 class BackwardCalls:
     """The callbacks around backward() and torch.autograd.grad (patches.py), for one run."""
 
@@ -55,11 +86,9 @@ class BackwardCalls:
                 rec.saved_failure = None  # (NOTE [The last failure, not the first] in recorder.py)
                 rec.saved_checks.detached = None
             uf = user_frame(frame, rec.user)
-            loc = rec.location(frame, uf)
+            loc = _place(rec, frame, uf)
             roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-            if isinstance(roots, _Tensor):
-                roots = [roots]
-            roots = [r for r in (roots or []) if isinstance(r, _Tensor)]
+            roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or []) if isinstance(r, _Tensor)]
             if roots and not inspectable(roots[0]):
                 return None
             retain = kwargs.get("retain_graph")
@@ -80,8 +109,9 @@ class BackwardCalls:
             detailed = uf is not None and rec.allow("backward", uf)
             for r in roots:
                 # the full description only for recorded calls: a training loop calls this every step
+                node = r.grad_fn  # read once: each read makes or finds the node's Python object
                 f = {"tensor": rec.note_tensor(r) if detailed else rec.tid(r), "requires_grad": bool(r.requires_grad),
-                     "grad_fn": node_name(r.grad_fn) if r.grad_fn is not None else None,
+                     "grad_fn": node_name(node) if node is not None else None,
                      "dtype": _dtype_name(r.dtype), "shape": list(r.shape),
                      "is_leaf": bool(r.is_leaf)}
                 root_facts.append(f)

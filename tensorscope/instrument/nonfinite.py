@@ -265,8 +265,10 @@ class ValueWatch:
             if self.sink is not None:
                 return
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
-        roots = [roots] if isinstance(roots, _Tensor) else [r for r in (roots or ()) if isinstance(r, _Tensor)]
-        roots = [r for r in roots if _floating(r)]
+        if isinstance(roots, _Tensor):  # the common case (``loss.backward()``) without the two list comprehensions
+            roots = [roots] if _floating(roots) else []
+        else:
+            roots = [r for r in (roots or ()) if isinstance(r, _Tensor) and _floating(r)]
         # NOTE [A step's sinks on the CPU, read directly]; under explain (``self.grads``) the loss's value is also
         # the trigger of NOTE [Gradients that may overflow], which ``_check`` hands on: no shortcut there
         if roots and (self.grads is not None or not _finite_scalar(roots)):
@@ -354,6 +356,8 @@ class ValueWatch:
         self.optimizer_steps += 1
         if self.sink is not None:
             return
+        if not _function_modes():  # ``_unseen()``'s guard that does nothing, not entered (two Python calls a step)
+            return self._post_step_checks(optimizer, sys._getframe(1))
         with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
             return self._post_step_checks(optimizer, sys._getframe(1))
 
