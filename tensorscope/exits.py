@@ -412,7 +412,7 @@ class _Anchor:
 _TRIP = operator.methodcaller("trip")
 
 
-def _trip_on_return(signum: int) -> None:
+def _trip_on_return(signum: int) -> "_Anchor":
     """Mark ``signum`` as arrived again once the caller's frame is gone (NOTE [A signal handler that lands in a
     callback of tensorscope's]). ``_thread.interrupt_main`` called here would be heard
     at the very next check, inside the caller: the handler again, and again. So it is called from C when the
