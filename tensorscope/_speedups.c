@@ -371,8 +371,8 @@ static PyObject *
 log_writes(PyObject *module, PyObject *args)
 {
     PyObject *writes, *log, *storage_key, *state_ids, *opt, *head;
-    Py_ssize_t max_storages, max_writes, i, n;
-    PyObject *made = NULL, *prev = NULL, *recs = NULL, *t = NULL, *key = NULL;
+    Py_ssize_t max_storages, max_writes, i;
+    PyObject *w = NULL, *made = NULL, *prev = NULL, *recs = NULL, *t = NULL, *key = NULL;
     PyObject *aseq, *grad_enabled, *code, *lasti, *line;
     if (!PyArg_ParseTuple(args, "O!OOOOO!nn:log_writes", &PyList_Type, &writes, &log, &storage_key, &state_ids,
                           &opt, &PyTuple_Type, &head, &max_storages, &max_writes))
@@ -387,9 +387,11 @@ log_writes(PyObject *module, PyObject *args)
     lasti = PyTuple_GET_ITEM(head, 3);
     line = PyTuple_GET_ITEM(head, 4);
     Py_INCREF(writes); /* the caller's reference may go */
-    n = PyList_GET_SIZE(writes);
-    for (i = 0; i < n; i++) {
-        PyObject *w = PyList_GET_ITEM(writes, i), *entry, *r;
+    /* the list's length read at each turn and the write held (the next turn lets it go): the calls below run
+     * Python code (the storage key, a tensor's finalizers) that may change the list, as a Python loop allows */
+    for (i = 0; i < PyList_GET_SIZE(writes); i++) {
+        PyObject *entry, *r;
+        Py_XSETREF(w, Py_NewRef(PyList_GET_ITEM(writes, i)));
         if (!PyTuple_Check(w) || PyTuple_GET_SIZE(w) != 5) {
             PyErr_SetString(PyExc_TypeError, "log_writes: a write of 5");
             goto error;
@@ -478,12 +480,14 @@ log_writes(PyObject *module, PyObject *args)
         }
         Py_DECREF(entry);
     }
+    Py_XDECREF(w);
     Py_XDECREF(made);
     Py_XDECREF(prev);
     Py_XDECREF(recs);
     Py_DECREF(writes);
     Py_RETURN_NONE;
 error:
+    Py_XDECREF(w);
     Py_XDECREF(made);
     Py_XDECREF(prev);
     Py_XDECREF(recs);
