@@ -42,7 +42,7 @@ find_slots(PyObject *type)
     PyObject **names[N_SLOTS] = {&s_busy, &s_index, &s_writes, &s_lib};
     Py_ssize_t found[N_SLOTS];
     int i;
-    if (slot_type != NULL || !PyType_Check(type))
+    if (slot_type != NULL || !PyType_Check(type) || ((PyTypeObject *)type)->tp_dict == NULL)
         return;
     for (i = 0; i < N_SLOTS; i++) {
         PyObject *d = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, *names[i]);
@@ -51,7 +51,8 @@ find_slots(PyObject *type)
             return;
         }
         PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY))
+        /* the type's own slot: a descriptor of another class's (`busy = Other.busy`) has Other's offset */
+        if (PyDescr_TYPE(d) != (PyTypeObject *)type || m->type != T_OBJECT_EX || (m->flags & READONLY))
             return;
         found[i] = m->offset;
     }
