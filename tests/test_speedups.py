@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from _cli import REPO, run_many
+from _cli import REPO, run_many, run_python
 from tensorscope import compact
 from tensorscope.instrument import session, speedups
 
@@ -98,3 +98,13 @@ def test_compiled_lane_takes_the_steps_writes_and_keeps_nothing_alive():
     assert tracker.steps.whole == 60
     assert lane.hits - hits == 20 * 4  # one exp_avg.lerp_ a parameter a step, each by the compiled lane
     assert after == before
+
+
+def test_hostile_callers_of_the_compiled_entry_points_crash_nothing():
+    """review19: ``log_writes`` holds each write and reads the list's length at each turn (a storage key that empties
+    the list read freed memory), and a step type's slots are read in place only when they are its own (a borrowed
+    member descriptor's offset lay outside the object): the program's output is the pure-Python loop's and a
+    read by name's."""
+    rc, out, err = run_python(PROGRAMS / "speedups" / "hostile_callers.py")
+    assert rc == 0, err[-2000:]
+    assert out.splitlines() == ["log_writes: True 1"] + ["LaneWrite: None True"] * 3, out
