@@ -16,8 +16,11 @@ tensorscope's to strip (the Python lane strips its own). The tuple recorded, the
 when the op raises) and what a step closed meanwhile by another thread keeps (nothing) are the Python lane's; each
 call holds the GIL from the look-up to the record except inside torch's op, as the Python body does between
 bytecodes. The step's slots (``busy``, ``index``, ``writes``, ``lib``) are read and set in place, at the offsets of
-``_Step``'s member descriptors (an object of another type is read by name). The step's write log
-(``OptimizerSteps.log``'s loop, ``_log_writes``) is ``_speedups.log_writes``, entry by entry the same; what is left
+``_Step``'s member descriptors, its own only (an object of another type is read by name; a descriptor borrowed
+from another class, whose offset lies outside a ``_Step``, is not used). The step's write log
+(``OptimizerSteps.log``'s loop, ``_log_writes``) is ``_speedups.log_writes``, entry by entry the same (it holds
+each write and reads the list's length at each turn, as a Python loop does: the storage key and a tensor's
+finalizers run Python code while it walks); what is left
 there is C work either way: the storage keys (torch calls, ~600 instructions each), the OrderedDict's
 ``move_to_end``, ``del recs[0]`` at the cap and the entries' tuples. Measured (``benchmarks/step_instructions.py``,
 small_mlp's step phase, 24 writes, 23 of them the lane's): 1,207k instructions a step on main, 1,121k with the
@@ -27,13 +30,17 @@ The extension is optional: built by ``pip install .`` / ``pip install -e .`` (se
 ``Extension(..., optional=True)``: a failed build leaves it out) or ``python setup.py build_ext --inplace`` in a
 checkout. Without it, with one built for another Python (its file name carries the ABI tag, so it is not found)
 or for another version of this file (``VERSION``), or with ``TENSORSCOPE_PURE_PYTHON=1`` in the environment (read
-when the wrappers are installed), the Python body runs alone. Reports are identical either way
+when the wrappers are installed), the Python body runs alone. On a free-threaded build (``Py_GIL_DISABLED``,
+3.13t) it is not imported at all: the module declares no ``Py_mod_gil`` slot, so importing it would switch the GIL
+on for the whole process with a RuntimeWarning on the program's stderr, and its code relies on the GIL (borrowed
+references from dicts other threads may change). Reports are identical either way
 (tests/test_speedups.py runs programs both ways).
 """
 
 from __future__ import annotations
 
 import os
+import sysconfig
 import weakref
 
 #: the C source's version this module speaks to (``_speedups.VERSION``)
@@ -41,6 +48,8 @@ _VERSION = 2
 
 
 def _load():
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):  # a free-threaded build (3.13t): see the NOTE
+        return None
     try:
         from tensorscope import _speedups
     except Exception:  # not built, or built for another Python
