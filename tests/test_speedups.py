@@ -103,8 +103,8 @@ def test_compiled_lane_takes_the_steps_writes_and_keeps_nothing_alive():
 def test_hostile_callers_of_the_compiled_entry_points_crash_nothing():
     """review19: ``log_writes`` holds each write and reads the list's length at each turn (a storage key that empties
     the list read freed memory), and a step type's slots are read in place only when they are its own (a borrowed
-    member descriptor's offset lay outside the object): the program's output is the pure-Python loop's and a
-    read by name's."""
+    member descriptor's offset lay outside the object; ``int``'s NULL ``tp_dict`` on 3.12+ was read): the
+    program's output is the pure-Python loop's and a read by name's."""
     rc, out, err = run_python(PROGRAMS / "speedups" / "hostile_callers.py")
     assert rc == 0, err[-2000:]
     assert out.splitlines() == ["log_writes: True 1"] + ["LaneWrite: None True"] * 3, out

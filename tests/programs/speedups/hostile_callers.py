@@ -3,8 +3,9 @@
 1. ``log_writes`` whose storage key empties the list of writes it walks (Python code run inside the loop, as a
    tensor's finalizer or another thread could): the loop ends where a Python ``for`` loop over the list ends, and
    the log holds what ``optimizer_steps._log_writes`` (the pure-Python loop) writes.
-2. The first ``LaneWrite`` made for a step type whose slots are another class's member descriptors (offsets that
-   lie outside the type's objects): the slots are read by name, as Python reads them.
+2. ``LaneWrite`` made for ``int`` (whose ``tp_dict`` is NULL on Python 3.12 and later), then for a step type whose
+   slots are another class's member descriptors (offsets that lie outside the type's objects): the slots are read
+   by name, as Python reads them.
 
 Before review19's fixes both read freed or foreign memory (a segmentation fault, most runs).
 """
@@ -56,6 +57,8 @@ class Small:
 for name in ("busy", "index", "writes", "lib"):
     setattr(Small, name, Big.__dict__[name])
 lanes = {}
+# a static builtin type first: on Python 3.12 and later its tp_dict is NULL (its dict is the interpreter's)
+_speedups.LaneWrite("add_", print, print, lanes, {}, len, weakref.ref, int)
 lane = _speedups.LaneWrite("add_", lambda *a: "op", lambda *a: "fallback", lanes, {int: True}, lambda: 0,
                            weakref.ref, Small)
 step = lanes[sys._getframe()] = Small()
