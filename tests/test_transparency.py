@@ -469,3 +469,14 @@ def test_a_running_function_keeps_no_local_alive(tmp_path):
     # explain did read the function's frame for the NaN's origin: the line that computed `scale`
     doc = json.loads((tmp_path / "e.json").read_text())
     assert [h["culprit"]["line"] for h in doc["hazards"] if h["kind"] == "silent-non-finite-value"] == [23]
+
+
+def test_explain_redoing_an_op_does_not_warn_the_program_again():
+    """review19: explain redoes ``std`` from its saved input to find the first non-finite op; torch's warning of
+    that redo ("degrees of freedom is <= 0") reached the program's stderr a second time, at its backward line.
+    stderr is python's, and the op is still named at its line."""
+    prog = Path(__file__).parent / "programs" / "std_of_one_row.py"
+    (py_rc, py_out, py_err), (rc, out, err, _) = run_many([("python", prog), ("tensorscope", "explain", prog)])
+    assert py_rc == 0 and py_err.count("degrees of freedom") == 1, py_err
+    assert err == py_err, err
+    assert out.startswith(py_out) and "aten.std" in out and "std_of_one_row.py:11" in out, out

@@ -391,10 +391,13 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
             packs = saved.get(s, [])
             if s != surfaced and any(p.is_output for p in packs):
                 continue
+            tracker.pause()  # NOTE [Pausing the recorder] in tracker.py: torch's warnings of the op redone are not shown
             try:
                 out = _redo(node, base, packs)
             except Exception:
                 out = None
+            finally:
+                tracker.resume()
             if out is not None:
                 if _bad(out):
                     exact.append((s, out))

@@ -583,6 +583,8 @@ def make_showwarnmsg(orig):
     runner_file = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner.py")
 
     def _showwarnmsg(msg):
+        if _PAUSED and _get_ident() in _PAUSED:  # tensorscope's own work (NOTE [Pausing the recorder] in tracker.py)
+            return None  # warned inside torch on tensorscope's behalf (an op redone): not the program's warning
         reissue = None
         try:
             if is_tensorscope_file(msg.filename or ""):

@@ -91,6 +91,10 @@ class Tracker(Recorder):
     # (tests/programs/threads_dataloader.py failed CI that way). Counted but still process-wide, the
     # pauses left the recorder on, but the other threads' calls during them went unrecorded: 728 of the
     # 1200 backward calls were recorded.
+    # A warning torch raises on a paused thread is tensorscope's own too: the warnings hook
+    # (patches.make_showwarnmsg) does not show it. explain redoes a forward op from its saved inputs to find
+    # the first non-finite one (origin_walk._redo): `x.std(0)` of one row warned "degrees of freedom is <= 0"
+    # a second time, at the program's backward line, where python warns once (review19).
 
     def switch(self, on: bool) -> None:
         """The session turns recording on (installed) or off (the program finished)."""
