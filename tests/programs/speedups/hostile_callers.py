@@ -31,7 +31,8 @@ def walk(loop):
         return id(t)
 
     loop(writes, log, storage_key)
-    return [(k, v) for k, v in log.items()]
+    place = {id(o): i for i, o in enumerate(objs)}  # keys by the object's place: each walk makes its own objects
+    return [(place.get(k), v) for k, v in log.items()]
 
 
 def compiled(writes, log, key):
