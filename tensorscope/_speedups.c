@@ -466,12 +466,25 @@ log_writes(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "log_writes: a storage's entries are a list");
             goto error;
         }
-        if (PyList_GET_SIZE(recs) >= max_writes && PySequence_DelItem(recs, 0) < 0)
-            goto error;
         entry = PyTuple_Pack(10, aseq, PyTuple_GET_ITEM(w, 3), PyTuple_GET_ITEM(w, 4), PyTuple_GET_ITEM(w, 1),
                              grad_enabled, code, lasti, line, PyTuple_GET_ITEM(w, 2), Py_None);
         if (entry == NULL)
             goto error;
+        Py_ssize_t size = PyList_GET_SIZE(recs);
+        if (size >= max_writes && size > 0 && PyList_CheckExact(recs)) {
+            /* `del recs[0]; recs.append(entry)` at the cap, as one shift of the list's items in place: the
+             * same list after, without list_ass_slice's temporary copy and resize. The oldest entry is let go
+             * once the list is whole again. */
+            PyObject **items = ((PyListObject *)recs)->ob_item, *oldest = items[0];
+            memmove(items, items + 1, (size_t)(size - 1) * sizeof(PyObject *));
+            items[size - 1] = entry; /* the reference moves */
+            Py_DECREF(oldest);
+            continue;
+        }
+        if (size >= max_writes && PySequence_DelItem(recs, 0) < 0) {
+            Py_DECREF(entry);
+            goto error;
+        }
         if (PyList_Append(recs, entry) < 0) {
             Py_DECREF(entry);
             goto error;
@@ -493,6 +506,154 @@ error:
     return NULL;
 }
 
+/* step_index(param_groups, state_values, tensor_type): optimizer_steps._index's dict, id -> tensor of each
+ * parameter (each group's "params"), its .grad where not None, and each state tensor (isinstance of tensor_type)
+ * of each non-empty state in `state_values` (the caller's `opt.state.values()`), inserted in the Python loop's
+ * order with the same reads (group["params"], p.grad, s.values(), isinstance): the same dict, or the same
+ * exception. */
+static PyObject *s_params, *s_grad, *s_values;
+
+static int
+index_put(PyObject *index, PyObject *t)
+{
+    PyObject *key = PyLong_FromVoidPtr(t); /* id(t) */
+    int rc;
+    if (key == NULL)
+        return -1;
+    rc = PyDict_SetItem(index, key, t);
+    Py_DECREF(key);
+    return rc;
+}
+
+static PyObject *
+step_index(PyObject *module, PyObject *args)
+{
+    PyObject *groups, *states, *tensor_type, *index, *it = NULL, *group = NULL, *params = NULL, *pit = NULL;
+    PyObject *p = NULL, *g = NULL, *s = NULL, *vals = NULL, *vit = NULL, *v = NULL;
+    if (!PyArg_ParseTuple(args, "OOO:step_index", &groups, &states, &tensor_type))
+        return NULL;
+    index = PyDict_New();
+    if (index == NULL)
+        return NULL;
+    if ((it = PyObject_GetIter(groups)) == NULL)
+        goto error;
+    while ((group = PyIter_Next(it)) != NULL) {
+        if ((params = PyObject_GetItem(group, s_params)) == NULL || (pit = PyObject_GetIter(params)) == NULL)
+            goto error;
+        while ((p = PyIter_Next(pit)) != NULL) {
+            if (index_put(index, p) < 0 || (g = PyObject_GetAttr(p, s_grad)) == NULL)
+                goto error;
+            if (g != Py_None && index_put(index, g) < 0)
+                goto error;
+            Py_CLEAR(g);
+            Py_CLEAR(p);
+        }
+        if (PyErr_Occurred())
+            goto error;
+        Py_CLEAR(pit);
+        Py_CLEAR(params);
+        Py_CLEAR(group);
+    }
+    if (PyErr_Occurred())
+        goto error;
+    Py_CLEAR(it);
+    if ((it = PyObject_GetIter(states)) == NULL)
+        goto error;
+    while ((s = PyIter_Next(it)) != NULL) {
+        int truth = PyObject_IsTrue(s);
+        if (truth < 0)
+            goto error;
+        if (truth) {
+            if (PyDict_CheckExact(s)) { /* s.values() of a dict: its values in order, no call */
+                Py_ssize_t pos = 0;
+                PyObject *key, *value;
+                while (PyDict_Next(s, &pos, &key, &value)) {
+                    int is = PyObject_IsInstance(value, tensor_type);
+                    if (is < 0)
+                        goto error;
+                    if (is) { /* PyObject_IsInstance may run Python code (__instancecheck__): hold value */
+                        Py_INCREF(value);
+                        int rc = index_put(index, value);
+                        Py_DECREF(value);
+                        if (rc < 0)
+                            goto error;
+                    }
+                }
+            } else {
+                if ((vals = PyObject_CallMethodNoArgs(s, s_values)) == NULL || (vit = PyObject_GetIter(vals)) == NULL)
+                    goto error;
+                while ((v = PyIter_Next(vit)) != NULL) {
+                    int is = PyObject_IsInstance(v, tensor_type);
+                    if (is < 0 || (is && index_put(index, v) < 0))
+                        goto error;
+                    Py_CLEAR(v);
+                }
+                if (PyErr_Occurred())
+                    goto error;
+                Py_CLEAR(vit);
+                Py_CLEAR(vals);
+            }
+        }
+        Py_CLEAR(s);
+    }
+    if (PyErr_Occurred())
+        goto error;
+    Py_DECREF(it);
+    return index;
+error:
+    Py_XDECREF(it);
+    Py_XDECREF(group);
+    Py_XDECREF(params);
+    Py_XDECREF(pit);
+    Py_XDECREF(p);
+    Py_XDECREF(g);
+    Py_XDECREF(s);
+    Py_XDECREF(vals);
+    Py_XDECREF(vit);
+    Py_XDECREF(v);
+    Py_DECREF(index);
+    return NULL;
+}
+
+/* add_count(counts, key, n): recorder.add_count's `counts[key] = counts.get(key, 0) + n` (n > 0; nothing for
+ * n <= 0), in one C call as the Python one (NOTE [Site counts from several threads] in recorder.py). */
+static PyObject *s_get, *zero;
+
+static PyObject *
+add_count(PyObject *module, PyObject *args)
+{
+    PyObject *counts, *key, *n, *old, *sum;
+    int positive;
+    if (!PyArg_ParseTuple(args, "OOO:add_count", &counts, &key, &n))
+        return NULL;
+    positive = PyObject_RichCompareBool(n, zero, Py_GT);
+    if (positive <= 0)
+        return positive < 0 ? NULL : Py_NewRef(Py_None);
+    if (PyDict_CheckExact(counts)) {
+        old = PyDict_GetItemWithError(counts, key);
+        if (old == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            old = zero;
+        }
+        Py_INCREF(old);
+    } else {
+        old = PyObject_CallMethodObjArgs(counts, s_get, key, zero, NULL);
+        if (old == NULL)
+            return NULL;
+    }
+    sum = PyNumber_Add(old, n);
+    Py_DECREF(old);
+    if (sum == NULL)
+        return NULL;
+    if (PyObject_SetItem(counts, key, sum) < 0) {
+        Py_DECREF(sum);
+        return NULL;
+    }
+    Py_DECREF(sum);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 slots_known(PyObject *module, PyObject *unused)
 {
@@ -505,6 +666,8 @@ slots_known(PyObject *module, PyObject *unused)
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
     {"log_writes", (PyCFunction)log_writes, METH_VARARGS, "OptimizerSteps.log's loop (see the C source)."},
+    {"step_index", (PyCFunction)step_index, METH_VARARGS, "optimizer_steps._index's dict (see the C source)."},
+    {"add_count", (PyCFunction)add_count, METH_VARARGS, "recorder.add_count in C (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -529,7 +692,13 @@ PyInit__speedups(void)
     INTERN(s_self, "self");
     INTERN(s_move_to_end, "move_to_end");
     INTERN(s_popitem, "popitem");
+    INTERN(s_params, "params");
+    INTERN(s_grad, "grad");
+    INTERN(s_values, "values");
+    INTERN(s_get, "get");
 #undef INTERN
+    if ((zero = PyLong_FromLong(0)) == NULL)
+        return NULL;
     if ((empty_tuple = PyTuple_New(0)) == NULL || (popitem_kwargs = PyDict_New()) == NULL
         || PyDict_SetItemString(popitem_kwargs, "last", Py_False) < 0)
         return NULL;

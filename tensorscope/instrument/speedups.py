@@ -75,3 +75,9 @@ def lane_write(op, orig, write, lanes, inspectable, function_modes, step_type):
 def log_writes():
     """``OptimizerSteps.log``'s loop in C (``_speedups.log_writes``), or None for the Python one."""
     return getattr(compiled(), "log_writes", None)
+
+
+def function(name):
+    """The accelerator's function ``name`` (see tensorscope/_speedups.c), or None for the Python one: not built, an
+    older build without it, or ``TENSORSCOPE_PURE_PYTHON=1``."""
+    return getattr(compiled(), name, None)
