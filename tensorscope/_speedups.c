@@ -368,14 +368,29 @@ static PyTypeObject LaneWriteType = {
 static PyObject *s_move_to_end, *s_popitem, *popitem_kwargs, *empty_tuple;
 
 static PyObject *
-log_writes(PyObject *module, PyObject *args)
+log_writes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *writes, *log, *storage_key, *state_ids, *opt, *head;
     Py_ssize_t max_storages, max_writes, i, n;
-    PyObject *made = NULL, *prev = NULL, *recs = NULL, *t = NULL, *key = NULL;
+    PyObject *made = NULL, *prev = NULL, *recs = NULL, *t = NULL, *key = NULL, *move = NULL;
     PyObject *aseq, *grad_enabled, *code, *lasti, *line;
-    if (!PyArg_ParseTuple(args, "O!OOOOO!nn:log_writes", &PyList_Type, &writes, &log, &storage_key, &state_ids,
-                          &opt, &PyTuple_Type, &head, &max_storages, &max_writes))
+    if (nargs != 8) { /* METH_FASTCALL: no argument tuple to parse (PyArg_ParseTuple was ~1.8k a step) */
+        PyErr_SetString(PyExc_TypeError, "log_writes takes 8 arguments");
+        return NULL;
+    }
+    writes = args[0];
+    log = args[1];
+    storage_key = args[2];
+    state_ids = args[3];
+    opt = args[4];
+    head = args[5];
+    if (!PyList_Check(writes) || !PyTuple_Check(head) || !PyLong_Check(args[6]) || !PyLong_Check(args[7])) {
+        PyErr_SetString(PyExc_TypeError, "log_writes: a list of writes, a head tuple and two ints");
+        return NULL;
+    }
+    max_storages = PyLong_AsSsize_t(args[6]);
+    max_writes = PyLong_AsSsize_t(args[7]);
+    if ((max_storages == -1 || max_writes == -1) && PyErr_Occurred())
         return NULL;
     if (PyTuple_GET_SIZE(head) != 5 || !PyDict_Check(log)) {
         PyErr_SetString(PyExc_TypeError, "log_writes: head of 5 and a dict log");
@@ -452,7 +467,9 @@ log_writes(PyObject *module, PyObject *args)
                     goto error;
             } else {
                 Py_INCREF(recs);
-                r = PyObject_CallMethodOneArg(log, s_move_to_end, key);
+                if (move == NULL && (move = PyObject_GetAttr(log, s_move_to_end)) == NULL)
+                    goto error; /* log.move_to_end, looked up once a call */
+                r = PyObject_CallOneArg(move, key);
                 if (r == NULL)
                     goto error;
                 Py_DECREF(r);
@@ -494,9 +511,11 @@ log_writes(PyObject *module, PyObject *args)
     Py_XDECREF(made);
     Py_XDECREF(prev);
     Py_XDECREF(recs);
+    Py_XDECREF(move);
     Py_DECREF(writes);
     Py_RETURN_NONE;
 error:
+    Py_XDECREF(move);
     Py_XDECREF(made);
     Py_XDECREF(prev);
     Py_XDECREF(recs);
@@ -526,12 +545,17 @@ index_put(PyObject *index, PyObject *t)
 }
 
 static PyObject *
-step_index(PyObject *module, PyObject *args)
+step_index(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *groups, *states, *tensor_type, *index, *it = NULL, *group = NULL, *params = NULL, *pit = NULL;
     PyObject *p = NULL, *g = NULL, *s = NULL, *vals = NULL, *vit = NULL, *v = NULL;
-    if (!PyArg_ParseTuple(args, "OOO:step_index", &groups, &states, &tensor_type))
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "step_index takes 3 arguments");
         return NULL;
+    }
+    groups = args[0];
+    states = args[1];
+    tensor_type = args[2];
     index = PyDict_New();
     if (index == NULL)
         return NULL;
@@ -620,12 +644,17 @@ error:
 static PyObject *s_get, *zero;
 
 static PyObject *
-add_count(PyObject *module, PyObject *args)
+add_count(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *counts, *key, *n, *old, *sum;
     int positive;
-    if (!PyArg_ParseTuple(args, "OOO:add_count", &counts, &key, &n))
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "add_count takes 3 arguments");
         return NULL;
+    }
+    counts = args[0];
+    key = args[1];
+    n = args[2];
     positive = PyObject_RichCompareBool(n, zero, Py_GT);
     if (positive <= 0)
         return positive < 0 ? NULL : Py_NewRef(Py_None);
@@ -665,9 +694,9 @@ slots_known(PyObject *module, PyObject *unused)
 
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
-    {"log_writes", (PyCFunction)log_writes, METH_VARARGS, "OptimizerSteps.log's loop (see the C source)."},
-    {"step_index", (PyCFunction)step_index, METH_VARARGS, "optimizer_steps._index's dict (see the C source)."},
-    {"add_count", (PyCFunction)add_count, METH_VARARGS, "recorder.add_count in C (see the C source)."},
+    {"log_writes", (PyCFunction)(void (*)(void))log_writes, METH_FASTCALL, "OptimizerSteps.log's loop (see the C source)."},
+    {"step_index", (PyCFunction)(void (*)(void))step_index, METH_FASTCALL, "optimizer_steps._index's dict (see the C source)."},
+    {"add_count", (PyCFunction)(void (*)(void))add_count, METH_FASTCALL, "recorder.add_count in C (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
