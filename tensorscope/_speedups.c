@@ -139,6 +139,29 @@ lw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
+/* target._version: what PyObject_GetAttr(target, "_version") returns, with generic attribute access's own look-up
+ * skipped where it would find a data descriptor on the type (torch's getter): the same descriptor's tp_descr_get
+ * called the same way (_PyObject_GenericGetAttrWithDict calls a data descriptor before it reads any instance
+ * dict). Any other type (its own __getattribute__ or __getattr__, no data descriptor) is read by name. */
+static PyObject *
+version_of(PyObject *target)
+{
+#if PY_VERSION_HEX < 0x030E0000
+    PyTypeObject *tp = Py_TYPE(target);
+    if (tp->tp_getattro == PyObject_GenericGetAttr) {
+        PyObject *descr = _PyType_Lookup(tp, s_version); /* borrowed */
+        if (descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+            PyObject *res;
+            Py_INCREF(descr);
+            res = Py_TYPE(descr)->tp_descr_get(descr, target, (PyObject *)tp);
+            Py_DECREF(descr);
+            return res;
+        }
+    }
+#endif
+    return PyObject_GetAttr(target, s_version);
+}
+
 /* Appends the write's tuple to step.writes, as the Python lane does inside its `try: ... except Exception: pass`
  * (a step closed meanwhile by another thread has index and writes None). Returns -1 only for an exception that is
  * not an Exception (left set). */
@@ -173,7 +196,7 @@ lw_record(LaneWrite *self, PyObject *step, PyObject *target, PyObject *v0)
     lib = step_get(step, SLOT_LIB, s_lib);
     if (lib == NULL)
         goto done;
-    v1 = PyObject_GetAttr(target, s_version);
+    v1 = version_of(target);
     if (v1 == NULL)
         goto done;
     tup = PyTuple_Pack(5, item, self->op, lib, v0, v1);
@@ -270,7 +293,7 @@ lw_lane(LaneWrite *self, PyObject *step, PyObject *args, PyObject *kwargs, int *
     }
     *taken = 1;
     self->hits++;
-    v0 = PyObject_GetAttr(target, s_version);
+    v0 = version_of(target);
     if (v0 == NULL) {
         Py_DECREF(target);
         return NULL;

@@ -46,8 +46,8 @@ write is what can differ between two writes from one frame: the target's type (i
 torch-function mode on, and the versions around the call. It records the same tuple ``write`` would.
 (``benchmarks/step_instructions.py full 50``, small_mlp's step phase, 24 writes: 1,272.2k instructions
 before the lane, 1,219.5k with the lane found by thread, 1,208.5k found by frame.) Where the optional accelerator
-is built, the wrapper's lane and this module's write log (``_log_writes``) run in C, with the same results (NOTE
-[The compiled lane] in speedups.py).
+is built, the wrapper's lane and this module's write log (``_log_writes``), the step's index (``_index``) and the
+log's counts (``add_count``) run in C, with the same results (NOTE [The compiled lane] in speedups.py).
 """
 
 from __future__ import annotations
