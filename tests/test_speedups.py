@@ -97,7 +97,9 @@ def test_compiled_lane_takes_the_steps_writes_and_keeps_nothing_alive():
         after = held()
     assert tracker.steps.whole == 60
     assert lane.hits - hits == 20 * 4  # one exp_avg.lerp_ a parameter a step, each by the compiled lane
-    assert after == before
+    # the refcounts exactly; the live tensors are the process's, so an earlier test's in the same worker may die
+    # meanwhile (seen once under xdist: 320 -> 316): a tensor kept a step would make the count grow
+    assert after[:2] == before[:2] and after[2] <= before[2], (before, after)
 
 
 def test_compiled_index_counts_and_log_are_the_python_ones():
