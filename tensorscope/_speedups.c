@@ -140,6 +140,29 @@ lw_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return (PyObject *)self;
 }
 
+/* target._version: what PyObject_GetAttr(target, "_version") returns, with generic attribute access's own look-up
+ * skipped where it would find a data descriptor on the type (torch's getter): the same descriptor's tp_descr_get
+ * called the same way (_PyObject_GenericGetAttrWithDict calls a data descriptor before it reads any instance
+ * dict). Any other type (its own __getattribute__ or __getattr__, no data descriptor) is read by name. */
+static PyObject *
+version_of(PyObject *target)
+{
+#if PY_VERSION_HEX < 0x030E0000
+    PyTypeObject *tp = Py_TYPE(target);
+    if (tp->tp_getattro == PyObject_GenericGetAttr) {
+        PyObject *descr = _PyType_Lookup(tp, s_version); /* borrowed */
+        if (descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+            PyObject *res;
+            Py_INCREF(descr);
+            res = Py_TYPE(descr)->tp_descr_get(descr, target, (PyObject *)tp);
+            Py_DECREF(descr);
+            return res;
+        }
+    }
+#endif
+    return PyObject_GetAttr(target, s_version);
+}
+
 /* Appends the write's tuple to step.writes, as the Python lane does inside its `try: ... except Exception: pass`
  * (a step closed meanwhile by another thread has index and writes None). Returns -1 only for an exception that is
  * not an Exception (left set). */
@@ -174,7 +197,7 @@ lw_record(LaneWrite *self, PyObject *step, PyObject *target, PyObject *v0)
     lib = step_get(step, SLOT_LIB, s_lib);
     if (lib == NULL)
         goto done;
-    v1 = PyObject_GetAttr(target, s_version);
+    v1 = version_of(target);
     if (v1 == NULL)
         goto done;
     tup = PyTuple_Pack(5, item, self->op, lib, v0, v1);
@@ -271,7 +294,7 @@ lw_lane(LaneWrite *self, PyObject *step, PyObject *args, PyObject *kwargs, int *
     }
     *taken = 1;
     self->hits++;
-    v0 = PyObject_GetAttr(target, s_version);
+    v0 = version_of(target);
     if (v0 == NULL) {
         Py_DECREF(target);
         return NULL;
@@ -369,14 +392,29 @@ static PyTypeObject LaneWriteType = {
 static PyObject *s_move_to_end, *s_popitem, *popitem_kwargs, *empty_tuple;
 
 static PyObject *
-log_writes(PyObject *module, PyObject *args)
+log_writes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *writes, *log, *storage_key, *state_ids, *opt, *head;
     Py_ssize_t max_storages, max_writes, i;
-    PyObject *w = NULL, *made = NULL, *prev = NULL, *recs = NULL, *t = NULL, *key = NULL;
+    PyObject *w = NULL, *made = NULL, *prev = NULL, *recs = NULL, *t = NULL, *key = NULL, *move = NULL;
     PyObject *aseq, *grad_enabled, *code, *lasti, *line;
-    if (!PyArg_ParseTuple(args, "O!OOOOO!nn:log_writes", &PyList_Type, &writes, &log, &storage_key, &state_ids,
-                          &opt, &PyTuple_Type, &head, &max_storages, &max_writes))
+    if (nargs != 8) { /* METH_FASTCALL: no argument tuple to parse (PyArg_ParseTuple was ~1.8k a step) */
+        PyErr_SetString(PyExc_TypeError, "log_writes takes 8 arguments");
+        return NULL;
+    }
+    writes = args[0];
+    log = args[1];
+    storage_key = args[2];
+    state_ids = args[3];
+    opt = args[4];
+    head = args[5];
+    if (!PyList_Check(writes) || !PyTuple_Check(head) || !PyLong_Check(args[6]) || !PyLong_Check(args[7])) {
+        PyErr_SetString(PyExc_TypeError, "log_writes: a list of writes, a head tuple and two ints");
+        return NULL;
+    }
+    max_storages = PyLong_AsSsize_t(args[6]);
+    max_writes = PyLong_AsSsize_t(args[7]);
+    if ((max_storages == -1 || max_writes == -1) && PyErr_Occurred())
         return NULL;
     if (PyTuple_GET_SIZE(head) != 5 || !PyDict_Check(log)) {
         PyErr_SetString(PyExc_TypeError, "log_writes: head of 5 and a dict log");
@@ -455,7 +493,9 @@ log_writes(PyObject *module, PyObject *args)
                     goto error;
             } else {
                 Py_INCREF(recs);
-                r = PyObject_CallMethodOneArg(log, s_move_to_end, key);
+                if (move == NULL && (move = PyObject_GetAttr(log, s_move_to_end)) == NULL)
+                    goto error; /* log.move_to_end, looked up once a call */
+                r = PyObject_CallOneArg(move, key);
                 if (r == NULL)
                     goto error;
                 Py_DECREF(r);
@@ -469,26 +509,41 @@ log_writes(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "log_writes: a storage's entries are a list");
             goto error;
         }
-        if (PyList_GET_SIZE(recs) >= max_writes && PySequence_DelItem(recs, 0) < 0)
-            goto error;
         entry = PyTuple_Pack(10, aseq, PyTuple_GET_ITEM(w, 3), PyTuple_GET_ITEM(w, 4), PyTuple_GET_ITEM(w, 1),
                              grad_enabled, code, lasti, line, PyTuple_GET_ITEM(w, 2), Py_None);
         if (entry == NULL)
             goto error;
+        Py_ssize_t size = PyList_GET_SIZE(recs);
+        if (size >= max_writes && size > 0 && PyList_CheckExact(recs)) {
+            /* `del recs[0]; recs.append(entry)` at the cap, as one shift of the list's items in place: the
+             * same list after, without list_ass_slice's temporary copy and resize. The oldest entry is let go
+             * once the list is whole again. */
+            PyObject **items = ((PyListObject *)recs)->ob_item, *oldest = items[0];
+            memmove(items, items + 1, (size_t)(size - 1) * sizeof(PyObject *));
+            items[size - 1] = entry; /* the reference moves */
+            Py_DECREF(oldest);
+            continue;
+        }
+        if (size >= max_writes && PySequence_DelItem(recs, 0) < 0) {
+            Py_DECREF(entry);
+            goto error;
+        }
         if (PyList_Append(recs, entry) < 0) {
             Py_DECREF(entry);
             goto error;
         }
         Py_DECREF(entry);
     }
-    Py_XDECREF(w);
     Py_XDECREF(made);
     Py_XDECREF(prev);
     Py_XDECREF(recs);
+    Py_XDECREF(w);
+    Py_XDECREF(move);
     Py_DECREF(writes);
     Py_RETURN_NONE;
 error:
     Py_XDECREF(w);
+    Py_XDECREF(move);
     Py_XDECREF(made);
     Py_XDECREF(prev);
     Py_XDECREF(recs);
@@ -496,6 +551,164 @@ error:
     Py_XDECREF(key);
     Py_DECREF(writes);
     return NULL;
+}
+
+/* step_index(param_groups, state_values, tensor_type): optimizer_steps._index's dict, id -> tensor of each
+ * parameter (each group's "params"), its .grad where not None, and each state tensor (isinstance of tensor_type)
+ * of each non-empty state in `state_values` (the caller's `opt.state.values()`), inserted in the Python loop's
+ * order with the same reads (group["params"], p.grad, s.values(), isinstance): the same dict, or the same
+ * exception. */
+static PyObject *s_params, *s_grad, *s_values;
+
+static int
+index_put(PyObject *index, PyObject *t)
+{
+    PyObject *key = PyLong_FromVoidPtr(t); /* id(t) */
+    int rc;
+    if (key == NULL)
+        return -1;
+    rc = PyDict_SetItem(index, key, t);
+    Py_DECREF(key);
+    return rc;
+}
+
+static PyObject *
+step_index(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *groups, *states, *tensor_type, *index, *it = NULL, *group = NULL, *params = NULL, *pit = NULL;
+    PyObject *p = NULL, *g = NULL, *s = NULL, *vals = NULL, *vit = NULL, *v = NULL;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "step_index takes 3 arguments");
+        return NULL;
+    }
+    groups = args[0];
+    states = args[1];
+    tensor_type = args[2];
+    index = PyDict_New();
+    if (index == NULL)
+        return NULL;
+    if ((it = PyObject_GetIter(groups)) == NULL)
+        goto error;
+    while ((group = PyIter_Next(it)) != NULL) {
+        if ((params = PyObject_GetItem(group, s_params)) == NULL || (pit = PyObject_GetIter(params)) == NULL)
+            goto error;
+        while ((p = PyIter_Next(pit)) != NULL) {
+            if (index_put(index, p) < 0 || (g = PyObject_GetAttr(p, s_grad)) == NULL)
+                goto error;
+            if (g != Py_None && index_put(index, g) < 0)
+                goto error;
+            Py_CLEAR(g);
+            Py_CLEAR(p);
+        }
+        if (PyErr_Occurred())
+            goto error;
+        Py_CLEAR(pit);
+        Py_CLEAR(params);
+        Py_CLEAR(group);
+    }
+    if (PyErr_Occurred())
+        goto error;
+    Py_CLEAR(it);
+    if ((it = PyObject_GetIter(states)) == NULL)
+        goto error;
+    while ((s = PyIter_Next(it)) != NULL) {
+        int truth = PyObject_IsTrue(s);
+        if (truth < 0)
+            goto error;
+        if (truth) {
+            if (PyDict_CheckExact(s)) { /* s.values() of a dict: its values in order, no call */
+                Py_ssize_t pos = 0;
+                PyObject *key, *value;
+                while (PyDict_Next(s, &pos, &key, &value)) {
+                    int is = PyObject_IsInstance(value, tensor_type);
+                    if (is < 0)
+                        goto error;
+                    if (is) { /* PyObject_IsInstance may run Python code (__instancecheck__): hold value */
+                        Py_INCREF(value);
+                        int rc = index_put(index, value);
+                        Py_DECREF(value);
+                        if (rc < 0)
+                            goto error;
+                    }
+                }
+            } else {
+                if ((vals = PyObject_CallMethodNoArgs(s, s_values)) == NULL || (vit = PyObject_GetIter(vals)) == NULL)
+                    goto error;
+                while ((v = PyIter_Next(vit)) != NULL) {
+                    int is = PyObject_IsInstance(v, tensor_type);
+                    if (is < 0 || (is && index_put(index, v) < 0))
+                        goto error;
+                    Py_CLEAR(v);
+                }
+                if (PyErr_Occurred())
+                    goto error;
+                Py_CLEAR(vit);
+                Py_CLEAR(vals);
+            }
+        }
+        Py_CLEAR(s);
+    }
+    if (PyErr_Occurred())
+        goto error;
+    Py_DECREF(it);
+    return index;
+error:
+    Py_XDECREF(it);
+    Py_XDECREF(group);
+    Py_XDECREF(params);
+    Py_XDECREF(pit);
+    Py_XDECREF(p);
+    Py_XDECREF(g);
+    Py_XDECREF(s);
+    Py_XDECREF(vals);
+    Py_XDECREF(vit);
+    Py_XDECREF(v);
+    Py_DECREF(index);
+    return NULL;
+}
+
+/* add_count(counts, key, n): recorder.add_count's `counts[key] = counts.get(key, 0) + n` (n > 0; nothing for
+ * n <= 0), in one C call as the Python one (NOTE [Site counts from several threads] in recorder.py). */
+static PyObject *s_get, *zero;
+
+static PyObject *
+add_count(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *counts, *key, *n, *old, *sum;
+    int positive;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "add_count takes 3 arguments");
+        return NULL;
+    }
+    counts = args[0];
+    key = args[1];
+    n = args[2];
+    positive = PyObject_RichCompareBool(n, zero, Py_GT);
+    if (positive <= 0)
+        return positive < 0 ? NULL : Py_NewRef(Py_None);
+    if (PyDict_CheckExact(counts)) {
+        old = PyDict_GetItemWithError(counts, key);
+        if (old == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            old = zero;
+        }
+        Py_INCREF(old);
+    } else {
+        old = PyObject_CallMethodObjArgs(counts, s_get, key, zero, NULL);
+        if (old == NULL)
+            return NULL;
+    }
+    sum = PyNumber_Add(old, n);
+    Py_DECREF(old);
+    if (sum == NULL)
+        return NULL;
+    if (PyObject_SetItem(counts, key, sum) < 0) {
+        Py_DECREF(sum);
+        return NULL;
+    }
+    Py_DECREF(sum);
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -509,7 +722,9 @@ slots_known(PyObject *module, PyObject *unused)
 
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
-    {"log_writes", (PyCFunction)log_writes, METH_VARARGS, "OptimizerSteps.log's loop (see the C source)."},
+    {"log_writes", (PyCFunction)(void (*)(void))log_writes, METH_FASTCALL, "OptimizerSteps.log's loop (see the C source)."},
+    {"step_index", (PyCFunction)(void (*)(void))step_index, METH_FASTCALL, "optimizer_steps._index's dict (see the C source)."},
+    {"add_count", (PyCFunction)(void (*)(void))add_count, METH_FASTCALL, "recorder.add_count in C (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -534,7 +749,13 @@ PyInit__speedups(void)
     INTERN(s_self, "self");
     INTERN(s_move_to_end, "move_to_end");
     INTERN(s_popitem, "popitem");
+    INTERN(s_params, "params");
+    INTERN(s_grad, "grad");
+    INTERN(s_values, "values");
+    INTERN(s_get, "get");
 #undef INTERN
+    if ((zero = PyLong_FromLong(0)) == NULL)
+        return NULL;
     if ((empty_tuple = PyTuple_New(0)) == NULL || (popitem_kwargs = PyDict_New()) == NULL
         || PyDict_SetItemString(popitem_kwargs, "last", Py_False) < 0)
         return NULL;

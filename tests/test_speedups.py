@@ -97,7 +97,9 @@ def test_compiled_lane_takes_the_steps_writes_and_keeps_nothing_alive():
         after = held()
     assert tracker.steps.whole == 60
     assert lane.hits - hits == 20 * 4  # one exp_avg.lerp_ a parameter a step, each by the compiled lane
-    assert after == before
+    # the refcounts exactly; the live tensors are the process's, so an earlier test's in the same worker may die
+    # meanwhile (seen once under xdist: 320 -> 316): a tensor kept a step would make the count grow
+    assert after[:2] == before[:2] and after[2] <= before[2], (before, after)
 
 
 def test_hostile_callers_of_the_compiled_entry_points_crash_nothing():
@@ -108,3 +110,56 @@ def test_hostile_callers_of_the_compiled_entry_points_crash_nothing():
     rc, out, err = run_python(PROGRAMS / "speedups" / "hostile_callers.py")
     assert rc == 0, err[-2000:]
     assert out.splitlines() == ["log_writes: True 1"] + ["LaneWrite: None True"] * 3, out
+
+
+def test_compiled_index_counts_and_log_are_the_python_ones():
+    """``_speedups.step_index``, ``add_count`` and ``log_writes`` (at the log's cap) against the pure-Python
+    functions they replace, on a real optimizer's state: the same dict in the same order, the same counts, the
+    same write log (entries and storage order)."""
+    from collections import OrderedDict
+    from tensorscope.instrument import optimizer_steps as steps
+    from tensorscope.instrument import recorder
+    from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as cap
+
+    c = speedups.compiled()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    opt = torch.optim.Adam(model[0].parameters(), lr=1e-2, foreach=False)
+    F.mse_loss(model(torch.randn(5, 3)), torch.zeros(5, 2)).backward()
+    opt.step()
+    opt.add_param_group({"params": list(model[1].parameters())})  # no state yet, a gradient each
+    model[0].bias.grad = None
+    orphan = nn.Parameter(torch.zeros(2))  # a state under a parameter no group holds, with a non-tensor value
+    opt.state[orphan] = {"step": 3, "exp_avg": torch.ones(2), "kept": nn.Parameter(torch.ones(1))}
+    got = c.step_index(opt.param_groups, opt.state.values(), torch.Tensor)
+    want = steps._index(opt)
+    assert [(k, id(v)) for k, v in got.items()] == [(k, id(v)) for k, v in want.items()]
+    assert len(want) == 4 + 3 + 2 * 3 + 2  # parameters, gradients, Adam's three states of two, the orphan's two
+
+    counts_c, counts_py = {}, {}
+    for key, n in (("a", 1), ("a", 5), ("b", 0), (("write", "f.py", 3), 2)):
+        c.add_count(counts_c, key, n)
+        recorder.add_count(counts_py, key, n)
+    assert counts_c == counts_py == {"a": 6, ("write", "f.py", 3): 2}
+
+    params = list(model.parameters())
+    code = test_compiled_index_counts_and_log_are_the_python_ones.__code__
+    writes = [(p, "add_", code, v, v + 1) for v in range(cap + 3) for p in params[:2]]  # past the cap, alternating
+    writes += [(params[2], "mul_", code, 7, 8)] * 2 + [(weakref_to_dead(), "add_", code, 0, 1)]
+    logs = []
+    for fill in (c.log_writes, None):
+        log = OrderedDict()
+        for _ in range(2):  # the second call finds every storage's entries at the cap
+            if fill is not None:
+                fill(list(writes), log, recorder.storage_key, steps._state_ids, opt, (5, True, code, 12, 3),
+                     4096, cap)
+            else:
+                steps._log_writes(list(writes), log, opt, 5, True, code, 12, 3)
+        logs.append(log)
+    assert list(logs[0].items()) == list(logs[1].items())
+    assert [len(v) for v in logs[0].values()] == [cap, cap, 4]
+
+
+def weakref_to_dead():
+    import weakref
+    return weakref.ref(torch.zeros(1))  # a temporary of the step's, dead by the log

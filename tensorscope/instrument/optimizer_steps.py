@@ -46,8 +46,8 @@ write is what can differ between two writes from one frame: the target's type (i
 torch-function mode on, and the versions around the call. It records the same tuple ``write`` would.
 (``benchmarks/step_instructions.py full 50``, small_mlp's step phase, 24 writes: 1,272.2k instructions
 before the lane, 1,219.5k with the lane found by thread, 1,208.5k found by frame.) Where the optional accelerator
-is built, the wrapper's lane and this module's write log (``_log_writes``) run in C, with the same results (NOTE
-[The compiled lane] in speedups.py).
+is built, the wrapper's lane and this module's write log (``_log_writes``), the step's index (``_index``) and the
+log's counts (``add_count``) run in C, with the same results (NOTE [The compiled lane] in speedups.py).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ import torch
 from torch.optim import optimizer as _optimizer
 
 from tensorscope.instrument.frames import _LINES, line_of, user_frame
-from tensorscope.instrument.recorder import add_count, count_aggregated, storage_key as _storage_key
+from tensorscope.instrument.recorder import AGGREGATED as _AGGREGATED, add_count, storage_key as _storage_key
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
 from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
 from tensorscope.instrument import speedups as _speedups
@@ -193,6 +193,8 @@ class OptimizerSteps:
         self.whole = 0  # steps recorded whole (for the benchmarks and tests)
         # the log's loop in C where the accelerator is built (NOTE [The compiled lane] in speedups.py)
         self._log_writes = _speedups.log_writes()
+        self._step_index = _speedups.function("step_index")  # _index in C
+        self._add_count = _speedups.function("add_count") or add_count
 
     # --- the hooks ------------------------------------------------------------------------------------
 
@@ -212,7 +214,10 @@ class OptimizerSteps:
             code = uf.f_code
             entry = _LINES.get((id(code), uf.f_lasti))
             line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
-            IN_STEP[ident] = _Step(rec, opt, frame, uf, line, ("write", code.co_filename, line), _index(opt))
+            step_index = self._step_index
+            index = (_index(opt) if step_index is None
+                     else step_index(opt.param_groups, opt.state.values(), _Tensor))  # the same dict
+            IN_STEP[ident] = _Step(rec, opt, frame, uf, line, ("write", code.co_filename, line), index)
         except Exception:
             _drop(_get_ident())
 
@@ -303,8 +308,9 @@ class OptimizerSteps:
         n = len(writes)
         counts = rec.site_counts
         before = counts.get(step.site, 0)
-        add_count(counts, step.site, n)  # NOTE [Site counts from several threads] in recorder.py
-        count_aggregated(rec, n)
+        add = self._add_count  # recorder.add_count, in C where the accelerator is built
+        add(counts, step.site, n)  # NOTE [Site counts from several threads] in recorder.py
+        add(rec.aggregated_counts, _AGGREGATED, n)  # count_aggregated(rec, n)
         if before < rec.per_site:  # only the event cap made these writes plain (see Tracker.write_site)
             rec.log_full = True
 

@@ -424,7 +424,10 @@ def optimizer_step_started(optimizer, args, kwargs):
     """The global optimizer step pre-hook (see NOTE [An optimizer step as one write record]). Returns None."""
     rec = state.recorder
     if rec is not None and rec.active and not (_PAUSED and _get_ident() in _PAUSED):
-        with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes]
+        if _function_modes():  # ``_unseen()``, inlined: NOTE [Our reads unseen by the program's torch-function modes]
+            with _tf_off():
+                rec.steps.started(optimizer, args, kwargs)
+        else:
             rec.steps.started(optimizer, args, kwargs)
 
 
@@ -432,7 +435,10 @@ def optimizer_step_finished(optimizer, args, kwargs):
     """The global optimizer step post-hook. Returns None."""
     rec = state.recorder
     if rec is not None and (rec.active and not (_PAUSED and _get_ident() in _PAUSED) or _IN_STEP):
-        with _unseen():
+        if _function_modes():  # ``_unseen()``, inlined
+            with _tf_off():
+                rec.steps.finished(optimizer, args, kwargs)
+        else:
             rec.steps.finished(optimizer, args, kwargs)
 
 

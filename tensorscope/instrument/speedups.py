@@ -26,6 +26,20 @@ there is C work either way: the storage keys (torch calls, ~600 instructions eac
 small_mlp's step phase, 24 writes, 23 of them the lane's): 1,207k instructions a step on main, 1,121k with the
 accelerator, 1,211k with ``TENSORSCOPE_PURE_PYTHON=1`` (benchmarks/RESULTS.md, "speedc18").
 
+The step's own hooks call three more functions of it (``function``), each the Python one's reads in the same order
+and the same result: ``step_index`` (``optimizer_steps._index``'s dict: ``group["params"]``, ``p.grad``,
+``s.values()``, ``isinstance``), ``add_count`` (``recorder.add_count``'s one C call, ``counts[key] =
+counts.get(key, 0) + n``) and, inside ``log_writes``, ``del recs[0]; recs.append(entry)`` at a storage's cap as
+one shift of the list's items in place (the same list after; the oldest entry let go once the list is whole). The
+functions take their arguments as METH_FASTCALL (``PyArg_ParseTuple`` cost ~1.8k instructions a step). Where the
+type's attribute access is Python's generic one (``tp_getattro`` is ``PyObject_GenericGetAttr``, as for
+``torch.Tensor``, ``nn.Parameter`` and a subclass with no ``__getattribute__``/``__getattr__``), the lane reads a
+write's ``_version`` through the data descriptor that look-up finds on the type, called as
+``_PyObject_GenericGetAttrWithDict`` calls it (a data descriptor wins over any instance dict): ~150 instructions
+less a read, two reads a write (Python 3.10 to 3.13; on a later Python, by name). Measured (``step_instructions.py
+full 50``, small_mlp's step phase): 1,071k instructions on b6fb36a, 1,045k with ``step_index``, ``add_count``, the
+shift and FASTCALL, 1,038k with the ``_version`` reads (benchmarks/RESULTS.md, "speedo19").
+
 The extension is optional: built by ``pip install .`` / ``pip install -e .`` (setup.py's
 ``Extension(..., optional=True)``: a failed build leaves it out) or ``python setup.py build_ext --inplace`` in a
 checkout. Without it, with one built for another Python (its file name carries the ABI tag, so it is not found)
@@ -84,3 +98,9 @@ def lane_write(op, orig, write, lanes, inspectable, function_modes, step_type):
 def log_writes():
     """``OptimizerSteps.log``'s loop in C (``_speedups.log_writes``), or None for the Python one."""
     return getattr(compiled(), "log_writes", None)
+
+
+def function(name):
+    """The accelerator's function ``name`` (see tensorscope/_speedups.c), or None for the Python one: not built, an
+    older build without it, or ``TENSORSCOPE_PURE_PYTHON=1``."""
+    return getattr(compiled(), name, None)
