@@ -210,8 +210,9 @@ class OptimizerSteps:
             if uf is None:
                 return
             code = uf.f_code
-            entry = _LINES.get((id(code), uf.f_lasti))
-            line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
+            line = _LINES.get((id(code), uf.f_lasti))  # NOTE [Line cache entries: the line as the value, the code held apart]
+            if line is None:
+                line = line_of(uf)
             IN_STEP[ident] = _Step(rec, opt, frame, uf, line, ("write", code.co_filename, line), _index(opt))
         except Exception:
             _drop(_get_ident())
