@@ -262,18 +262,34 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     # and the copies, the events' table of every site (1.1 MB) and its recording's held the run's peak memory
     # (benchmarks/RESULTS.md, "mem17" and "mems18"). Equal code texts of several lines are one string (its
     # 20,000 lines are 8 texts, 1.1 MB as 17,500 strings).
+    #
+    # NOTE [Equal lists of a handed-over event shared]
+    # A handed-over event's tuples of strings (a write's ``names``, ``also_changed``, ``also_bumped``; an empty
+    # ``saved_hits``) become one list for each distinct value, shared by every event that has it: a write of
+    # the generated script held three empty lists and a names list, 56 and 64 bytes each (2.3 MB for its
+    # 10,000 writes; benchmarks/RESULTS.md, "mem19"). Only tuples whose members are all ``str`` are
+    # shared: equal tuples of other values may differ in JSON (``(1,) == (True,)``). This is sound because
+    # the command line's document is only read (rendered, diagnosed, written) and never given to the
+    # program; readers must not change an event's list in place. The API's events are copies (``plain``),
+    # one list each, as its caller may change them.
     take = events is not None
     recorded_sites = recording.sites if sites is None else sites
     # every site where some events were only counted (past the per-line or the total limit), with
     # its full count: the text report folds per line from these, the JSON keeps them all (counted before the
     # document's events are made, so that its table of every site is gone by then)
+    # (kind, file) -> line -> events recorded there: the lines' ints are the events' own, where a key tuple a
+    # line was 2 MB on a generated script's 17,500 lines, at the report phase's peak (RESULTS.md, "mem19")
     detailed: dict = {}
     for e in recorded:
-        key = (e["kind"], e.get("file"), e.get("line"))
-        detailed[key] = detailed.get(key, 0) + 1
+        lines = detailed.get((e["kind"], e.get("file")))
+        if lines is None:
+            lines = detailed[(e["kind"], e.get("file"))] = {}
+        line = e.get("line")
+        lines[line] = lines.get(line, 0) + 1
     over = []
+    nothing: dict = {}
     for i, s in enumerate(recorded_sites):
-        if s.count > detailed.get((s.kind, s.file, s.line), 0):
+        if s.count > detailed.get((s.kind, s.file), nothing).get(s.line, 0):
             over.append(s)
         if sites is not None:
             sites[i] = None
@@ -286,13 +302,21 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     events = []
     where = code = None
     texts: dict = {}  # a line's code -> the one string of it: a generated script repeats its lines
+    lists: dict = {}  # a tuple of strings -> the one list of it (NOTE [Equal lists of a handed-over event shared])
     for i, e in enumerate(recorded):
         file, line = e.get("file"), e.get("line")
         if take:  # the frozen dict itself, its tuples as lists: what ``plain`` gives, without a second dict
             ev = e
             recorded[i] = None
             for k in [k for k, v in ev.items() if type(v) is tuple or type(v) is dict]:
-                ev[k] = plain(ev[k])
+                v = ev[k]
+                if type(v) is tuple and all(type(x) is str for x in v):
+                    same = lists.get(v)
+                    if same is None:
+                        same = lists[v] = list(v)
+                    ev[k] = same
+                else:
+                    ev[k] = plain(v)
         else:
             ev = plain(e)
         if where != (file, line):  # a line's events in a row quote it with one string
@@ -301,7 +325,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
         ev["code"] = code
         ev["file"] = display_path(file)
         events.append(ev)
-    e = ev = recorded = texts = None
+    e = ev = recorded = texts = lists = None
     doc = skeleton(command=command, program=program, torch_version=torch_version, device_mode=device_mode,
                    notes=recording.notes, distributed=distributed)
     doc.update(

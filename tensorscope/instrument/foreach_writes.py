@@ -40,8 +40,9 @@ def write_many(rec, orig, op, targets, args, kwargs, frame):
         if uf is None:
             return NOT_WHOLE
         code = uf.f_code
-        entry = _LINES.get((id(code), uf.f_lasti))
-        line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
+        line = _LINES.get((id(code), uf.f_lasti))
+        if line is None:
+            line = line_of(uf)
         site = ("write", code.co_filename, line)
         counts = rec.site_counts
         before = counts.get(site, 0)

@@ -164,7 +164,22 @@ def strip_for_reraise(e: BaseException) -> None:
 # line in a row are kept as one range (20,000 there: 0.2 MB, not 1.7). Its lines are still cached by offset:
 # the write path reads ``_LINES`` inline, and a miss there costs 0.5 us more a read (a loop at the top of a
 # long script, measured on 3.11). These caches are emptied when the program ends (``release_caches``).
+#
+# NOTE [Line cache entries: the line as the value, the code held apart]
+# An entry of ``_LINES`` is ``(id(code), offset) -> line``. It held ``(code, line)``, so that a freed code's id
+# taken by a new code could not give the new one a stale line: that value tuple, and each key's own int of
+# the id, were ~90 of the entry's ~230 bytes (17,498 entries, 4.1 MB deep at a generated script's program
+# end, its peak memory: benchmarks/RESULTS.md, "mem19"). ``_LINE_CODES`` (id -> (code, the id's int)) now
+# holds every code that has entries, once, so no other code can take its id while they exist, and the keys
+# of one code share its id's int. The two are emptied together, ``_LINE_CODES`` first; ``line_of``
+# registers the code, then writes the line, then drops the line again if the code was let go meanwhile (a
+# clear by another thread between the two), so that no entry outlives the hold on its code. Readers on the
+# hot path (tracker, recorder, optimizer_steps, foreach_writes) read ``_LINES.get((id(code), f_lasti))``
+# inline and call ``line_of`` on None: ~210 fewer instructions a read than checking the entry's code
+# (callgrind, Python 3.11). An int key (``id(code) << 32 | offset``) would save 40 bytes more an entry but
+# costs ~35 instructions more a read than the old form (its ints have three digits): not taken.
 _LINES: dict = {}
+_LINE_CODES: dict = {}  # id(code) -> (code, that id's int), for every code with entries in _LINES
 _TABLES: dict = {}  # id(code) -> (code, start offsets or None for a short code, their lines)
 _LONG_CODE = 2048  # bytes of bytecode (about 200 lines): longer codes get a decoded line table
 
@@ -187,11 +202,11 @@ def line_of(frame) -> int:
     """``frame.f_lineno``, cached by (code, instruction offset) (see NOTE [Line numbers of running frames])."""
     code = frame.f_code
     lasti = frame.f_lasti
-    key = (id(code), lasti)
-    entry = _LINES.get(key)
-    if entry is not None and entry[0] is code:
-        return entry[1]
+    line = _LINES.get((id(code), lasti))
+    if line is not None:
+        return line
     if len(_LINES) >= 65_536:  # code made at run time (exec, lambdas in a loop) stays bounded
+        _LINE_CODES.clear()
         _LINES.clear()
     table = _TABLES.get(id(code))
     if table is None or table[0] is not code:
@@ -206,7 +221,18 @@ def line_of(frame) -> int:
             line = table[2][i]
     if line < 0:
         line = frame.f_lineno
-    _LINES[key] = (code, line)
+    if line is None:  # no line (an artificial instruction): not cached, as None reads as a miss
+        return line
+    # NOTE [Line cache entries: the line as the value, the code held apart]
+    codes = _LINE_CODES
+    ident = id(code)
+    held = codes.get(ident)
+    if held is None:  # a code held here is alive, so an entry under its id is this code's
+        held = codes[ident] = (code, ident)
+    key = (held[1], lasti)
+    _LINES[key] = line
+    if codes.get(ident) is not held:  # let go by a clear meanwhile: no entry without its code held
+        _LINES.pop(key, None)
     return line
 
 
@@ -384,7 +410,7 @@ def release_caches() -> None:
     """Empty the caches of lines, positions, segments and names of code objects (the program has ended; they
     fill again if anything asks). They hold what the program's events ran at: for a generated 20,000-line
     script ~8 MB that stayed under the report's construction, the run's peak (benchmarks/RESULTS.md, "mem17")."""
-    for cache in (_LINES, _TABLES, _LIBRARY_NAMES, _POSITIONS, _SEGMENTS, _SEGMENT_TEXTS, _RECEIVERS,
+    for cache in (_LINE_CODES, _LINES, _TABLES, _LIBRARY_NAMES, _POSITIONS, _SEGMENTS, _SEGMENT_TEXTS, _RECEIVERS,
                   bytecode_segment._CODES, bytecode_segment._TREES):
         cache.clear()
     _SEGMENTS_HELD[0] = 0

@@ -212,8 +212,9 @@ class OptimizerSteps:
             if uf is None:
                 return
             code = uf.f_code
-            entry = _LINES.get((id(code), uf.f_lasti))
-            line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
+            line = _LINES.get((id(code), uf.f_lasti))  # NOTE [Line cache entries: the line as the value, the code held apart]
+            if line is None:
+                line = line_of(uf)
             step_index = self._step_index
             index = (_index(opt) if step_index is None
                      else step_index(opt.param_groups, opt.state.values(), _Tensor))  # the same dict

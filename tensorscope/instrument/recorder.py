@@ -560,8 +560,8 @@ class Recorder:
         Called for every alias, copy and creation the program's own lines make, so ``line_of`` and
         ``allow_at`` are inlined for a line seen before (see NOTE [Hot path] in patches.py)."""
         code = frame.f_code
-        entry = _LINES.get((id(code), frame.f_lasti))
-        site = (kind, code.co_filename, entry[1] if entry is not None and entry[0] is code else line_of(frame))
+        line = _LINES.get((id(code), frame.f_lasti))
+        site = (kind, code.co_filename, line_of(frame) if line is None else line)
         counts = self.site_counts
         count_site(counts, (site,))  # NOTE [Site counts from several threads]
         n = counts[site]

@@ -221,8 +221,9 @@ class Tracker(Recorder):
         if uf is None:
             return None, None, False
         code = uf.f_code
-        entry = _LINES.get((id(code), uf.f_lasti))  # line_of, inlined for a line seen before
-        line = entry[1] if entry is not None and entry[0] is code else line_of(uf)
+        line = _LINES.get((id(code), uf.f_lasti))  # line_of, inlined for a line seen before
+        if line is None:
+            line = line_of(uf)
         site = ("write", code.co_filename, line)  # allow_at, inlined
         counts = self.site_counts
         count_site(counts, (site,))  # NOTE [Site counts from several threads] in recorder.py
