@@ -567,8 +567,9 @@ PyInit__speedups(void)
  *   recorded, tensorscope's frames taken out of its traceback) and goes on to the program as it is;
  * - a call from an instruction remembered in `lines` with the same code, recorder, types and no torch-function
  *   mode (the Python body's hit) is counted here: `count(rec.site_counts, (site,))`,
- *   `count(rec.aggregated_counts, aggregated)`, and for an alias `rec.kept.on_alias(rec, op, src, (out,), frame)`,
- *   an Exception of any of them dropped as the Python `try: ... except Exception: pass` does;
+ *   `count(rec.aggregated_counts, aggregated)`, and for an alias `rec.kept.on_alias(rec, op, src, (out,), frame, site)`,
+ *   an Exception of any of them dropped as the Python `try: ... except Exception: pass` does (the site, whose file
+ *   and line are the call's, is handed to on_alias as its last argument, as the Python body hands it);
  * - anything else goes to `record(rec, args, kwargs, out, frame)`, the Python body's code after `orig` returned.
  * It has no Python frame: `frame` is the interpreter's current one, the program's (what `sys._getframe(1)` is in
  * the Python body, called with no frame of this object's between). */
@@ -671,8 +672,8 @@ cc_counted(CountedCall *self, PyObject *rec, PyObject *site, PyObject *src, PyOb
         kept = PyObject_GetAttr(rec, cc_s_kept);
         if (kept == NULL || (outs = PyTuple_Pack(1, out)) == NULL)
             goto done;
-        PyObject *callargs[6] = {kept, rec, self->op, src, outs, frame};
-        r = PyObject_VectorcallMethod(cc_s_on_alias, callargs, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        PyObject *callargs[7] = {kept, rec, self->op, src, outs, frame, site};
+        r = PyObject_VectorcallMethod(cc_s_on_alias, callargs, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         if (r == NULL)
             goto done;
     }
