@@ -672,8 +672,9 @@ cc_counted(CountedCall *self, PyObject *rec, PyObject *site, PyObject *src, PyOb
         kept = PyObject_GetAttr(rec, cc_s_kept);
         if (kept == NULL || (outs = PyTuple_Pack(1, out)) == NULL)
             goto done;
-        PyObject *callargs[7] = {kept, rec, self->op, src, outs, frame, site};
-        r = PyObject_VectorcallMethod(cc_s_on_alias, callargs, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        /* callargs[0] is free for the callee (PY_VECTORCALL_ARGUMENTS_OFFSET: it may set args[-1] for a while) */
+        PyObject *callargs[8] = {NULL, kept, rec, self->op, src, outs, frame, site};
+        r = PyObject_VectorcallMethod(cc_s_on_alias, callargs + 1, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
         if (r == NULL)
             goto done;
     }
