@@ -720,11 +720,16 @@ slots_known(PyObject *module, PyObject *unused)
                          slot_offsets[3]);
 }
 
+/* speeds19: a counted line's calls in C (the block at the end of this file) */
+static PyObject *counted_call(PyObject *module, PyObject *args);
+
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
     {"log_writes", (PyCFunction)(void (*)(void))log_writes, METH_FASTCALL, "OptimizerSteps.log's loop (see the C source)."},
     {"step_index", (PyCFunction)(void (*)(void))step_index, METH_FASTCALL, "optimizer_steps._index's dict (see the C source)."},
     {"add_count", (PyCFunction)(void (*)(void))add_count, METH_FASTCALL, "recorder.add_count in C (see the C source)."},
+    /* speeds19 */
+    {"counted_call", (PyCFunction)counted_call, METH_VARARGS, "A counted line's call wrapper (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -774,3 +779,379 @@ PyInit__speedups(void)
     }
     return m;
 }
+
+
+/* ---- speeds19: a counted line's calls (NOTE [A counted line's calls, compiled] in
+ * tensorscope/instrument/speedups.py) ------------------------------------------------------------------------
+ *
+ * counted_call(orig, fallback, record, failed, state, paused, modes, lines, op, alias, count, aggregated) makes a
+ * CountedCall: the body of an alias, copy or creation wrapper made by calls.after_call(..., counted=True). Called
+ * with the program's arguments it does what the Python body `call` does:
+ * - no recorder, an inactive one or a paused thread (`paused` not empty): `fallback(*args, **kwargs)`, the Python
+ *   body itself, which tests again and calls `orig`;
+ * - else it calls `orig`; an exception of `orig` is handed to `failed(rec, e, args, kwargs, frame)` (the failure
+ *   recorded, tensorscope's frames taken out of its traceback) and goes on to the program as it is;
+ * - a call from an instruction remembered in `lines` with the same code, recorder, types and no torch-function
+ *   mode (the Python body's hit) is counted here: `count(rec.site_counts, (site,))`,
+ *   `count(rec.aggregated_counts, aggregated)`, and for an alias `rec.kept.on_alias(rec, op, src, (out,), frame, site)`,
+ *   an Exception of any of them dropped as the Python `try: ... except Exception: pass` does (the site, whose file
+ *   and line are the call's, is handed to on_alias as its last argument, as the Python body hands it);
+ * - anything else goes to `record(rec, args, kwargs, out, frame)`, the Python body's code after `orig` returned.
+ * It has no Python frame: `frame` is the interpreter's current one, the program's (what `sys._getframe(1)` is in
+ * the Python body, called with no frame of this object's between). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *orig, *fallback, *record, *failed, *state, *paused, *modes, *lines, *op, *count, *aggregated;
+    int alias;
+    Py_ssize_t hits; /* the calls counted here (for the tests) */
+} CountedCall;
+
+static PyObject *cc_s_recorder, *cc_s_active, *cc_s_user, *cc_s_verdict, *cc_s_site_counts, *cc_s_aggregated,
+    *cc_s_kept, *cc_s_on_alias, *cc_s_input, *cc_s_self, *cc_s_f_lasti, *cc_one;
+static int cc_ready = 0;
+
+static int
+cc_traverse(CountedCall *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->orig);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->record);
+    Py_VISIT(self->failed);
+    Py_VISIT(self->state);
+    Py_VISIT(self->paused);
+    Py_VISIT(self->modes);
+    Py_VISIT(self->lines);
+    Py_VISIT(self->op);
+    Py_VISIT(self->count);
+    Py_VISIT(self->aggregated);
+    return 0;
+}
+
+static int
+cc_clear(CountedCall *self)
+{
+    Py_CLEAR(self->orig);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->record);
+    Py_CLEAR(self->failed);
+    Py_CLEAR(self->state);
+    Py_CLEAR(self->paused);
+    Py_CLEAR(self->modes);
+    Py_CLEAR(self->lines);
+    Py_CLEAR(self->op);
+    Py_CLEAR(self->count);
+    Py_CLEAR(self->aggregated);
+    return 0;
+}
+
+static void
+cc_dealloc(CountedCall *self)
+{
+    PyObject_GC_UnTrack(self);
+    cc_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* count(counts, keys) for a tuple of one key, as collections._count_elements does on an exact dict (it holds the
+ * GIL throughout, so no other thread's count can come in between); any other mapping through `count` itself. */
+static int
+cc_count(CountedCall *self, PyObject *counts, PyObject *keys)
+{
+    if (PyDict_CheckExact(counts) && PyTuple_CheckExact(keys) && PyTuple_GET_SIZE(keys) == 1) {
+        PyObject *key = PyTuple_GET_ITEM(keys, 0), *old, *new;
+        old = PyDict_GetItemWithError(counts, key);
+        if (old == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            new = PyLong_FromLong(1);
+        } else {
+            new = PyNumber_Add(old, cc_one);
+        }
+        if (new == NULL)
+            return -1;
+        int rc = PyDict_SetItem(counts, key, new);
+        Py_DECREF(new);
+        return rc;
+    }
+    PyObject *r = PyObject_CallFunctionObjArgs(self->count, counts, keys, NULL);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* The hit's count and the alias offered to the kept values; 0, or -1 with an exception that is not an Exception */
+static int
+cc_counted(CountedCall *self, PyObject *rec, PyObject *site, PyObject *src, PyObject *out, PyObject *frame)
+{
+    PyObject *counts = NULL, *keys = NULL, *kept = NULL, *outs = NULL, *r = NULL;
+    int rc = -1;
+    counts = PyObject_GetAttr(rec, cc_s_site_counts);
+    if (counts == NULL || (keys = PyTuple_Pack(1, site)) == NULL || cc_count(self, counts, keys) < 0)
+        goto done;
+    Py_CLEAR(counts);
+    counts = PyObject_GetAttr(rec, cc_s_aggregated);
+    if (counts == NULL || cc_count(self, counts, self->aggregated) < 0)
+        goto done;
+    if (self->alias) {
+        kept = PyObject_GetAttr(rec, cc_s_kept);
+        if (kept == NULL || (outs = PyTuple_Pack(1, out)) == NULL)
+            goto done;
+        /* callargs[0] is free for the callee (PY_VECTORCALL_ARGUMENTS_OFFSET: it may set args[-1] for a while) */
+        PyObject *callargs[8] = {NULL, kept, rec, self->op, src, outs, frame, site};
+        r = PyObject_VectorcallMethod(cc_s_on_alias, callargs + 1, 7 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto done;
+    }
+    rc = 0;
+done:
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        rc = 0;
+    }
+    Py_XDECREF(counts);
+    Py_XDECREF(keys);
+    Py_XDECREF(kept);
+    Py_XDECREF(outs);
+    Py_XDECREF(r);
+    return rc;
+}
+
+/* 1: the call is a remembered hit (site set, borrowed from `lines`' entry, which the caller keeps alive by its
+ * reference to `hit`); 0: not one; -1: an error. */
+static int
+cc_hit(CountedCall *self, PyObject *rec, PyObject *src, PyObject *out, PyObject *frame, PyObject **hitp)
+{
+    PyObject *n, *code = NULL, *user = NULL, *verdicts = NULL, *verdict, *lasti = NULL, *hit, *who = NULL;
+    int rc = -1, truth;
+    PyTypeObject *made = Py_TYPE(out);
+    *hitp = NULL;
+    if (made == &PyTuple_Type || made == &PyList_Type || out == src)
+        return 0;
+    n = PyObject_CallNoArgs(self->modes); /* a torch-function mode: the Python body records under tf_off */
+    if (n == NULL)
+        return -1;
+    truth = PyObject_IsTrue(n);
+    Py_DECREF(n);
+    if (truth != 0)
+        return truth < 0 ? -1 : 0;
+    code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
+    user = PyObject_GetAttr(rec, cc_s_user);
+    if (user == NULL)
+        goto done;
+    verdicts = PyObject_GetAttr(user, cc_s_verdict);
+    if (verdicts == NULL || !PyDict_Check(verdicts)) {
+        rc = verdicts == NULL ? -1 : 0;
+        goto done;
+    }
+    verdict = PyDict_GetItemWithError(verdicts, ((PyCodeObject *)code)->co_filename);
+    if (verdict != Py_True) { /* not known to be the program's: the Python body decides */
+        rc = verdict == NULL && PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+#if PY_VERSION_HEX >= 0x030B0000
+    lasti = PyLong_FromLong(PyFrame_GetLasti((PyFrameObject *)frame)); /* frame.f_lasti */
+#else
+    lasti = PyObject_GetAttr(frame, cc_s_f_lasti);
+#endif
+    if (lasti == NULL)
+        goto done;
+    hit = PyDict_GetItemWithError(self->lines, lasti);
+    if (hit == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 5 || PyTuple_GET_ITEM(hit, 0) != code
+        || PyTuple_GET_ITEM(hit, 2) != (PyObject *)Py_TYPE(src) || PyTuple_GET_ITEM(hit, 3) != (PyObject *)made) {
+        rc = 0;
+        goto done;
+    }
+    who = PyObject_CallNoArgs(PyTuple_GET_ITEM(hit, 1)); /* the recorder's weak reference */
+    if (who == NULL)
+        goto done;
+    if (who != rec) {
+        rc = 0;
+        goto done;
+    }
+    Py_INCREF(hit);
+    *hitp = hit;
+    rc = 1;
+done:
+    Py_XDECREF(code);
+    Py_XDECREF(user);
+    Py_XDECREF(verdicts);
+    Py_XDECREF(lasti);
+    Py_XDECREF(who);
+    return rc;
+}
+
+static PyObject *
+cc_call(CountedCall *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *rec, *out, *src = NULL, *hit = NULL;
+    PyObject *frame;
+    int truth;
+    if (PyDict_GET_SIZE(self->paused))
+        return PyObject_Call(self->fallback, args, kwargs);
+    rec = PyObject_GetAttr(self->state, cc_s_recorder);
+    if (rec == NULL)
+        return NULL;
+    if (rec == Py_None) {
+        Py_DECREF(rec);
+        return PyObject_Call(self->fallback, args, kwargs);
+    }
+    PyObject *active = PyObject_GetAttr(rec, cc_s_active);
+    truth = active == NULL ? -1 : PyObject_IsTrue(active);
+    Py_XDECREF(active);
+    if (truth <= 0) {
+        Py_DECREF(rec);
+        if (truth < 0) {
+            PyErr_Clear(); /* the Python body reads it again, and raises what it raises */
+        }
+        return PyObject_Call(self->fallback, args, kwargs);
+    }
+    frame = (PyObject *)PyEval_GetFrame(); /* borrowed: the caller's (this wrapper has no frame) */
+    if (frame == NULL) {
+        Py_DECREF(rec);
+        return PyObject_Call(self->fallback, args, kwargs);
+    }
+    Py_INCREF(frame);
+    out = PyObject_Call(self->orig, args, kwargs);
+    if (out == NULL) { /* the op's exception: recorded (failed), then on to the program */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (tb != NULL && value != NULL)
+            PyException_SetTraceback(value, tb);
+        if (value != NULL) {
+            PyObject *r = PyObject_CallFunctionObjArgs(self->failed, rec, value, args,
+                                                       kwargs != NULL ? kwargs : Py_None, frame, NULL);
+            if (r == NULL)
+                PyErr_Clear(); /* the program's exception goes on, not ours */
+            Py_XDECREF(r);
+            Py_XDECREF(tb);
+            tb = PyException_GetTraceback(value); /* as `failed` left it */
+        }
+        PyErr_Restore(type, value, tb);
+        Py_DECREF(frame);
+        Py_DECREF(rec);
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(args) > 0) {
+        src = PyTuple_GET_ITEM(args, 0);
+    } else if (kwargs != NULL) { /* kwargs.get("input", kwargs.get("self")) */
+        src = PyDict_GetItemWithError(kwargs, cc_s_input);
+        if (src == NULL && !PyErr_Occurred())
+            src = PyDict_GetItemWithError(kwargs, cc_s_self);
+        if (src == NULL && PyErr_Occurred())
+            goto error;
+    }
+    if (src == NULL)
+        src = Py_None;
+    Py_INCREF(src);
+    truth = cc_hit(self, rec, src, out, frame, &hit);
+    if (truth < 0)
+        goto error;
+    if (truth) {
+        self->hits++;
+        truth = cc_counted(self, rec, PyTuple_GET_ITEM(hit, 4), src, out, frame);
+        Py_DECREF(hit);
+        if (truth < 0)
+            goto error;
+    } else {
+        PyObject *r = PyObject_CallFunctionObjArgs(self->record, rec, args, kwargs != NULL ? kwargs : Py_None, out,
+                                                   frame, NULL);
+        if (r == NULL)
+            goto error;
+        Py_DECREF(r);
+    }
+    Py_DECREF(src);
+    Py_DECREF(frame);
+    Py_DECREF(rec);
+    return out;
+error:
+    Py_XDECREF(src);
+    Py_DECREF(frame);
+    Py_DECREF(rec);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *
+cc_get_hits(CountedCall *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->hits);
+}
+
+static PyObject *
+cc_get_fallback(CountedCall *self, void *closure)
+{
+    Py_INCREF(self->fallback);
+    return self->fallback;
+}
+
+static PyGetSetDef cc_getset[] = {
+    {"hits", (getter)cc_get_hits, NULL, "the calls counted here", NULL},
+    {"fallback", (getter)cc_get_fallback, NULL, "the pure-Python body", NULL},
+    {NULL}
+};
+
+static PyTypeObject CountedCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tensorscope._speedups.CountedCall",
+    .tp_basicsize = sizeof(CountedCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A counted line's call wrapper body (see tensorscope/instrument/speedups.py).",
+    .tp_dealloc = (destructor)cc_dealloc,
+    .tp_traverse = (traverseproc)cc_traverse,
+    .tp_clear = (inquiry)cc_clear,
+    .tp_call = (ternaryfunc)cc_call,
+    .tp_getset = cc_getset,
+};
+
+static PyObject *
+counted_call(PyObject *module, PyObject *args)
+{
+    PyObject *orig, *fallback, *record, *failed, *state, *paused, *modes, *lines, *op, *count, *aggregated;
+    int alias;
+    if (!cc_ready) {
+        if (PyType_Ready(&CountedCallType) < 0)
+            return NULL;
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+        INTERN(cc_s_recorder, "recorder");
+        INTERN(cc_s_active, "active");
+        INTERN(cc_s_user, "user");
+        INTERN(cc_s_verdict, "_verdict");
+        INTERN(cc_s_site_counts, "site_counts");
+        INTERN(cc_s_aggregated, "aggregated_counts");
+        INTERN(cc_s_kept, "kept");
+        INTERN(cc_s_on_alias, "on_alias");
+        INTERN(cc_s_input, "input");
+        INTERN(cc_s_self, "self");
+        INTERN(cc_s_f_lasti, "f_lasti");
+#undef INTERN
+        if ((cc_one = PyLong_FromLong(1)) == NULL)
+            return NULL;
+        cc_ready = 1;
+    }
+    if (!PyArg_ParseTuple(args, "OOOOOO!OO!OpOO!:counted_call", &orig, &fallback, &record, &failed, &state,
+                          &PyDict_Type, &paused, &modes, &PyDict_Type, &lines, &op, &alias, &count,
+                          &PyTuple_Type, &aggregated))
+        return NULL;
+    CountedCall *self = PyObject_GC_New(CountedCall, &CountedCallType);
+    if (self == NULL)
+        return NULL;
+    PyObject **fields[] = {&self->orig, &self->fallback, &self->record, &self->failed, &self->state, &self->paused,
+                           &self->modes, &self->lines, &self->op, &self->count, &self->aggregated};
+    PyObject *values[] = {orig, fallback, record, failed, state, paused, modes, lines, op, count, aggregated};
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+        Py_INCREF(values[i]);
+        *fields[i] = values[i];
+    }
+    self->alias = alias;
+    self->hits = 0;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+/* ---- end of speeds19's block ---- */

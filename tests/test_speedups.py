@@ -163,3 +163,62 @@ def test_compiled_index_counts_and_log_are_the_python_ones():
 def weakref_to_dead():
     import weakref
     return weakref.ref(torch.zeros(1))  # a temporary of the step's, dead by the log
+    assert after == before
+
+
+def test_counted_calls_both_ways_as_python(tmp_path):
+    """The compiled body of a counted line's calls (NOTE [A counted line's calls, compiled] in speedups.py): the
+    program's output is python's both ways (a view failing at a counted line reaches the program with only its own
+    frame), the reports are the same, and what they say torch confirms: the row kept on the 70th pass changed (the
+    program prints its sum after the write: 8.0, not 0.0), the failed view is the run's failure at its line, and
+    each line of the loop counted the 80 calls it made (79 views at the line whose 61st failed)."""
+    prog = PROGRAMS / "speedups" / "counted_calls.py"
+    reports = {pure: tmp_path / f"counted_{pure}.json" for pure in (0, 1)}
+    results = run_many([("python", prog), ("tensorscope", "run", "-o", reports[0], prog),
+                        ("tensorscope", "run", "-o", reports[1], prog, _PURE)])
+    py_rc, py_out, py_err = results[0]
+    assert py_rc == 0 and "60 RuntimeError [('counted_calls.py', '<module>')]" in py_out, py_err[-2000:]
+    assert py_out.splitlines()[-1] == "3276.0 8.0 torch.float64", py_out
+    for pure in (0, 1):
+        rc, out, err = results[1 + pure][:3]
+        assert (rc, out) == (py_rc, py_out), (pure, err[-2000:])
+    a, b = _report(reports[0]), _report(reports[1])
+    assert a == b
+    lines = prog.read_text().splitlines()
+    at = {text.strip(): i for i, text in enumerate(lines, 1)}
+    counts = {(s["kind"], s["line"]): s["count"] for s in a["events_summary"]["sites"]}
+    assert counts == {("create", at["a = torch.full((8,), float(i % 7))"]): 80, ("copy", at["b = a.clone()"]): 80,
+                      ("write", at["b.mul_(2)"]): 80, ("alias", at["total += float(b[1:].sum())"]): 80,
+                      ("create", at[next(t.strip() for t in lines if "c = torch.zeros" in t)]): 80,
+                      ("alias", at["row = weight[0]"]): 80, ("alias", at["flat = c.view(2, 4)"]): 79}, counts
+    failure = a["recording"]["failure"]
+    assert (failure["where"], failure["op"], failure["line"]) == ("alias", "view", at["flat = c.view(2, 4)"])
+    kept = [h for h in a["hazards"] if h["kind"] == "kept-value-changed"]
+    assert [(h["kept_at"]["line"], h["culprit"]["line"]) for h in kept] == [(at["row = weight[0]"],
+                                                                               at["weight.add_(1)"])], a["hazards"]
+
+
+def test_counted_calls_compiled_count_in_place_and_keep_nothing_alive():
+    """In process: past each line's first events the compiled body counts the calls itself (its ``hits``), the
+    counts are the calls made, and no tensor of the loop outlives it (weak references to each one dead)."""
+    import weakref
+
+    tracker = session.new_tracker(__file__)
+    tracker.growth.enabled = False
+    refs = []
+    with session.active(tracker):
+        body = vars(torch.Tensor)["clone"].__call__  # the wrapper's body (NOTE [Transparent wrappers])
+        assert type(body).__name__ == "CountedCall"
+        hits = body.hits
+        for i in range(60):
+            a = torch.full((4,), float(i))
+            b = a.clone()  # the line of the counts below
+            v = b[1:]
+            refs += [weakref.ref(a), weakref.ref(b), weakref.ref(v)]
+        line = sys._getframe().f_lineno - 3
+        del a, b, v
+        gc.collect()
+    # the calls past the line's first events, less the first of them (counted by the Python body, which remembers it)
+    assert body.hits - hits == 60 - tracker.per_site - 1
+    assert tracker.site_counts[("copy", __file__, line)] == 60
+    assert all(r() is None for r in refs)

@@ -11,10 +11,11 @@ import threading
 import weakref
 
 from tensorscope.instrument import state
-from tensorscope.instrument.frames import line_of, strip_for_reraise
+from tensorscope.instrument.frames import line_of, strip_for_reraise, strip_traceback
 from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
 from tensorscope.instrument.quiet import unseen_by_modes as _unseen
 from tensorscope.instrument.recorder import _ONE_AGGREGATED, count_site
+from tensorscope.instrument.speedups import counted_call
 from tensorscope.instrument.transparent import named
 
 _get_ident = threading.get_ident
@@ -67,6 +68,41 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
     lines = {} if counted else None
     alias = where == "alias"
 
+    def record(rec, args, kwargs, out, frame):
+        """What ``call`` does once ``orig`` returned ``out`` (the compiled body's slow path too)."""
+        if _function_modes():  # the whole record, unseen by the mode (see the NOTE in quiet.py)
+            with _tf_off():
+                after(rec, args, kwargs, out, frame)
+            return
+        if lines is None:
+            after(rec, args, kwargs, out, frame)
+            return
+        verdict = rec.user._verdict.get(frame.f_code.co_filename)  # _programs in patches.py, read in place
+        if verdict is not True and verdict is not None:  # torch's own frame: a counted wrapper records nothing
+            return
+        src = args[0] if args else kwargs.get("input", kwargs.get("self"))  # target(), inlined
+        made = type(out)
+        if made is tuple or made is list:  # split, unbind, tolist: the first one's type is what is read
+            made = (made, type(out[0]) if out else None)
+        hit = lines.get(frame.f_lasti)
+        if (hit is not None and hit[0] is frame.f_code and hit[1]() is rec and hit[2] is type(src)
+                and hit[3] == made and out is not src):
+            try:
+                count_site(rec.site_counts, (hit[4],))  # NOTE [Site counts from several threads] in recorder.py
+                count_site(rec.aggregated_counts, _ONE_AGGREGATED)  # count_aggregated, inlined
+                if alias:
+                    rec.kept.on_alias(rec, op, src, out if isinstance(out, (list, tuple)) else (out,), frame, hit[4])
+            except Exception:
+                pass
+            return
+        rec.counted_site = None
+        after(rec, args, kwargs, out, frame)
+        site = rec.counted_site
+        code = frame.f_code
+        # the site is this call's own (another thread's ``allow`` may have set it since): see the NOTE
+        if site is not None and site[0] == where and site[1] == code.co_filename and site[2] == line_of(frame):
+            lines[frame.f_lasti] = (code, _ref(rec), type(src), made, site)
+
     def call(*args, **kwargs):
         rec = state.recorder
         if rec is None or not rec.active or _PAUSED and _get_ident() in _PAUSED:
@@ -83,39 +119,19 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
                     rec.on_error(e, op, target(args, kwargs), sys._getframe(1), where)
             strip_for_reraise(e)
             raise
-        frame = sys._getframe(1)
-        if _function_modes():  # the whole record, unseen by the mode (see the NOTE in quiet.py)
-            with _tf_off():
-                after(rec, args, kwargs, out, frame)
-            return out
-        if lines is None:
-            after(rec, args, kwargs, out, frame)
-            return out
-        verdict = rec.user._verdict.get(frame.f_code.co_filename)  # _programs in patches.py, read in place
-        if verdict is not True and verdict is not None:  # torch's own frame: a counted wrapper records nothing
-            return out
-        src = args[0] if args else kwargs.get("input", kwargs.get("self"))  # target(), inlined
-        made = type(out)
-        if made is tuple or made is list:  # split, unbind, tolist: the first one's type is what is read
-            made = (made, type(out[0]) if out else None)
-        hit = lines.get(frame.f_lasti)
-        if (hit is not None and hit[0] is frame.f_code and hit[1]() is rec and hit[2] is type(src)
-                and hit[3] == made and out is not src):
-            try:
-                count_site(rec.site_counts, (hit[4],))  # NOTE [Site counts from several threads] in recorder.py
-                count_site(rec.aggregated_counts, _ONE_AGGREGATED)  # count_aggregated, inlined
-                if alias:
-                    rec.kept.on_alias(rec, op, src, out if isinstance(out, (list, tuple)) else (out,), frame)
-            except Exception:
-                pass
-            return out
-        rec.counted_site = None
-        after(rec, args, kwargs, out, frame)
-        site = rec.counted_site
-        code = frame.f_code
-        # the site is this call's own (another thread's ``allow`` may have set it since): see the NOTE
-        if site is not None and site[0] == where and site[1] == code.co_filename and site[2] == line_of(frame):
-            lines[frame.f_lasti] = (code, _ref(rec), type(src), made, site)
+        record(rec, args, kwargs, out, sys._getframe(1))
         return out
 
+    if counted:  # NOTE [A counted line's calls, compiled] in speedups.py
+        def failed(rec, e, args, kwargs, frame):
+            """The compiled body's ``except`` clause: the failure recorded, tensorscope's frames stripped."""
+            if where is not None:
+                with _unseen():
+                    rec.on_error(e, op, target(args, kwargs or {}), frame, where)
+            strip_traceback(e)
+
+        body = counted_call(orig, call, record, failed, state, _PAUSED, _function_modes, lines, op, alias,
+                            count_site, _ONE_AGGREGATED)
+        if body is not None:
+            return named(body, orig)
     return named(call, orig)

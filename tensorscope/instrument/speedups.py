@@ -104,3 +104,35 @@ def function(name):
     """The accelerator's function ``name`` (see tensorscope/_speedups.c), or None for the Python one: not built, an
     older build without it, or ``TENSORSCOPE_PURE_PYTHON=1``."""
     return getattr(compiled(), name, None)
+
+
+# NOTE [A counted line's calls, compiled]
+# (speeds19) Past a line's first events an alias, a copy or a creation there is only counted (NOTE [A counted line's
+# calls] in calls.py), and short_lived's loop makes three such calls an iteration (``torch.full``, ``a.clone()``,
+# ``b[1:]``). The Python body of such a wrapper then costs a Python frame with ``*args, **kwargs``, the recorder's
+# tests, ``sys._getframe``, the torch-function modes' count, the verdict of the caller's file, the remembered
+# instruction's five tests and two counts: about 7,300 instructions a call over the wrapper with the recorder off
+# (callgrind, benchmarks/short_lived_instructions.py). ``_speedups.counted_call`` makes the same body in C (the
+# wrapper's ``__call__`` slot holds it, as for ``LaneWrite``): no recorder, an inactive one or a paused thread go to
+# the Python body unchanged (``fallback``), which tests again and calls torch; else it calls torch itself, hands an
+# exception of torch's to ``failed`` (the failure recorded as the Python ``except`` clause records it, tensorscope's
+# frames stripped, the exception then going on to the program with no frame of tensorscope's: a C call has none),
+# counts a remembered instruction's call in place (``site_counts`` and ``aggregated_counts`` as
+# ``collections._count_elements`` counts an exact dict, under the GIL; anything else through that function), offers
+# an alias to ``KeptValues.on_alias`` with the same arguments, and hands every other call to ``record``, the Python
+# body's code after torch returned, so that what is recorded, remembered and counted is the Python body's. A test
+# the C body cannot settle as the Python one would (a type compared by ``==``, a list or tuple result, a file not
+# classified yet) goes to ``record``, never the other way. The caller's frame is the interpreter's current one, the
+# one ``sys._getframe(1)`` gives in the Python body.
+
+
+def counted_call(orig, fallback, record, failed, state, paused, modes, lines, op, alias, count, aggregated):
+    """The compiled body of a counted wrapper (``_speedups.counted_call``), or None for the Python one (not built,
+    an older build, or ``TENSORSCOPE_PURE_PYTHON=1``)."""
+    make = getattr(compiled(), "counted_call", None)
+    if make is None:
+        return None
+    try:
+        return make(orig, fallback, record, failed, state, paused, modes, lines, op, bool(alias), count, aggregated)
+    except Exception:
+        return None

@@ -170,8 +170,12 @@ class Tracker(Recorder):
             return out
         try:
             kept = self.kept
-            if kept.young:  # see NOTE [Young kept values] in kept.py
-                kept.settle(self)
+            young = kept.young
+            if young:  # see NOTE [Young kept values] in kept.py
+                if len(young) == 1 and young[0][0]() is None:  # one young view, dead: ``settle`` would file nothing
+                    kept.young = []
+                else:
+                    kept.settle(self)
             if (detailed or key in kept.keys or key in self.shared.keys
                     or id(frame.f_code) in _RUNNING_STATS_CODES or key is None):
                 self.post_write((v0, None, mates, uf, detailed, key, aseq, line), target, op, frame,
