@@ -105,7 +105,7 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
                 count_site(rec.site_counts, (hit[4],))  # NOTE [Site counts from several threads] in recorder.py
                 count_site(rec.aggregated_counts, _ONE_AGGREGATED)  # count_aggregated, inlined
                 if alias:
-                    rec.kept.on_alias(rec, op, src, out if isinstance(out, (list, tuple)) else (out,), frame)
+                    rec.kept.on_alias(rec, op, src, out if isinstance(out, (list, tuple)) else (out,), frame, hit[4])
             except Exception:
                 pass
             return out

@@ -124,8 +124,11 @@ class KeptValues:
 
     # --- keeping ---------------------------------------------------------------------------------
 
-    def on_alias(self, rec, op, base, outs, frame):
-        """An alias taken on a program line: keep it when it may be a snapshot (see NOTE [Kept values])."""
+    def on_alias(self, rec, op, base, outs, frame, site=None):
+        """An alias taken on a program line: keep it when it may be a snapshot (see NOTE [Kept values]).
+
+        ``site``, when given, is the (kind, file, line) the call's line was counted under (NOTE [A counted line's
+        calls] in calls.py): its file and line are ``frame``'s, so they are not read again."""
         if op not in _KEEPING:
             if not isinstance(base, _Tensor) or base.grad_fn is not None:
                 return
@@ -135,7 +138,10 @@ class KeptValues:
         young = self.young
         try:
             src = _ref(base) if isinstance(base, _Tensor) else None
-            file, line = frame.f_code.co_filename, line_of(frame)
+            if site is None:
+                file, line = frame.f_code.co_filename, line_of(frame)
+            else:
+                file, line = site[1], site[2]
             for out in outs:
                 if isinstance(out, _Tensor):
                     young.append((_ref(out), op, file, line, src, out._version, op != "data"))
