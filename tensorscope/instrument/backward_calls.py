@@ -25,7 +25,7 @@ _get_ident = threading.get_ident
 _get_sequence_nr = torch._C._autograd._get_sequence_nr
 _MAIN_ID = threading.main_thread().ident  # as lines.py reads it (LineRecord.note_thread)
 # the C getter of ``requires_grad`` (patches.py puts a Python property in front of it on ``torch.Tensor``)
-_RG = vars(torch._C.TensorBase)["requires_grad"].__get__
+_RG = torch._C.TensorBase.requires_grad.__get__  # as patches.py reads it (the property is put on torch.Tensor)
 _MAX_BACKWARDS = 256
 # NOTE [Walking a large graph once per line]
 # A backward event lists the leaves it reached (``leaves_with_grad``), found by walking the graph
