@@ -39,7 +39,8 @@ def target(args, kwargs):
 # instruction (the code object and ``f_lasti`` of the frame that called it), the site ``allow`` counted
 # there and the types of the call's input and output that led to it (``counted_site``, set by ``allow``
 # when it counts a site past its cap). The next call from that instruction with the same types is the
-# same decision: the count and ``aggregated`` are taken there, an alias is offered to the kept values,
+# same decision: the count and ``aggregated`` are taken there, an alias is offered to the kept values
+# (with the remembered site, whose file and line are the frame's: ``on_alias`` does not read the line again),
 # and nothing else is done. A site past its cap stays past it, so the verdict never changes; a different
 # code object at the same offset, a different type or another recorder goes the whole way and is
 # remembered in its turn. ``counted_site`` is the recorder's, not the thread's: a site is remembered only

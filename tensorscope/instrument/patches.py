@@ -543,19 +543,21 @@ def make_backward(op, orig):
         if _IN_STEP:  # an optimizer step that raised: its writes logged before backward reads the log
             rec.steps.sweep()
         calls = rec.backward_calls
-        ctx = calls.before(op, args, kwargs, sys._getframe(1))
+        frame = sys._getframe(1)  # the caller's, read once for the three callbacks
+        ctx = calls.before(op, args, kwargs, frame)
         values = rec.values  # see NOTE [Checking values at the sinks] in nonfinite.py
         if values is not None:
-            values.before_backward(args, kwargs, sys._getframe(1))
+            values.before_backward(args, kwargs, frame)
         try:
             out = orig(*args, **kwargs)
         except BaseException as e:
+            frame = None
             calls.after(ctx, e)
             strip_for_reraise(e)
             raise
         calls.after(ctx, None, out)
         if values is not None:
-            values.after_backward(args, kwargs, sys._getframe(1))
+            values.after_backward(args, kwargs, frame)
         return out
 
     return named(backward, orig)
