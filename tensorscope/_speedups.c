@@ -720,6 +720,9 @@ slots_known(PyObject *module, PyObject *unused)
                          slot_offsets[3]);
 }
 
+/* speedn19: defined in its block at the end of this file */
+static PyObject *finite_params(PyObject *module, PyObject *args);
+
 /* speeds19: a counted line's calls in C (the block at the end of this file) */
 static PyObject *counted_call(PyObject *module, PyObject *args);
 
@@ -730,6 +733,9 @@ static PyMethodDef speedups_methods[] = {
     {"add_count", (PyCFunction)(void (*)(void))add_count, METH_FASTCALL, "recorder.add_count in C (see the C source)."},
     /* speeds19 */
     {"counted_call", (PyCFunction)counted_call, METH_VARARGS, "A counted line's call wrapper (see the C source)."},
+    /* speedn19 */
+    {"finite_params", (PyCFunction)finite_params, METH_VARARGS,
+     "Whether an optimizer's floating CPU parameters are all finite, read in place (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -1155,3 +1161,269 @@ counted_call(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 /* ---- end of speeds19's block ---- */
+
+/* ---- speedn19: the parameters' finite check after an optimizer step (NOTE [A step's parameters read in place] in
+ * tensorscope/instrument/nonfinite.py) ---------------------------------------------------------------------------
+ *
+ * finite_params(param_groups, inspectable, to_dlpack) -> an int, False or None. An int: every floating parameter of
+ * every group is a CPU tensor whose values are all finite, and there are that many (0: none); False: one of them holds a NaN or an infinity; None: it
+ * cannot be told here (a parameter of a type `inspectable` does not map to True, a group that is not a dict whose
+ * "params" is a list, `to_dlpack` raising or giving what is not read here: another device, a dtype or layout not
+ * known, no data), and the caller's Python check decides. `to_dlpack` is torch._C._to_dlpack: one C call gives
+ * the tensor's data pointer, device, dtype, shape and strides (DLPack's DLManagedTensor, a stable C ABI) and keeps
+ * the storage alive until the capsule is released (its destructor calls the producer's deleter, the capsule not
+ * being consumed). Values are read with the GIL held, as they are: a value is not finite when its exponent bits
+ * are all set (IEEE 754 binary16/32/64 and bfloat16; complex: each part). Integer and bool tensors are skipped as
+ * `_floating` skips them; every other dtype (float8, ...) gives None. */
+#include <stdint.h>
+#include <string.h>
+
+typedef struct { int32_t device_type; int32_t device_id; } TsDLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } TsDLDataType;
+typedef struct {
+    void *data;
+    TsDLDevice device;
+    int32_t ndim;
+    TsDLDataType dtype;
+    int64_t *shape;
+    int64_t *strides;
+    uint64_t byte_offset;
+} TsDLTensor;
+typedef struct TsDLManagedTensor {
+    TsDLTensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct TsDLManagedTensor *self);
+} TsDLManagedTensor;
+
+enum { TS_KDLCPU = 1, TS_KDLINT = 0, TS_KDLUINT = 1, TS_KDLFLOAT = 2, TS_KDLBFLOAT = 4, TS_KDLCOMPLEX = 5,
+       TS_KDLBOOL = 6 };
+#define TS_MAX_DIMS 64
+
+/* whether any of the n components of width `w` bytes (2, 4 or 8) at `p`, `step` bytes apart, has all its exponent
+ * bits set under `mask`. Contiguous aligned components are read in blocks through may_alias types (GCC and clang):
+ * a loop the compiler vectorises; any other run one component at a time through memcpy. */
+#if defined(__GNUC__) || defined(__clang__)
+typedef uint16_t __attribute__((may_alias)) ts_u16a;
+typedef uint32_t __attribute__((may_alias)) ts_u32a;
+typedef uint64_t __attribute__((may_alias)) ts_u64a;
+#define TS_BLOCK 4096
+#define TS_BLOCKS(T, M)                                                                                  \
+    do {                                                                                                 \
+        const T *q = (const T *)p;                                                                       \
+        const T m_ = (T)(M);                                                                             \
+        int64_t at = 0;                                                                                  \
+        while (at < n) {                                                                                 \
+            int64_t end = n - at < TS_BLOCK ? n : at + TS_BLOCK;                                         \
+            uint32_t cnt = 0;                                                                            \
+            for (i = at; i < end; i++)                                                                   \
+                cnt += (uint32_t)((T)(q[i] & m_) == m_);                                                 \
+            if (cnt)                                                                                     \
+                return 1;                                                                                \
+            at = end;                                                                                    \
+        }                                                                                                \
+        return 0;                                                                                        \
+    } while (0)
+#endif
+
+static int
+ts_any_nonfinite(const char *p, int64_t n, int64_t step, int w, uint64_t mask)
+{
+    int64_t i;
+#ifdef TS_BLOCK
+    if (step == w && ((uintptr_t)p % (uintptr_t)w) == 0) {
+        if (w == 4)
+            TS_BLOCKS(ts_u32a, mask);
+        if (w == 2)
+            TS_BLOCKS(ts_u16a, mask);
+        if (w == 8)
+            TS_BLOCKS(ts_u64a, mask);
+    }
+#endif
+    if (w == 4) {
+        uint32_t m = (uint32_t)mask, bad = 0, x;
+        for (i = 0; i < n; i++) {
+            memcpy(&x, p + step * i, 4);
+            bad |= (uint32_t)((x & m) == m);
+        }
+        return bad != 0;
+    }
+    if (w == 2) {
+        uint16_t m = (uint16_t)mask, x;
+        uint32_t bad = 0;
+        for (i = 0; i < n; i++) {
+            memcpy(&x, p + step * i, 2);
+            bad |= (uint32_t)((uint16_t)(x & m) == m);
+        }
+        return bad != 0;
+    }
+    {
+        uint64_t x;
+        uint32_t bad = 0;
+        for (i = 0; i < n; i++) {
+            memcpy(&x, p + step * i, 8);
+            bad |= (uint32_t)((x & mask) == mask);
+        }
+        return bad != 0;
+    }
+}
+
+/* 1: a value not finite, 2: floating and all finite, 0: not floating (not read), -1: not read here */
+static int
+ts_tensor_nonfinite(const TsDLTensor *t)
+{
+    int w, parts, d, nd = t->ndim;
+    uint64_t mask;
+    int64_t numel = 1, idx[TS_MAX_DIMS];
+    const char *base;
+    if (t->dtype.lanes != 1)
+        return -1;
+    switch (t->dtype.code) {
+    case TS_KDLINT: case TS_KDLUINT: case TS_KDLBOOL:
+        return 0; /* not floating: never checked */
+    case TS_KDLFLOAT: parts = 1; break;
+    case TS_KDLBFLOAT: parts = 1; break;
+    case TS_KDLCOMPLEX: parts = 2; break;
+    default: return -1;
+    }
+    if (t->device.device_type != TS_KDLCPU)
+        return -1;
+    if (t->dtype.bits % parts)
+        return -1;
+    w = t->dtype.bits / parts / 8;
+    if (t->dtype.code == TS_KDLBFLOAT)
+        mask = t->dtype.bits == 16 ? 0x7f80u : 0;
+    else if (w == 2)
+        mask = 0x7c00u;
+    else if (w == 4)
+        mask = 0x7f800000u;
+    else if (w == 8)
+        mask = 0x7ff0000000000000ull;
+    else
+        mask = 0;
+    if (mask == 0 || nd < 0 || nd > TS_MAX_DIMS || (nd > 0 && t->shape == NULL))
+        return -1;
+    for (d = 0; d < nd; d++) {
+        if (t->shape[d] < 0)
+            return -1;
+        numel *= t->shape[d];
+    }
+    if (numel == 0)
+        return 2;
+    if (t->data == NULL)
+        return -1;
+    base = (const char *)t->data + t->byte_offset;
+    {   /* compact row-major (strides absent, or those of a contiguous tensor, size-1 dimensions aside): one run */
+        int compact = 1;
+        int64_t expect = 1;
+        if (t->strides != NULL) {
+            for (d = nd - 1; d >= 0; d--) {
+                if (t->shape[d] != 1 && t->strides[d] != expect) {
+                    compact = 0;
+                    break;
+                }
+                expect *= t->shape[d];
+            }
+        }
+        if (compact)
+            return ts_any_nonfinite(base, numel * parts, w, w, mask) ? 1 : 2;
+    }
+    /* any other strides: the innermost dimension a run, the others stepped through (an odometer) */
+    for (d = 0; d < nd; d++) {
+        if (t->strides[d] < 0)
+            return -1;
+        idx[d] = 0;
+    }
+    {
+        int64_t inner = nd > 0 ? t->shape[nd - 1] : 1, istep = nd > 0 ? t->strides[nd - 1] : 1;
+        int64_t esize = (int64_t)w * parts;
+        for (;;) {
+            int64_t off = 0;
+            for (d = 0; d < nd - 1; d++)
+                off += idx[d] * t->strides[d];
+            if (parts == 1) {
+                if (ts_any_nonfinite(base + off * esize, inner, istep * esize, w, mask))
+                    return 1;
+            } else {
+                if (ts_any_nonfinite(base + off * esize, inner, istep * esize, w, mask)
+                    || ts_any_nonfinite(base + off * esize + w, inner, istep * esize, w, mask))
+                    return 1;
+            }
+            for (d = nd - 2; d >= 0; d--) {
+                if (++idx[d] < t->shape[d])
+                    break;
+                idx[d] = 0;
+            }
+            if (d < 0)
+                return 2;
+        }
+    }
+}
+
+static PyObject *s_params;
+
+static PyObject *
+finite_params(PyObject *module, PyObject *args)
+{
+    PyObject *groups, *inspectable, *to_dlpack;
+    Py_ssize_t i, j;
+    int found_bad = 0;
+    Py_ssize_t floating = 0;
+    if (!PyArg_ParseTuple(args, "OO!O:finite_params", &groups, &PyDict_Type, &inspectable, &to_dlpack))
+        return NULL;
+    if (s_params == NULL && (s_params = PyUnicode_InternFromString("params")) == NULL)
+        return NULL;
+    if (!PyList_Check(groups))
+        Py_RETURN_NONE;
+    Py_INCREF(groups);
+    for (i = 0; i < PyList_GET_SIZE(groups); i++) {
+        PyObject *g = PyList_GET_ITEM(groups, i), *params;
+        if (!PyDict_CheckExact(g))
+            goto unknown;
+        params = PyDict_GetItemWithError(g, s_params);
+        if (params == NULL || !PyList_Check(params)) {
+            PyErr_Clear();
+            goto unknown;
+        }
+        Py_INCREF(params);
+        for (j = 0; j < PyList_GET_SIZE(params); j++) {
+            PyObject *p = PyList_GET_ITEM(params, j), *known, *cap;
+            TsDLManagedTensor *m;
+            int r;
+            known = PyDict_GetItemWithError(inspectable, (PyObject *)Py_TYPE(p));
+            if (known != Py_True) {
+                PyErr_Clear();
+                Py_DECREF(params);
+                goto unknown;
+            }
+            Py_INCREF(p);
+            cap = PyObject_CallOneArg(to_dlpack, p);
+            Py_DECREF(p);
+            if (cap == NULL || !PyCapsule_IsValid(cap, "dltensor")) {
+                PyErr_Clear();
+                Py_XDECREF(cap);
+                Py_DECREF(params);
+                goto unknown;
+            }
+            m = (TsDLManagedTensor *)PyCapsule_GetPointer(cap, "dltensor");
+            r = m == NULL ? -1 : ts_tensor_nonfinite(&m->dl_tensor);
+            Py_DECREF(cap); /* not consumed: its destructor calls the deleter, which lets the tensor go */
+            if (r < 0) {
+                PyErr_Clear();
+                Py_DECREF(params);
+                goto unknown;
+            }
+            if (r == 2)
+                floating++;
+            else if (r == 1)
+                found_bad = 1; /* read on: a later parameter on another device still makes the answer None */
+        }
+        Py_DECREF(params);
+    }
+    Py_DECREF(groups);
+    if (found_bad)
+        Py_RETURN_FALSE;
+    return PyLong_FromSsize_t(floating);
+unknown:
+    Py_DECREF(groups);
+    Py_RETURN_NONE;
+}

@@ -73,6 +73,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
 from tensorscope import compat, source
+from tensorscope.instrument import speedups as _speedups
 from tensorscope.instrument.failure_graph import accumulated_leaves, leaves_key, same_leaves
 from tensorscope.instrument.frames import line_of, user_frame
 from tensorscope.instrument.grad_sums import GradSums
@@ -167,6 +168,8 @@ class ValueWatch:
         self._transform = None  # (mode, len(births) at entry): see enter_transform
         # (weak ref, where it was made): NOTE [A value computed outside autograd, in a frame gone]
         self.outside: list = []
+        # the accelerator's read of a step's parameters (NOTE [A step's parameters read in place]), or None
+        self._finite_params = getattr(_speedups.compiled(), "finite_params", None) if _to_dlpack else None
 
     # --- switching on and off ---------------------------------------------------
 
@@ -362,8 +365,21 @@ class ValueWatch:
             return self._post_step_checks(optimizer, sys._getframe(1))
 
     def _post_step_checks(self, optimizer, frame):
-        params = _floating_params(optimizer)
         ident = _get_ident()
+        read = self._finite_params  # NOTE [A step's parameters read in place]
+        if read is not None and not (_dispatch_modes() or _function_modes() or _profiling()):
+            try:
+                n = read(optimizer.param_groups, _INSPECTABLE, _to_dlpack)
+            except Exception:
+                n = None
+            if n is not None and n is not False:  # n floating parameters, all on the CPU and finite
+                if ident in self.deferred:  # as below: the gradients the step read were finite
+                    del self.deferred[ident]
+                    self.pending_grad = None
+                elif n:  # as ``_check`` does with a finite check
+                    self.pending_grad = None
+                return
+        params = _floating_params(optimizer)
         if ident in self.deferred:
             # parameters that a step left finite were updated from finite gradients, or the step left the others
             # out (as a loss scaler does): only when they are not finite are the gradients read, to name the sink.
@@ -997,6 +1013,28 @@ def _sums_finite(tensors) -> bool:
 # the same values again and records the sink. The parameters to check are the optimizer's floating ones,
 # ``_floating`` read in place for the tensor types already known (``_INSPECTABLE``): a small model's step
 # (4 parameters) and a GPT's (52) call no Python function per parameter.
+
+# NOTE [A step's parameters read in place]
+# With the accelerator built (NOTE [The compiled lane] in speedups.py), the parameters' check after a step that
+# reads the gradients of a backward (the common case above) is one C call, ``_speedups.finite_params``: no torch
+# op is dispatched. For each parameter of each group it calls ``torch._C._to_dlpack``, which gives the tensor's
+# data pointer, device, dtype, shape and strides in DLPack's C structure (a stable ABI, legacy capsule named
+# "dltensor" on every release from 2.2) and keeps the storage alive until the capsule is released; the values are
+# read there, with the GIL held, and a value is not finite when its exponent bits are all set (binary16, bfloat16,
+# binary32, binary64; each part of a complex). That is the exact check, so a finite sum that overflows raises no
+# doubt, and it reads what the program's values are: a conjugate or negative view's bits differ from its values
+# by a sign only. ``_floating_params``' walk is the same walk in C: a parameter of a type ``_INSPECTABLE`` does
+# not know to be plain, a group that is not a dict with a list, another device, a dtype other than those and the
+# integer ones (float8...), a tensor with no data (sparse, meta, a ZeroTensor) or ``_to_dlpack`` raising give
+# "cannot say" (None), and the Python check below runs as before; so does a non-finite parameter (False), which
+# ``_check`` records. No program tensor is written or kept (the capsule's reference goes when it is released: its
+# destructor calls torch's deleter). Only where no dispatch or torch-function mode and no profiler is on, as for
+# the direct reads above: the C call is no op, but ``_to_dlpack`` may make a strided view of a tensor whose
+# size-1 dimensions' strides it normalises. Measured (callgrind, benchmarks/param_check_cost.py and
+# step_instructions.py; benchmarks/RESULTS.md, "speedn19"): small_mlp's ``_post_step`` 75.8k -> 20.9k instructions
+# a step; one check of 4, 52 and 5,000 parameters 66k / 1.35M / 43.3M -> 16.7k / 0.50M / 12.7M, about what
+# ``_to_dlpack`` alone costs (12k / 0.13M / 12.2M) plus the values' scan.
+_to_dlpack = getattr(torch._C, "_to_dlpack", None)  # on every release of the matrix; guarded all the same
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._len_torch_function_stack
 _is_fp = _TB.is_floating_point
