@@ -323,7 +323,19 @@ def program_argv(path: str, argv: list[str], module: str | None):
 
 @contextlib.contextmanager
 def program_path0(path: str, module: str | None):
-    """``sys.path[0]``: the script's folder, "" for stdin, the working directory under -m."""
+    """``sys.path[0]``: the script's folder, "" for stdin, the working directory under -m.
+
+    NOTE [python -P]
+    Under ``python -P`` or ``PYTHONSAFEPATH`` (``sys.flags.safe_path``, Python 3.11+) python puts nothing in
+    front of ``sys.path`` for a script, stdin or ``-m``: the script's folder is not importable. tensorscope's own
+    start (``python -P -m tensorscope``, or the ``tensorscope`` script under PYTHONSAFEPATH) got the same flag, so
+    nothing was put there for it either, and ``sys.path[0]`` is whatever came first (a PYTHONPATH entry, or the
+    standard library's zip): it is left alone, as python leaves it. (It used to be replaced by the script's
+    folder: the program imported its siblings, which fail under python, and lost that entry.)
+    """
+    if getattr(sys.flags, "safe_path", False):
+        yield
+        return
     if module is not None:
         folder = os.getcwd()
     else:
