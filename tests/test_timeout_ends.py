@@ -228,8 +228,8 @@ def test_a_handler_raising_while_the_threads_are_joined_is_printed_as_python_pri
     """)  # no torch: what is checked is the end of the process (a fresh interpreter each)
     for name, last in (("SIGUSR1", "Boom: the program's handler raised"), ("SIGINT", "KeyboardInterrupt: ")):
         py = run_python(prog, name, cwd=tmp_path, timeout=HANG)
-        assert py[:2] == (0, "main done\n") and py[2].splitlines()[-1] == last, py
-        assert "threading" in py[2] and "worker done" not in py[1], py
+        assert py[:2] == (0, "main done\n") and py[2].splitlines()[-1].endswith(last), py  # 3.10: __main__.Boom
+        assert py[2].startswith(("Exception ignored in: <module 'threading'", "Traceback")), py  # 3.13: no header
         report = tmp_path / f"{name}.json"
         rc, out, err, _ = run_cli("run", "-o", str(report), str(prog), name, cwd=tmp_path, timeout=HANG, fresh=True)
         assert (rc, out, err) == py, (name, rc, out, err)
