@@ -443,9 +443,10 @@ def _programs_handler(h) -> bool:
 # death) stops the waiting. Measured: the program above waited for ever under run (SIGUSR1), or died by
 # SIGTERM (143) instead of exiting 0 (tests/test_timeout_ends.py). A signal that came between the program's end
 # and the join (while the instrumentation stops) was noted by the muted handler, or held, and is raised again at
-# the join's start, where the program's handler runs. An exception that such a handler raises
-# stops the waiting, as it stops python's ``threading._shutdown`` (python then prints it as ignored; here
-# nothing is printed).
+# the join's start, where the program's handler runs. An exception that such a handler raises (or a Ctrl-C's
+# KeyboardInterrupt) stops the waiting, as it stops python's ``threading._shutdown``, and is printed as python
+# prints it there, "Exception ignored in: <module 'threading' ...>", the exit status staying the program's
+# (NOTE [An exception while the program's threads are joined] in runner.py).
 
 
 class Stopped(BaseException):

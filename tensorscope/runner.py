@@ -323,7 +323,19 @@ def program_argv(path: str, argv: list[str], module: str | None):
 
 @contextlib.contextmanager
 def program_path0(path: str, module: str | None):
-    """``sys.path[0]``: the script's folder, "" for stdin, the working directory under -m."""
+    """``sys.path[0]``: the script's folder, "" for stdin, the working directory under -m.
+
+    NOTE [python -P]
+    Under ``python -P`` or ``PYTHONSAFEPATH`` (``sys.flags.safe_path``, Python 3.11+) python puts nothing in
+    front of ``sys.path`` for a script, stdin or ``-m``: the script's folder is not importable. tensorscope's own
+    start (``python -P -m tensorscope``, or the ``tensorscope`` script under PYTHONSAFEPATH) got the same flag, so
+    nothing was put there for it either, and ``sys.path[0]`` is whatever came first (a PYTHONPATH entry, or the
+    standard library's zip): it is left alone, as python leaves it. (It used to be replaced by the script's
+    folder: the program imported its siblings, which fail under python, and lost that entry.)
+    """
+    if getattr(sys.flags, "safe_path", False):
+        yield
+        return
     if module is not None:
         folder = os.getcwd()
     else:
@@ -660,22 +672,135 @@ def _join_others(outcome: Outcome) -> None:
                 callback()
             except Exception:
                 pass
+    shutdown = _shutdown_wait()
     with outcome.held.interruptible() if outcome.held is not None else contextlib.nullcontext():
         for t in others:
             try:
-                if outcome.held is not None:  # a signal since the program ended: its handler now
-                    outcome.held.replay()
-                t.join()
-            except KeyboardInterrupt:  # Ctrl-C while the program's threads finish: interrupted, as python's
-                outcome.interrupted, outcome.exit_status = True, 130
-                return
+                if shutdown is not None:
+                    shutdown(_Wait(outcome, t))
+                else:
+                    _Wait(outcome, t).acquire()
             except exits.Stopped as e:  # SIGTERM, SIGHUP: the report, then death by it (HeldSignals.release)
                 outcome.signal, outcome.exit_status = e.signum, 128 + e.signum
                 return
-            except Exception:
-                pass
-            except BaseException:  # a program's handler raised (SystemExit): the waiting stops, as python's
-                return  # NOTE [The program's handlers while its threads are joined] in exits.py
+            except BaseException as e:  # NOTE [An exception while the program's threads are joined]
+                _ignored_at_shutdown(e, shutdown)
+                threading._shutdown = _abandon  # the threads still running are not waited for at the exit
+                return
+
+
+def _abandon() -> None:
+    """``threading._shutdown`` once a program's handler stopped the wait for its threads: python does not wait
+    for them again (NOTE [An exception while the program's threads are joined])."""
+
+
+# NOTE [An exception while the program's threads are joined]
+# Under python the interpreter's shutdown calls ``threading._shutdown``, whose wait for the non-daemon threads
+# runs the program's signal handlers (and python's SIGINT handler). An exception raised there (a handler's own,
+# its ``sys.exit``, a Ctrl-C's KeyboardInterrupt) stops the wait and goes to ``sys.unraisablehook``: python
+# prints "Exception ignored in: <module 'threading' from '...'>" and a traceback whose first frame is
+# ``_shutdown``'s ``lock.acquire()`` (3.10 to 3.12; 3.13.0 prints no header line and the frame is
+# ``_thread_shutdown()``), the threads still running are abandoned, and the exit status is the program's:
+# measured 0 for ``raise Boom``, ``sys.exit(3)`` and a Ctrl-C alike, on 3.10.13, 3.11.7, 3.12.1 and 3.13.0
+# (the program's atexit callbacks still run; a thread still running is cut off at the exit, as a daemon).
+# tensorscope joined silently (and a Ctrl-C exited 130). Now each join runs in a function compiled under
+# threading.py's name at that line (``_shutdown_wait``: its text is the line's own, so the traceback shows
+# python's line, with no carets), the exception's traceback keeps that frame and the program's (threading's
+# join and tensorscope's frames dropped), and it goes to ``sys.unraisablehook`` as python sends it: the program's
+# own hook, if it set one, gets it. The exit status stays the program's; the report is written; then
+# ``threading._shutdown`` (which the interpreter calls at its exit) is one that does not wait. (On 3.10 to 3.12 an
+# interrupted ``Thread.join`` marks the thread as stopped (bpo-45274's ``except`` in ``_wait_for_tstate_lock``
+# releases its lock), so the exit did not wait for that one; 3.13's handle-based join does not, and printed
+# "worker done" a second later where python had exited.) 3.13.0 shows only the handler's frame for a handler's
+# exception and only ``_shutdown``'s for python's Ctrl-C: measured, and what the frames kept here give.
+
+
+class _Wait:
+    """``lock`` of ``threading._shutdown``'s ``lock.acquire()``: a signal noted since the program ended runs its
+    handler (``HeldSignals.replay``), then the thread is joined."""
+
+    def __init__(self, outcome: Outcome, thread: threading.Thread):
+        self._outcome, self._thread = outcome, thread
+
+    def acquire(self) -> None:
+        if self._outcome.held is not None:  # a signal since the program ended: its handler now
+            self._outcome.held.replay()
+        self._thread.join()
+
+    def __call__(self) -> None:  # 3.13: ``_thread_shutdown()``
+        self.acquire()
+
+
+def _shutdown_wait():
+    """A function ``_shutdown(lock)`` whose code is threading.py's, at ``_shutdown``'s wait line (None where the
+    line is not found): its frame is the one python's traceback shows there."""
+    try:
+        import inspect
+
+        lines, first = inspect.getsourcelines(threading._shutdown)
+        for i, line in enumerate(lines):
+            if line.strip() in ("lock.acquire()", "_thread_shutdown()"):
+                text = line.rstrip("\n")
+                name = line.strip().partition(".")[0].partition("(")[0]
+                source = "\n" * (first + i - 2) + f"def _shutdown({name}):\n{text}\n"
+                namespace: dict = {}
+                exec(compile(source, threading.__file__, "exec"), namespace)
+                return namespace["_shutdown"]
+    except Exception:
+        pass
+    return None
+
+
+def _ignored_at_shutdown(e: BaseException, shutdown) -> None:
+    """Give ``e`` to ``sys.unraisablehook`` as python's shutdown does (NOTE [An exception while the program's
+    threads are joined])."""
+    try:
+        kept = []
+        tb = e.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if (shutdown is not None and code is shutdown.__code__) or not (
+                    code.co_filename == threading.__file__ or is_tensorscope_file(code.co_filename)):
+                kept.append(tb)
+            tb = tb.tb_next
+        if (sys.version_info >= (3, 13) and len(kept) > 1 and shutdown is not None
+                and kept[0].tb_frame.f_code is shutdown.__code__):  # 3.13.0: a handler's frames only (measured)
+            kept = kept[1:]
+        new = None
+        for entry in reversed(kept):
+            new = types.TracebackType(new, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+        e.__traceback__ = new
+        e.__context__ = None  # the wait raised it; python's shows no context there
+        args = _unraisable_args_type()
+        owner = None if sys.version_info >= (3, 13) else threading  # 3.13.0: no "Exception ignored in" line
+        hook = sys.unraisablehook
+        if args is not None:
+            hook(args((type(e), e, new, None, owner)))
+        else:
+            head = "" if owner is None else f"Exception ignored in: {owner!r}\n"
+            sys.stderr.write(head + "".join(traceback.format_exception(type(e), e, new)))
+    except BaseException:
+        pass
+    finally:
+        e.__traceback__ = None
+
+
+def _unraisable_args_type():
+    """``sys.UnraisableHookArgs``: not importable; the type of what the hook gets for an exception in ``__del__``."""
+    got: list = []
+    saved = sys.unraisablehook
+    sys.unraisablehook = got.append
+    try:
+        class _Probe:
+            def __del__(self):
+                raise RuntimeError
+
+        _Probe()
+    except BaseException:
+        pass
+    finally:
+        sys.unraisablehook = saved
+    return type(got[0]) if got else None
 
 
 def _flush() -> None:

@@ -673,3 +673,26 @@ def test_output_not_writable_for_a_user_who_is_not_root(tmp_path):
         if work != tmp_path:
             shutil.rmtree(work, ignore_errors=True)
 
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python -P (sys.flags.safe_path) is Python 3.11+")
+def test_python_dash_p_keeps_the_scripts_folder_off_sys_path(tmp_path):
+    """`python -P prog.py` puts nothing in front of sys.path: a sibling module of the script cannot be imported,
+    and sys.path[0] is the first PYTHONPATH entry. `python -P -m tensorscope run prog.py` replaced that entry by
+    the script's folder (the sibling imported, the entry lost). NOTE [python -P] in runner.py."""
+    folder = tmp_path / "prog"
+    folder.mkdir()
+    (folder / "sibling_of_the_script.py").write_text("X = 1\n")
+    prog = folder / "prog.py"
+    prog.write_text("import sys\nprint(sys.flags.safe_path, sys.path[0])\nimport sibling_of_the_script\n")
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(tmp_path)])  # a first entry that is not the tree
+    results = []
+    for cmd in ([PY, "-P", str(prog)], [PY, "-P", "-m", "tensorscope", "run", "-o", str(tmp_path / "r.json"),
+                                        str(prog)]):
+        p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=DEFAULT_TIMEOUT)
+        results.append((p.returncode, p.stdout, p.stderr.splitlines()[-1:]))
+    assert results[0] == (1, f"True {REPO}\n", ["ModuleNotFoundError: No module named 'sibling_of_the_script'"]), \
+        results[0]
+    assert results[1] == results[0], results[1]
+    assert load_report((tmp_path / "r.json").read_text())["program"]["exit_status"] == 1

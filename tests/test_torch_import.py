@@ -145,6 +145,36 @@ def test_a_failing_import_of_torch_is_as_under_python(tmp_path):
     assert "the program's import of torch failed: nothing to record" in doc["notes"]
 
 
+def test_an_import_of_torch_retried_after_its_init_raised_is_watched(tmp_path):
+    """torch's own __init__ raises ImportError once (its C extension's import halted by `sys.modules["torch._C"] =
+    None`), the program catches it and imports torch again. Up to torch 2.13 the retry succeeds under python and
+    trains: it must be recorded (the finder is put back when an import fails); torch 2.15 refuses a second import
+    ("can only be initialized once per process"): then the report says the import failed. The output, traceback and
+    exit status are python's either way (NOTE [Instrumenting at the program's import of torch])."""
+    py, ts, doc = pair(tmp_path, """
+        import sys
+        sys.modules["torch._C"] = None
+        try:
+            import torch
+        except ImportError as e:
+            print("first import:", type(e).__name__)
+        del sys.modules["torch._C"]
+        import torch
+        x = torch.ones(3, requires_grad=True)
+        (x * 2).sum().backward()
+        print("grad", x.grad.tolist())
+    """)
+    assert py[1].startswith("first import: ModuleNotFoundError\n"), py
+    assert ts == py, (ts, py)
+    backwards = [e for e in doc["events"] if e.get("kind") == "backward"]
+    if py[0] == 0:  # the retry imported torch and trained under python
+        assert py[1].endswith("grad [2.0, 2.0, 2.0]\n"), py
+        assert len(backwards) == 1 and not any("nothing to record" in n for n in doc["notes"]), doc["notes"]
+    else:
+        assert "the program's import of torch failed: nothing to record" in doc["notes"], doc["notes"]
+        assert backwards == []
+
+
 def test_a_spawned_child_when_the_parent_imports_torch_after_it(tmp_path):
     """multiprocessing spawn before the program's import of torch: the child runs (plain python), its exit
     status is in the report, and what the parent does with torch afterwards is recorded."""

@@ -13,6 +13,13 @@ import time
 
 import torch
 
+import os as _os
+import sys as _sys
+
+# the sibling module from this folder under `python -P` too, where python (and tensorscope: NOTE [python -P]
+# in runner.py) leaves the script's folder off sys.path: run.py's modes of another tree use `{python} -P -m`
+if _os.path.dirname(_os.path.realpath(__file__)) not in _sys.path:
+    _sys.path.insert(0, _os.path.dirname(_os.path.realpath(__file__)))
 from gpt_train import BATCH, CONTEXT, DEVICE, GPT, STEPS, VOCAB
 
 torch.manual_seed(0)

@@ -8,6 +8,13 @@ Size: argv[1] or env TS_BENCH_SCALE (float, default 1.0).
 """
 import torch
 
+import os as _os
+import sys as _sys
+
+# the sibling module from this folder under `python -P` too, where python (and tensorscope: NOTE [python -P]
+# in runner.py) leaves the script's folder off sys.path: run.py's modes of another tree use `{python} -P -m`
+if _os.path.dirname(_os.path.realpath(__file__)) not in _sys.path:
+    _sys.path.insert(0, _os.path.dirname(_os.path.realpath(__file__)))
 from _mlp import scale, train
 
 train("mlp_train", steps=max(1, round(2000 * scale())), sizes=(128, 256, 10), batch=64, n_batches=32,

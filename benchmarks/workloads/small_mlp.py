@@ -7,6 +7,13 @@ The loop is `_mlp.train`, shared with `mlp_train.py` (larger steps, SGD with mom
 
 Size: argv[1] or env TS_BENCH_SCALE (float, default 1.0).
 """
+import os as _os
+import sys as _sys
+
+# the sibling module from this folder under `python -P` too, where python (and tensorscope: NOTE [python -P]
+# in runner.py) leaves the script's folder off sys.path: run.py's modes of another tree use `{python} -P -m`
+if _os.path.dirname(_os.path.realpath(__file__)) not in _sys.path:
+    _sys.path.insert(0, _os.path.dirname(_os.path.realpath(__file__)))
 from _mlp import SMALL_MLP, scale, train
 
 train("small_mlp", steps=max(1, round(10_000 * scale())), **SMALL_MLP)
