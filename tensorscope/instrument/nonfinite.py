@@ -368,10 +368,16 @@ class ValueWatch:
         ident = _get_ident()
         read = self._finite_params  # NOTE [A step's parameters read in place]
         if read is not None and not (_dispatch_modes() or _function_modes() or _profiling()):
+            grad_mode = _is_grad_enabled()
+            if grad_mode:  # no autograd node for ``_to_dlpack``'s view (see the NOTE: torch 2.2 makes one)
+                _set_grad_enabled(False)
             try:
                 n = read(optimizer.param_groups, _INSPECTABLE, _to_dlpack)
             except Exception:
                 n = None
+            finally:
+                if grad_mode:
+                    _set_grad_enabled(True)
             if n is not None and n is not False:  # n floating parameters, all on the CPU and finite
                 if ident in self.deferred:  # as below: the gradients the step read were finite
                     del self.deferred[ident]
@@ -1030,7 +1036,9 @@ def _sums_finite(tensors) -> bool:
 # ``_check`` records. No program tensor is written or kept (the capsule's reference goes when it is released: its
 # destructor calls torch's deleter). Only where no dispatch or torch-function mode and no profiler is on, as for
 # the direct reads above: the C call is no op, but ``_to_dlpack`` may make a strided view of a tensor whose
-# size-1 dimensions' strides it normalises. Measured (callgrind, benchmarks/param_check_cost.py and
+# size-1 dimensions' strides it normalises. That view is made with grad mode off: on torch 2.2.2, with it on, each
+# ``_to_dlpack`` of a parameter that requires grad made an autograd node, so the program's next ``grad_fn``'s
+# ``_sequence_nr()`` moved by one a parameter a step (seen by test_speedups on 3.10 x 2.2.2, not on 2.13). Measured (callgrind, benchmarks/param_check_cost.py and
 # step_instructions.py; benchmarks/RESULTS.md, "speedn19"): small_mlp's ``_post_step`` 75.8k -> 20.9k instructions
 # a step; one check of 4, 52 and 5,000 parameters 66k / 1.35M / 43.3M -> 16.7k / 0.50M / 12.7M, about what
 # ``_to_dlpack`` alone costs (12k / 0.13M / 12.2M) plus the values' scan.
