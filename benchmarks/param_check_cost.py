@@ -25,43 +25,14 @@ measure on ``PYTHONPATH``. Prints instructions per call.
 """
 import ctypes
 import os
-import subprocess
 import sys
-import tempfile
 
-_HELPER = r"""
-#include <valgrind/callgrind.h>
-void start_instr(void){ CALLGRIND_START_INSTRUMENTATION; }
-void dump(const char* s){ CALLGRIND_DUMP_STATS_AT(s); }
-void zero(void){ CALLGRIND_ZERO_STATS; }
-"""
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from step_instructions import callgrind_dumps  # noqa: E402  the same callgrind run and client-request helper
 
 
 def _outer(calls):
-    tmp = tempfile.mkdtemp(prefix="ts_pc_")
-    src, lib = os.path.join(tmp, "cg.c"), os.path.join(tmp, "libcg.so")
-    with open(src, "w") as f:
-        f.write(_HELPER)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
-    out = os.path.join(tmp, "cg.out")
-    env = dict(os.environ, TS_CG_LIB=lib, OMP_NUM_THREADS="1")
-    p = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-                        sys.executable, __file__, "--inner", str(calls)], env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(p.stderr[-3000:])
-    rows = {}
-    for name in os.listdir(tmp):
-        if not name.startswith("cg.out."):
-            continue
-        label = total = None
-        with open(os.path.join(tmp, name)) as f:
-            for line in f:
-                if line.startswith("desc: Trigger: Client Request: "):
-                    label = line.split(": ", 3)[-1].strip()
-                elif line.startswith(("summary:", "totals:")) and total is None:
-                    total = int(line.split()[1])
-        if label is not None and total is not None:
-            rows[label] = total
+    rows = dict(callgrind_dumps(__file__, [calls], collect_atstart=True))
     print("instructions per call (callgrind); columns: the parameter sets")
     sets = sorted({k.split("|")[0] for k in rows}, key=lambda s: int(s.split()[0]))
     ways = []

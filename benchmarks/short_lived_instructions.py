@@ -21,42 +21,16 @@ measure on ``PYTHONPATH``. Instruction counts are not time, but they are exact a
 import ctypes
 import gc
 import os
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from step_instructions import _HELPER  # noqa: E402  the same client-request helper
+from step_instructions import callgrind_dumps  # noqa: E402  the same callgrind run and client-request helper
 
 STATEMENTS = ["a = torch.full((8,), ...)", "b = a.clone()", "b.mul_(2)", "total += float(b[1:].sum())"]
 
 
 def _outer(mode, iters):
-    tmp = tempfile.mkdtemp(prefix="ts_cg_")
-    src, lib = os.path.join(tmp, "cg.c"), os.path.join(tmp, "libcg.so")
-    with open(src, "w") as f:
-        f.write(_HELPER)
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
-    out = os.path.join(tmp, "cg.out")
-    env = dict(os.environ, TS_CG_LIB=lib, OMP_NUM_THREADS="1")
-    p = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-                        f"--callgrind-out-file={out}", sys.executable, __file__, "--inner", mode, str(iters)],
-                       env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(p.stderr[-3000:])
-    rows = []
-    for name in sorted(os.listdir(tmp), key=lambda n: int(n.rsplit(".", 1)[-1]) if n[-1].isdigit() else -1):
-        if not name.startswith("cg.out."):
-            continue
-        label = total = None
-        with open(os.path.join(tmp, name)) as f:
-            for line in f:
-                if line.startswith("desc: Trigger: Client Request: "):
-                    label = line.split(": ", 3)[-1].strip()
-                elif line.startswith(("summary:", "totals:")) and total is None:
-                    total = int(line.split()[1])
-        if label is not None and total is not None:
-            rows.append((label, total))
+    rows = callgrind_dumps(__file__, [mode, iters])
     empty = dict(rows).get("toggle-pair", 0) / iters  # what one timed call's two toggles cost
     print(f"short_lived iteration, {mode}: instructions per iteration ({iters} iterations; statements and hooks "
           f"net of their toggles, {empty:.0f} a pair)")

@@ -36,7 +36,10 @@ void zero(void){ CALLGRIND_ZERO_STATS; }
 PHASES = ["zero_grad", "views and forward", "backward", "step"]
 
 
-def _outer(mode, steps):
+def callgrind_dumps(script, args, collect_atstart=False):
+    """Run ``python script --inner *args`` under callgrind with this file's client-request helper built (its path in
+    ``TS_CG_LIB``) and instrumentation off at start; the (label, instructions) of each dump the script asked for,
+    in dump order. Shared by short_lived_instructions.py and param_check_cost.py."""
     tmp = tempfile.mkdtemp(prefix="ts_cg_")
     src, lib = os.path.join(tmp, "cg.c"), os.path.join(tmp, "libcg.so")
     with open(src, "w") as f:
@@ -44,8 +47,9 @@ def _outer(mode, steps):
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
     out = os.path.join(tmp, "cg.out")
     env = dict(os.environ, TS_CG_LIB=lib, OMP_NUM_THREADS="1")
-    p = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
-                        f"--callgrind-out-file={out}", sys.executable, __file__, "--inner", mode, str(steps)],
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+                       + ([] if collect_atstart else ["--collect-atstart=no"])
+                       + [f"--callgrind-out-file={out}", sys.executable, script, "--inner", *map(str, args)],
                        env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(p.stderr[-3000:])
@@ -62,6 +66,11 @@ def _outer(mode, steps):
                     total = int(line.split()[1])
         if label is not None and total is not None:
             rows.append((label, total))
+    return rows
+
+
+def _outer(mode, steps):
+    rows = callgrind_dumps(__file__, [mode, steps])
     empty = dict(rows).get("toggle-pair", 0) / steps  # what one timed call's two toggles cost
     print(f"small_mlp step, {mode}: instructions per step ({steps} steps; hooks net of their toggles, "
           f"{empty:.0f} a call)")
