@@ -90,7 +90,7 @@ def test_finite_params_gives_torchs_answer_and_keeps_nothing():
     assert (sys.getrefcount(p), p._version) == (refs, version)
 
 
-def _truth(which):
+def _truth(which, device="cpu"):
     """(step, line) of the first optimizer step after which a floating parameter of that optimizer is not finite,
     from torch's own step hooks (None: never)."""
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -107,7 +107,7 @@ def _truth(which):
     handle = register_optimizer_step_post_hook(after)
     argv = sys.argv
     try:
-        sys.argv = [str(PROGRAM), which]
+        sys.argv = [str(PROGRAM), which, device]
         with contextlib.redirect_stdout(io.StringIO()):
             exec(compile(PROGRAM.read_text(), str(PROGRAM), "exec"), {"__name__": "__main__"})
     finally:
@@ -117,12 +117,26 @@ def _truth(which):
 
 
 def test_a_step_that_makes_a_parameter_non_finite_is_the_sink_both_ways(tmp_path):
-    kinds = ["a", "f", "none"]  # the other kinds, dtypes and layouts: the test above, in process
+    _the_sink_is_torchs(tmp_path, ["a", "f", "none"], "cpu")  # the other kinds, dtypes, layouts: the test above
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_parameters_on_the_gpu_are_not_read_and_the_step_is_still_the_sink(tmp_path):
+    """A CUDA parameter is never read from the host: "cannot say" (None), also beside a CPU parameter that is not
+    finite, and the Python check answers instead (the sink torch names, at the step's count and line)."""
+    on_gpu = torch.full((3,), float("nan"), device="cuda")
+    assert _read([on_gpu]) is None and _read([torch.tensor([float("nan")]), torch.zeros(2, device="cuda")]) is None
+    assert _read([torch.zeros(4, device="cuda").t()]) is None
+    _the_sink_is_torchs(tmp_path, ["a", "c", "e", "f", "none"], "cuda")
+
+
+def _the_sink_is_torchs(tmp_path, kinds, device):
     jobs, keys = [], []
     for which in kinds:
         for pure in ((0, 1) if which == "a" else (0,)):
             out = tmp_path / f"{which}_{pure}.json"
-            job = ("tensorscope", "run", "-o", out, PROGRAM, which)
+            job = ("tensorscope", "run", "-o", out, PROGRAM, which, device)
             jobs.append(job + (_PURE,) if pure else job)
             keys.append((which, pure, out))
     results = run_many(jobs)
@@ -132,7 +146,7 @@ def test_a_step_that_makes_a_parameter_non_finite_is_the_sink_both_ways(tmp_path
         with open(out) as f:
             docs[(which, pure)] = compact.expand(json.load(f))
     for which in kinds:
-        truth = _truth(which)
+        truth = _truth(which, device)
         assert (truth is None) == (which == "none"), (which, truth)
         found = [h for h in docs[(which, 0)]["hazards"] if h["kind"] == "silent-non-finite-value"]
         if truth is None:

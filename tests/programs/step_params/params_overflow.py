@@ -1,7 +1,7 @@
 # An optimizer whose parameters are of many kinds (a transposed float16, a bfloat16, a complex64, a strided float64,
 # a float32, an int64 parameter); at the step after argv[1]'s parameter was set near its dtype's largest value, the
 # step's own write makes it non-finite (x4, or NaN for "e"). "f": a second optimizer's parameter, which no backward
-# reaches, set to NaN by the program. "none": every value stays finite.
+# reaches, set to NaN by the program. "none": every value stays finite. argv[2]: the device (default "cpu").
 import sys
 
 import torch
@@ -26,16 +26,17 @@ class Scale(torch.optim.Optimizer):
 
 torch.manual_seed(0)
 which = sys.argv[1] if len(sys.argv) > 1 else "none"
-w = torch.nn.Parameter(torch.randn(3))
+dev = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+w = torch.nn.Parameter(torch.randn(3, device=dev))
 kinds = {
-    "a": torch.nn.Parameter(torch.randn(3, 4, dtype=torch.float16).t()),
-    "b": torch.nn.Parameter(torch.randn(5, dtype=torch.bfloat16)),
-    "c": torch.nn.Parameter(torch.randn(2, 3, dtype=torch.complex64)),
-    "d": torch.nn.Parameter(torch.randn(8, dtype=torch.float64)[::2]),
-    "e": torch.nn.Parameter(torch.randn(2, 2)),
+    "a": torch.nn.Parameter(torch.randn(3, 4, dtype=torch.float16, device=dev).t()),
+    "b": torch.nn.Parameter(torch.randn(5, dtype=torch.bfloat16, device=dev)),
+    "c": torch.nn.Parameter(torch.randn(2, 3, dtype=torch.complex64, device=dev)),
+    "d": torch.nn.Parameter(torch.randn(8, dtype=torch.float64, device=dev)[::2]),
+    "e": torch.nn.Parameter(torch.randn(2, 2, device=dev)),
 }
-count = torch.nn.Parameter(torch.arange(4), requires_grad=False)
-v = torch.nn.Parameter(torch.randn(3, 3))
+count = torch.nn.Parameter(torch.arange(4, device=dev), requires_grad=False)
+v = torch.nn.Parameter(torch.randn(3, 3, device=dev))
 opt = Scale([{"params": [w, kinds["a"], kinds["b"], count]}, {"params": [kinds["c"], kinds["d"], kinds["e"]]}])
 other = torch.optim.SGD([v], lr=0.1)
 for step in range(6):
