@@ -144,6 +144,11 @@ def _nothing(signum, frame) -> None:
         _CAME.append(signum)
 
 
+def signals_noted() -> bool:
+    """Whether a signal came for a muted handler of the program's since the program ended (``_nothing``)."""
+    return bool(_CAME)
+
+
 def _mute_first() -> None:
     """``mute_program_handlers`` as the first thing a fatal signal's handler does. A program's handler whose
     signal came meanwhile (a worker's SIGCHLD right after the group's SIGTERM) runs at the next bytecode of
@@ -302,11 +307,14 @@ def unguarded(signum: int, handler):
 
 
 @contextlib.contextmanager
-def fatal_signals_report(ending: Ending):
+def fatal_signals_report(ending: Ending, program_returned=None):
     """SIGTERM and SIGHUP write the report, then the process dies by them (see NOTE [Ending as python ends]);
     the program's handlers never run inside a callback of tensorscope's (NOTE [A signal handler that lands
-    in a callback of tensorscope's])."""
+    in a callback of tensorscope's]). ``program_returned(frame)``: whether the program's main code has returned
+    (or raised) while ``frame`` runs; a handler the program set is then noted, not run (NOTE [A signal between
+    the program's end and the muting])."""
     real_signal, real_getsignal = _signal, _getsignal
+    _CAME.clear()
 
     def handler(signum, frame):
         try:
@@ -319,6 +327,7 @@ def fatal_signals_report(ending: Ending):
     handler.tensorscope_default = True  # stands for SIG_DFL (see HeldSignals.release)
 
     targets: dict = {}  # signal -> the program's handler (python's SIGINT handler first), called by guard
+    set_by_program: set = set()  # the signals whose handler the program set during the run
 
     def guard(signum, frame):
         if frame is not None and _in_waiting_callback(frame):
@@ -326,6 +335,10 @@ def fatal_signals_report(ending: Ending):
             return
         target = targets.get(signum)
         if target is None:
+            return
+        if (frame is not None and program_returned is not None and signum in set_by_program
+                and _programs_handler(target) and program_returned(frame)):
+            _nothing(signum, frame)  # NOTE [A signal between the program's end and the muting]
             return
         while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
             frame = frame.f_back  # the program's frame (or the library's) that called tensorscope's code
@@ -354,6 +367,7 @@ def fatal_signals_report(ending: Ending):
         if program_handler(handler_):
             before = targets.get(signalnum, _UNSET)
             targets[signalnum] = handler_  # before the real call: the signal may come right after it
+            set_by_program.add(signalnum)
             try:
                 previous = real_signal(signalnum, guard)
             except BaseException:
@@ -457,6 +471,23 @@ class Stopped(BaseException):
         self.signum = signum
 
 
+# NOTE [A signal between the program's end and the muting]
+# ``HeldSignals.mute_program`` mutes the program's handlers once the program's main code has returned, but a few
+# bytecodes of tensorscope's run before it: the check right after ``exec`` returns in runner._execute, the
+# ``finally`` that stops the timer and builds the HeldSignals. A handler of the program's whose signal came during
+# the program's last instructions ran there, in tensorscope's frames, and its exception became the program's:
+# exit 1 and its traceback where python exits 0 (under python that handler runs, if at all, in the interpreter's
+# shutdown, where its exception is printed as ignored). Seen once in a clean-clone CI run (tests/test_timeout_ends.py,
+# a child sending SIGUSR1 every 2 ms from the program's last line): a window of a few bytecodes, rare and real. A
+# flag set after ``exec`` returns would have the same window, so ``guard`` reads the stack it interrupted instead:
+# while the program runs, some frame on it was called by ``_execute`` (the program's ``<module>``, or runpy's for
+# ``-m``); once none is, the program's main code is over (runner._program_returned). Then a handler the program set
+# (not python's SIGINT handler, not one set before the run) is noted, as the muted handler notes it. The signals
+# noted until the program's threads are joined run their handlers there (``HeldSignals.replay``), also when there
+# is no thread to join: that is python's ``threading._shutdown``, where python runs them, and an exception is
+# printed as python prints it there (NOTE [An exception while the program's threads are joined] in runner.py). A
+# signal during the report's build is dropped (python may well have exited before it came).
+
 # NOTE [Signal handlers while the report is built]
 # Once the program's main code has ended, what runs until the interpreter's own exit is tensorscope's
 # (stopping the instrumentation, joining the program's threads, the report), where under python the
@@ -517,7 +548,6 @@ class HeldSignals:
         on (python is shutting down there)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        _CAME.clear()
         for _ in range(64):
             try:
                 for s in signal.valid_signals():

@@ -201,7 +201,7 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
         watch = stack.enter_context(children.watched())
         ending = exits.Ending(_abrupt_report(main, watch, on_end, on_abrupt_end), real_os_exit)
         stack.enter_context(exits.os_exit_reports(ending, real_os_exit))
-        stack.enter_context(exits.fatal_signals_report(ending))
+        stack.enter_context(exits.fatal_signals_report(ending, _program_returned))
         # --timeout, on until the program's threads are joined (NOTE [--timeout ends the run])
         timer = stack.enter_context(Alarm(timeout, ending))
         stack.callback(_flush)
@@ -268,6 +268,20 @@ def _execute(code, main, module, limit) -> None:
         runpy._run_module_as_main(module)
     else:
         exec(code, main.__dict__)
+
+
+def _program_returned(frame) -> bool:
+    """Whether the program's main code has returned (or raised) while ``frame`` runs in the main thread: no frame
+    called by ``_execute`` lies under it (NOTE [A signal between the program's end and the muting] in exits.py)."""
+    bottom = _execute.__code__
+    while frame is not None:
+        back = frame.f_back
+        if back is not None and back.f_code is bottom:
+            return False
+        if frame.f_code is bottom:
+            return True
+        frame = back
+    return True
 
 
 def _abrupt_report(main, watch, on_end, on_abrupt_end):
@@ -661,10 +675,10 @@ def _join_others(outcome: Outcome) -> None:
     main = threading.main_thread()
     others = [t for t in threading.enumerate()
               if t is not main and not t.daemon and t is not threading.current_thread()]
-    if not others:
+    if not others and not exits.signals_noted():  # nothing to wait for, no handler of the program's to run
         return
     callbacks = getattr(threading, "_threading_atexits", None)
-    if callbacks:
+    if callbacks and others:
         pending = list(reversed(callbacks))
         callbacks.clear()
         for callback in pending:
@@ -674,7 +688,7 @@ def _join_others(outcome: Outcome) -> None:
                 pass
     shutdown = _shutdown_wait()
     with outcome.held.interruptible() if outcome.held is not None else contextlib.nullcontext():
-        for t in others:
+        for t in others or (None,):  # None: only the handlers of the signals noted since the program ended
             try:
                 if shutdown is not None:
                     shutdown(_Wait(outcome, t))
@@ -725,7 +739,8 @@ class _Wait:
     def acquire(self) -> None:
         if self._outcome.held is not None:  # a signal since the program ended: its handler now
             self._outcome.held.replay()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
 
     def __call__(self) -> None:  # 3.13: ``_thread_shutdown()``
         self.acquire()

@@ -775,7 +775,7 @@ def _pinned_views(walk) -> list:
 
 def _cuda_allocated():
     try:
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch.cuda.is_initialized() and torch.cuda.is_available():
             return int(torch.cuda.memory_allocated())
     except Exception:
         pass
@@ -789,7 +789,7 @@ def cuda_blocks(walk) -> list | None:
     """The allocated blocks of ``torch.cuda.memory._snapshot()``, largest first, each named by the path
     that holds the storage starting at it (None where CUDA is not in use). See NOTE [Naming CUDA blocks]."""
     try:
-        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        if not (torch.cuda.is_initialized() and torch.cuda.is_available()):
             return None
         snap = torch.cuda.memory._snapshot()
     except Exception:
