@@ -31,9 +31,10 @@ def _facts(t):
 
 
 def _backward(i):
-    # a subclass's root goes to backward(): torch.autograd.grad of one is handed to its __torch_function__, which
-    # calls torch.autograd.grad again (two records, on main as here)
-    return i % 2 == 1 or i % 3 == 2
+    # a subclass's root goes to both: torch.autograd.grad (and autograd.backward, on releases that hand it over) of
+    # one is handed to its __torch_function__, which calls the function again; one record a call (NOTE [A backward
+    # call handed to __torch_function__ is recorded once] in patches.py)
+    return i % 2 == 1
 
 
 def _loop(n, w, seen):
@@ -80,3 +81,31 @@ def test_records_past_the_cap_are_torchs_facts():
     assert counts[("backward", _line("backward"))] == 2 * calls  # both threads
     assert counts[("backward", _line("grad"))] == 2 * (n - calls)
     assert calls > tracker.per_site and n - calls > tracker.per_site  # past the lines' detailed events
+
+
+HANDED = Path(__file__).parent / "programs" / "backward_handed.py"
+
+
+def test_a_call_handed_to_torch_function_is_recorded_once_at_the_programs_line(tmp_path):
+    """NOTE [A backward call handed to __torch_function__ is recorded once] (patches.py): a subclass's root and a
+    torch-function mode of the program's that passes calls on; each backward call of the program's is one record,
+    at its own line (not the mode's ``__torch_function__`` line), in order; stdout and stderr are python's; with a
+    saved tensor written in place before the last call, the version error is diagnosed with that call's line as
+    the backward line."""
+    import json
+
+    from _cli import run_many
+    from tensorscope import compact
+
+    lines = [i for i, text in enumerate(HANDED.read_text().splitlines(), 1) if text.endswith("# <- call")]
+    out = tmp_path / "r.json"
+    (py, ts, bad_py, bad) = run_many([("python", HANDED), ("tensorscope", "run", "-o", out, HANDED),
+                                      ("python", HANDED, "bad"), ("tensorscope", "explain", "--json", HANDED, "bad")])
+    assert ts[:3] == py[:3] and py[0] == 0, (ts, py)
+    with open(out) as f:
+        doc = compact.expand(json.load(f))
+    assert [e["line"] for e in doc["events"] if e.get("kind") == "backward"] == lines
+    assert bad_py[0] == 1 and bad[0] == 1 and bad[1].startswith("{"), bad[2][-2000:]
+    diagnosis = json.loads(bad[1])["diagnosis"]
+    assert diagnosis["kind"] == "inplace-modified-saved-tensor", diagnosis
+    assert diagnosis["backward"]["line"] == lines[-1], diagnosis["backward"]

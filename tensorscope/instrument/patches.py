@@ -531,34 +531,90 @@ def make_requires_grad(orig):
     return named(requires_grad_, orig)
 
 
+# NOTE [A backward call handed to __torch_function__ is recorded once]
+# ``torch.autograd.grad`` (and ``torch.autograd.backward`` on recent releases) hands the call to
+# ``__torch_function__`` when a root or an input is a tensor subclass's, or a torch-function mode is on
+# (``handle_torch_function(grad, ...)``, where ``grad`` is the module's attribute: this wrapper). The default
+# ``Tensor.__torch_function__`` (or the mode) calls it again with subclasses off, and that call runs the engine.
+# Both calls were recorded: two backward events for one backward (measured on 2.13: ``autograd.grad`` and
+# ``autograd.backward`` of a root ``.as_subclass(Sub)``, and under a mode that passes calls on). The program's
+# call is recorded, at its line (a mode of the program's calls the function from its ``__torch_function__``: that
+# line is not the backward line); the call it is handed over as is only passed on: the first call in the same
+# thread, while the program's call runs, whose roots are the same objects. Calls the engine makes meanwhile (a
+# hook's ``autograd.grad``) are recorded as ever. A release whose function does not hand over (no
+# ``handle_torch_function`` in its code: ``backward`` on 2.2) is recorded as before.
+_HANDED: dict = {}  # thread id -> the roots' ids of the program's call being handed to __torch_function__
+
+
+def _roots_and_handed(op, args, kwargs):
+    """(the ids of the call's roots, whether torch's ``op`` hands it to ``__torch_function__``: torch's own test
+    on its own arguments, the roots and the inputs)."""
+    try:
+        roots = args[0] if args else kwargs.get("tensors" if op == "backward" else "outputs")
+        if op == "backward":
+            inputs = args[5] if len(args) > 5 else kwargs.get("inputs")
+        else:
+            inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+        seq = (roots,) if isinstance(roots, _Tensor) or roots is None else tuple(roots)
+        ids = tuple(map(id, seq))
+        if inputs is not None:
+            if isinstance(inputs, dict):
+                inputs = inputs.values()
+            seq = seq + ((inputs,) if isinstance(inputs, _Tensor) else tuple(inputs))
+        return ids, _has_torch_function(seq)
+    except Exception:  # arguments torch refuses: the call is recorded, and torch's own error raised by it
+        return None, False
+
+
+_has_torch_function = torch._C._has_torch_function
+
+
 def make_backward(op, orig):
+    hands_over = "handle_torch_function" in getattr(getattr(orig, "__code__", None), "co_names", ())
+
     def backward(*args, **kwargs):
         rec = state.recorder
+        handed = False
+        if rec is not None and hands_over:  # NOTE [A backward call handed to __torch_function__ is recorded once]
+            ident = _get_ident()
+            ids, handed = _roots_and_handed(op, args, kwargs)
+            if _HANDED and ids is not None and _HANDED.get(ident) == ids:
+                del _HANDED[ident]  # the program's call, handed over: recorded there
+                rec, handed = None, False
+            elif handed:
+                _HANDED[ident] = ids
         if rec is None or not rec.active or _PAUSED and _get_ident() in _PAUSED:
             try:  # NOTE [Invisible frames]
                 return orig(*args, **kwargs)
             except BaseException as e:
                 strip_for_reraise(e)
                 raise
-        if _IN_STEP:  # an optimizer step that raised: its writes logged before backward reads the log
-            rec.steps.sweep()
-        calls = rec.backward_calls
-        frame = sys._getframe(1)  # the caller's, read once for the three callbacks
-        ctx = calls.before(op, args, kwargs, frame)
-        values = rec.values  # see NOTE [Checking values at the sinks] in nonfinite.py
-        if values is not None:
-            values.before_backward(args, kwargs, frame)
+            finally:
+                if handed:
+                    _HANDED.pop(ident, None)
         try:
-            out = orig(*args, **kwargs)
-        except BaseException as e:
-            frame = None
-            calls.after(ctx, e)
-            strip_for_reraise(e)
-            raise
-        calls.after(ctx, None, out)
-        if values is not None:
-            values.after_backward(args, kwargs, frame)
-        return out
+            if _IN_STEP:  # an optimizer step that raised: its writes logged before backward reads the log
+                rec.steps.sweep()
+            calls = rec.backward_calls
+            frame = sys._getframe(1)  # the caller's, read once for the three callbacks
+            ctx = calls.before(op, args, kwargs, frame)
+            values = rec.values  # see NOTE [Checking values at the sinks] in nonfinite.py
+            if values is not None:
+                values.before_backward(args, kwargs, frame)
+            try:
+                out = orig(*args, **kwargs)
+            except BaseException as e:
+                frame = None
+                calls.after(ctx, e)
+                strip_for_reraise(e)
+                raise
+            calls.after(ctx, None, out)
+            if values is not None:
+                values.after_backward(args, kwargs, frame)
+            return out
+        finally:
+            if handed:
+                _HANDED.pop(ident, None)
 
     return named(backward, orig)
 
