@@ -598,3 +598,42 @@ def test_a_graph_built_once_outside_the_loop_is_the_backward_twice_culprit(tmp_p
     assert "Compute `penalty` where each step computes its loss" in d["fix"], d["fix"]
     assert "`out`" not in d["explanation"], d["explanation"]
     assert tdoc["diagnosis"] is None and not _findings(tdoc)
+
+
+ROWS_KEPT = '''import torch
+
+torch.manual_seed(0)
+lin = torch.nn.Linear(16, 40)
+opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+first_rows = []
+for step in range(12):
+    x = torch.randn(500, 16)
+    loss = lin(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        scores = lin(x).softmax(dim=1)
+    first_rows.append(scores[0])
+print(len(first_rows))
+'''
+
+
+def test_a_list_of_small_views_is_fixed_by_a_copy(tmp_path):
+    """NOTE [Small views that pin their storages]: each step keeps a 160-byte row of an 80,000-byte output (torch:
+    the row's `untyped_storage().nbytes()` is the output's), under view-pins-storage's 1 MB: container-grows, whose
+    fix copies the row; the twin with `.clone()` keeps 160 B a step and is clean."""
+    leak, twin = tmp_path / "rows.py", tmp_path / "rows_clone.py"
+    leak.write_text(ROWS_KEPT)
+    twin.write_text(ROWS_KEPT.replace("append(scores[0])", "append(scores[0].clone())"))
+    row = torch.zeros(500, 40)[0]
+    assert row.untyped_storage().nbytes() == 80000 and row.nbytes == 160
+    (_, _, err, doc), (_, _, terr, tdoc) = run_many([("tensorscope", "run", "--json", str(leak)),
+                                                      ("tensorscope", "run", "--json", str(twin))])
+    assert doc is not None and tdoc is not None, (err + terr)[-2000:]
+    found = _findings(doc)
+    assert [(f["kind"], f["culprit"]["line"]) for f in found] == [("container-grows", line_of(leak, "first_rows.append"))]
+    assert "`first_rows.append(scores[0].clone())`" in found[0]["fix"], found[0]["fix"]
+    r = found[0]["retention"]
+    assert (r["nbytes"], r["storage_nbytes"]) == (160, 80000) and r["bytes_per_step"] >= 64 * 1024, r
+    assert not _findings(tdoc), _findings(tdoc)
