@@ -545,3 +545,95 @@ def test_memory_paths_of_tensors_the_snapshot_numbers(tmp_path):
     assert any("a" in names[tid] for tid in ids)
     # the first MAX_PATHS in id order: every tensor with a smaller id than the last one given a path has one
     assert [tid for tid in sorted(names, key=lambda t: int(t[1:])) if int(tid[1:]) <= int(ids[-1][1:])] == ids
+
+
+# A weight penalty computed once under `if __name__ == "__main__":` and read as a global by a step function that a
+# loop calls, and an evaluation helper that rebinds its own `out` (pytorch/examples' gcn with such a penalty).
+PENALTY_ONCE = '''import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def evaluate(x, y):
+    with torch.no_grad():
+        out = model(x)
+        out, y = out[:4], y[:4]
+        return ((out - y) ** 2).mean().item()
+
+
+def train_step(x, y):
+    opt.zero_grad()
+    out = model(x)
+    loss = ((out - y) ** 2).mean() + 1e-3 * PENALTY
+    loss.backward()
+    opt.step()
+    return evaluate(x, y)
+
+
+if __name__ == "__main__":
+    penalty = sum(p.pow(2).sum() for p in model.parameters())
+    for i in range(3):
+        print(i, round(train_step(torch.randn(8, 4), torch.randn(8, 2)), 4))
+'''
+
+
+def test_a_graph_built_once_outside_the_loop_is_the_backward_twice_culprit(tmp_path):
+    """NOTE [A graph built by a statement that runs once]: torch raises "backward through the graph a second time"
+    at the second step; with the penalty computed in the step (the twin) all three steps run. The step's own `out`,
+    whose nodes the failing backward freed itself, is no holder (on main it was named, at the helper's line)."""
+    leak, twin = tmp_path / "penalty_once.py", tmp_path / "penalty_in_step.py"
+    leak.write_text(PENALTY_ONCE.replace("PENALTY", "penalty"))
+    twin.write_text(PENALTY_ONCE.replace("* PENALTY", "* sum(p.pow(2).sum() for p in model.parameters())")
+                    .replace("PENALTY", "penalty"))
+    (prc, pout, perr), (trc, tout, _), (rc, out, err, doc), (_, _, terr, tdoc) = run_many(
+        [("python", str(leak)), ("python", str(twin)), ("tensorscope", "explain", "--json", str(leak)),
+         ("tensorscope", "explain", "--json", str(twin))])
+    assert prc == 1 and "backward through the graph a second time" in perr and trc == 0 and tout.count("\n") == 3
+    assert doc is not None and tdoc is not None, (err + terr)[-2000:]
+    d = doc["diagnosis"]
+    assert d["kind"] == "backward-twice" and d["culprit"]["line"] == line_of(leak, "penalty = sum("), d
+    assert "Compute `penalty` where each step computes its loss" in d["fix"], d["fix"]
+    assert "`out`" not in d["explanation"], d["explanation"]
+    assert tdoc["diagnosis"] is None and not _findings(tdoc)
+
+
+ROWS_KEPT = '''import torch
+
+torch.manual_seed(0)
+lin = torch.nn.Linear(16, 40)
+opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+first_rows = []
+for step in range(12):
+    x = torch.randn(500, 16)
+    loss = lin(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        scores = lin(x).softmax(dim=1)
+    first_rows.append(scores[0])
+print(len(first_rows))
+'''
+
+
+def test_a_list_of_small_views_is_fixed_by_a_copy(tmp_path):
+    """NOTE [Small views that pin their storages]: each step keeps a 160-byte row of an 80,000-byte output (torch:
+    the row's `untyped_storage().nbytes()` is the output's), under view-pins-storage's 1 MB: container-grows, whose
+    fix copies the row; the twin with `.clone()` keeps 160 B a step and is clean."""
+    leak, twin = tmp_path / "rows.py", tmp_path / "rows_clone.py"
+    leak.write_text(ROWS_KEPT)
+    twin.write_text(ROWS_KEPT.replace("append(scores[0])", "append(scores[0].clone())"))
+    row = torch.zeros(500, 40)[0]
+    assert row.untyped_storage().nbytes() == 80000 and row.nbytes == 160
+    (_, _, err, doc), (_, _, terr, tdoc) = run_many([("tensorscope", "run", "--json", str(leak)),
+                                                      ("tensorscope", "run", "--json", str(twin))])
+    assert doc is not None and tdoc is not None, (err + terr)[-2000:]
+    found = _findings(doc)
+    assert [(f["kind"], f["culprit"]["line"]) for f in found] == [("container-grows", line_of(leak, "first_rows.append"))]
+    assert "`first_rows.append(scores[0].clone())`" in found[0]["fix"], found[0]["fix"]
+    r = found[0]["retention"]
+    assert (r["nbytes"], r["storage_nbytes"]) == (160, 80000) and r["bytes_per_step"] >= 64 * 1024, r
+    assert not _findings(tdoc), _findings(tdoc)

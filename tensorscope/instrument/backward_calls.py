@@ -221,7 +221,12 @@ class BackwardCalls:
     def _carried_holders(self, roots, uf, failure) -> list:
         """The retention paths from the program's names into the freed graph (see NOTE [Retention walks])."""
         try:
-            freed = [n["seq"] for n in (failure.get("graph") or {}).get("freed") or ()]
+            # only nodes an earlier backward freed: the failing one frees this iteration's own nodes as it goes, and
+            # a name that reaches only those (this iteration's `output`) carries nothing (NOTE [The carried holder])
+            nodes = (failure.get("graph") or {}).get("freed") or ()
+            known = [n for n in nodes if n.get("freed_by") is not None]
+            horizon = max([b.get("seq_now") or 0 for b in failure.get("backwards_before") or ()] or [0])
+            freed = [n["seq"] for n in (known or [n for n in nodes if n["seq"] < horizon])]
             if not freed or uf is None:
                 return []
             return retention.carried_holders(uf, self.rec.user, freed, exclude=roots)

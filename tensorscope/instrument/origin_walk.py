@@ -174,8 +174,24 @@ def _floating(t) -> bool:
             and not t.is_meta and not t._is_zerotensor() and type(t) in (_Tensor, torch.nn.Parameter))
 
 
+_SPARSE = {torch.sparse_coo: "_values", torch.sparse_csr: "values", torch.sparse_csc: "values",
+           torch.sparse_bsr: "values", torch.sparse_bsc: "values"}
+
+
+def sparse_values(t):
+    """The stored values of a plain sparse tensor (COO, CSR, CSC, BSR, BSC), a strided tensor on the same memory
+    (no copy), or None (NOTE [A sparse tensor autograd saved])."""
+    try:
+        read = _SPARSE.get(t.layout) if type(t) in (_Tensor, torch.nn.Parameter) else None
+        return getattr(t.detach(), read)() if read is not None else None
+    except Exception:
+        return None
+
+
 def _bad(t) -> bool:
-    """A floating tensor holding a NaN or an Inf (one reduction and one read)."""
+    """A floating tensor holding a NaN or an Inf (one reduction and one read); of a sparse one, its stored values."""
+    if isinstance(t, _Tensor) and t.layout in _SPARSE:
+        t = sparse_values(t)
     if not _floating(t) or t.numel() == 0:
         return False
     x = t.detach()
@@ -193,6 +209,8 @@ def _has_zero(t) -> bool:
 
 def value_of(t) -> str:
     """"nan", "inf" or "-inf": the first kind of non-finite value ``t`` holds."""
+    if t.layout in _SPARSE:
+        t = sparse_values(t)
     t = t.detach()
     if t.is_complex():
         t = torch.view_as_real(t)
@@ -384,6 +402,7 @@ def forward_origin(tracker, roots, step, scopes=None) -> dict | None:
                 if k not in seen and k in graph and status.get(k) is None:
                     seen.add(k)
                     stack.append(k)
+        data += _sparse_inputs(graph, saved, below)  # NOTE [A sparse tensor autograd saved]
         exact, maybe = [], []
         for s in sorted(below):
             node = graph[s][0]
@@ -573,6 +592,45 @@ def _past_masks(graph, bad_nodes: list) -> list:
         return bad_nodes
     rest = [s for s in bad_nodes if base[s] not in _MASK_NODES]
     return rest if rest and base[rest[0]] in _ABSORBS else bad_nodes
+
+
+# NOTE [A sparse tensor autograd saved]
+# A GCN normalises its adjacency as ``D^-1/2 A D^-1/2`` outside autograd and multiplies by it with
+# ``torch.spmm(adj, support)`` (pytorch/examples' gcn). Where a node has no edge, ``1 / degree`` is inf, and
+# ``inf * 0`` puts NaN in the adjacency's stored values: data the graph reads, through a saved *sparse* input of
+# ``mm``. The pack hook keeps sparse tensors as PyTorch does, unread (NOTE [Tensors we do not inspect] in
+# saved.py), so no Packed of them is in the walk's table; the NaN then surfaced at the next node whose output is
+# saved, ``relu``, and was named there although ``relu`` cannot make a NaN. The nodes below the one where the value
+# surfaced, whose outputs no saved tensor tells, are read for their saved sparse inputs by name (``_raw_saved_*``,
+# as NOTE [Saved tensors read back]): a plain sparse tensor with no ``grad_fn`` whose stored values (``_values()``
+# of COO, ``values()`` of the compressed layouts: views, no copy) are not finite is data, born where the program
+# made it, as a strided one is (``_birth``). The statement found is often ``adj = adj.to_sparse()``: a conversion
+# (``_CONVERSIONS``) cannot make the value and its receiver's name is bound to the result now, so the walk goes on
+# to the statement that bound that name before it in the same function (``_before_conversion``): ``adj = adj /
+# degree``, the division by 0. On torch 2.2 to 2.9 a node's saved tensor is read only where a Packed of the node is
+# live (the node's own getter runs explain's unpack). Nothing runs while the program does: only at a failed sink,
+# once, a ``dir()`` of each node below.
+
+
+def _sparse_inputs(graph, saved, below) -> list:
+    """(seq, tensor) of the non-finite plain sparse tensors with no ``grad_fn`` that the nodes ``below`` saved
+    (NOTE [A sparse tensor autograd saved])."""
+    out = []
+    for s in sorted(below)[:_MAX_INPUTS * 64]:
+        node = graph[s][0]
+        ours = bool(saved.get(s))
+        try:
+            names = [a[len("_raw_saved_"):] for a in dir(node) if a.startswith("_raw_saved_")]
+        except Exception:
+            continue
+        for name in names:
+            try:
+                t = _attr(node, name, ours)
+            except Exception:
+                continue
+            if isinstance(t, _Tensor) and t.layout in _SPARSE and t.grad_fn is None and _bad(t):
+                out.append((s, t))
+    return out
 
 
 def _can_make(graph, saved, found, meets=()) -> bool:
@@ -780,7 +838,10 @@ def _back_through_names(tracker, made: dict, scopes=None) -> dict:
     """From a statement found computing a non-finite value outside autograd, back to the last one whose reads were
     finite (NOTE [Back through the names a statement read])."""
     for _ in range(8):
-        nxt = None
+        nxt = _before_conversion(made)  # NOTE [A sparse tensor autograd saved]
+        if nxt is not None:
+            made = nxt
+            continue
         for v in _bad_reads(tracker, made.get("file"), made.get("line"), scopes):
             nxt = tracker.tensor_created.get(tracker.tid(v)) or outside_made(tracker, v) or \
                 assigned(tracker, v, scopes)
@@ -792,6 +853,49 @@ def _back_through_names(tracker, made: dict, scopes=None) -> dict:
         if not made.get("op") or made.get("how") != "computed without autograd":
             return made
     return made
+
+
+# methods that give their receiver's values in another layout, dtype or device: a non-finite value they hold was
+# in the receiver (NOTE [A sparse tensor autograd saved])
+_CONVERSIONS = frozenset({"to_sparse", "to_sparse_coo", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
+                          "to_sparse_bsc", "coalesce", "to_dense", "to", "cpu", "cuda", "float", "double", "half",
+                          "bfloat16", "contiguous", "clone", "detach"})
+
+
+def _before_conversion(made: dict) -> dict | None:
+    """``adj = adj.to_sparse()`` found as where a value was computed: the statement that last bound the receiver's
+    name before it, in the same function (the receiver itself is no longer bound to that name), or None."""
+    if made.get("op") not in _CONVERSIONS or made.get("how") != "computed without autograd":
+        return None
+    file, line = made.get("file"), made.get("line")
+    tree = source.tree(file) if file else None
+    if tree is None:
+        return None
+    stmt = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno == line:
+            stmt = node
+            break
+    fn = stmt.value.func if stmt is not None and isinstance(stmt.value, ast.Call) else None
+    if not isinstance(fn, ast.Attribute) or not isinstance(fn.value, ast.Name):
+        return None
+    name = fn.value.id
+    scope = _enclosing(tree, line)
+    prev = assignment(file, name, line, after=scope.lineno if scope is not None else 0)
+    if prev is None or prev["line"] == line or _enclosing(tree, prev["line"]) is not scope:
+        return None
+    return prev
+
+
+def _enclosing(tree, line):
+    """The innermost function holding ``line``, or None at module level."""
+    inner = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno):
+            if inner is None or node.lineno > inner.lineno:
+                inner = node
+    return inner
 
 
 # NOTE [A value a function returned, unnamed]

@@ -278,6 +278,20 @@ def _sole_argument(stmt, expr) -> bool:
                for c in ast.walk(stmt))
 
 
+# NOTE [Small views that pin their storages]
+# `history.append(output[0])` each step, `output` a 47.6 KB batch of log-probabilities (pytorch/examples' gcn with
+# a row kept for a plot): the list grows by the outputs' whole storages, 93 KB a step for 56 B of values. The
+# storages are under view-pins-storage's 1 MB, so the growth is container-grows, whose fix (clear the list, keep
+# numbers) misses the cause. Where the witness item's storage is at least PIN_RATIO times its own bytes, the fix
+# copies the slice (`.clone()`), as view-pins-storage's does; with the copy the list grows by its items' bytes only.
+_PIN_RATIO = 4  # instrument/retention.py's PIN_RATIO (not imported: the kinds read a report, not the recorder)
+
+
+def _pins(h: dict) -> bool:
+    nbytes, storage = h.get("nbytes") or 0, h.get("storage_nbytes") or 0
+    return nbytes > 0 and storage >= _PIN_RATIO * nbytes
+
+
 def _fix(fam: str, h: dict, stmt, expr, file) -> str:
     code = source.code(file, stmt.lineno) if stmt is not None else ""
     scalar = h.get("shape") == [] or h.get("shape") == ()
@@ -301,6 +315,8 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
             new = None
         elif scalar:
             new = f"{source.atom(seg)}.item()"
+        elif _pins(h):  # NOTE [Small views that pin their storages]
+            new = f"{source.atom(seg)}.clone()"
         elif h.get("device") in (None, "cpu"):
             new = None  # NOTE [A host container's fix]
         else:
@@ -316,6 +332,10 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
             if fam == "view-pins-storage":
                 return (f"Keep a copy of just the slice: `{rewritten}`: the slice then owns a storage of its "
                         "own size and the large one is freed.")
+            if _pins(h):
+                return (f"Keep a copy of just the slice: `{rewritten}`: each item kept is a view that keeps its whole "
+                        f"storage alive ({human(h.get('storage_nbytes'))} for its {human(h.get('nbytes'))}); a copy "
+                        "owns a storage of its own size. Bound what is kept too if it need not grow.")
             return (f"Bound what is kept (clear it each epoch, keep the last N, or keep Python numbers): e.g. "
                     f"`{rewritten}` to keep it off the device, or `del` it once used.")
     if fam == "hook-holds-tensors":

@@ -226,6 +226,11 @@ def explain(ev: Evidence) -> dict | None:
         if shared is not None:  # See NOTE [A part two losses share]
             said, culprit, chain, fix = shared
             parts.append(said)
+    elif link is None and not name and first and top and node_line:
+        once = _built_once(f, first, node_file, node_line)
+        if once is not None:  # See NOTE [A graph built by a statement that runs once]
+            said, culprit, chain, fix = once
+            parts.append(said)
     return diagnosis(
         KIND,
         explanation=" ".join(parts) or "An earlier backward freed the graph this backward needed.",
@@ -278,6 +283,42 @@ def _before_loop(f: dict, first: dict, name: str | None):
     chain = [where(file, b.lineno, what=f"`{name}` computed once, before the loop"),
              where(first["file"], first["line"], what="backward() without retain_graph=True freed its graph")]
     return said, where(file, b.lineno, alias=name), chain, fix
+
+
+# NOTE [A graph built by a statement that runs once]
+# ``penalty = sum(p.pow(2).sum() for p in model.parameters())`` written once, outside any loop (at module level,
+# under ``if __name__ == "__main__":``), and read as a global by ``loss = ... + 1e-3 * penalty`` inside a
+# ``train_step`` function that the loop calls: NOTE [A value computed once before the loop] does not see it (the
+# backward's own frame neither binds nor holds the name, and its function has no loop), and no name of the frame
+# reaches the freed graph once this iteration's own nodes are left out (the failing backward frees them as it goes,
+# so only the nodes an earlier backward freed count: backward_calls._carried_holders). The facts that remain: the
+# oldest freed node the failing backward reached was built by a statement that binds a name and sits in no loop of
+# its scope, and the backward that freed it ran at the failing backward's own line (the same step, repeated). That
+# statement is the culprit: its graph is built once and every step's backward goes through it. The fix builds it
+# where each step builds its loss (a detach would drop the gradient the term is there to give).
+
+
+def _built_once(f: dict, first: dict, file, line):
+    """(sentence, culprit, chain, fix) when the freed node's statement runs once and the backward repeats (NOTE [A
+    graph built by a statement that runs once]), or None."""
+    if (first.get("file"), first.get("line")) != (f.get("file"), f.get("line")):
+        return None
+    stmt = source.statement_at(file, line)
+    if stmt is None or source.loop_of(stmt) is not None:
+        return None
+    names = source.assigned(stmt)[0]
+    if not names or isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+        return None
+    name = names[0]
+    code = source.code(file, stmt.lineno)
+    said = (f"`{name}` is computed once, at line {stmt.lineno} (`{code}`), outside any loop, and the backward at line "
+            f"{f.get('line')}, which runs again for each step, goes through its graph: the first backward freed it.")
+    fix = (f"Compute `{name}` where each step computes its loss (move line {stmt.lineno} into the loop, or into the "
+           f"function of line {f.get('line')}), so each backward has a graph of its own; detach it only if what it is "
+           "computed from needs no gradient.")
+    chain = [where(file, stmt.lineno, what=f"`{name}` computed once, outside any loop"),
+             where(first["file"], first["line"], what="backward() without retain_graph=True freed its graph")]
+    return said, where(file, stmt.lineno, alias=name), chain, fix
 
 
 def _loop_targets(loop) -> list[str]:
