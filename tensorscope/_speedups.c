@@ -728,6 +728,7 @@ static PyObject *counted_call(PyObject *module, PyObject *args);
 
 /* speedv20: defined in its block at the end of this file */
 static PyObject *kept_on_alias(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *finite_scalar(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
@@ -742,6 +743,8 @@ static PyMethodDef speedups_methods[] = {
     /* speedv20 */
     {"kept_on_alias", (PyCFunction)(void (*)(void))kept_on_alias, METH_FASTCALL,
      "KeptValues.on_alias's method descriptor in C (see the C source)."},
+    {"finite_scalar", (PyCFunction)(void (*)(void))finite_scalar, METH_FASTCALL,
+     "Whether a loss needs no finite check, its value read in place (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -1609,5 +1612,84 @@ kept_on_alias(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(kv_keeping, args[3]);
     kv_max_young = max_young;
     return PyDescr_NewMethod((PyTypeObject *)args[0], &kv_on_alias_def);
+}
+/* finite_scalar(t, tensor_type, kinds, reads) -> True or None: ValueWatch.before_backward's loss check (NOTE [The
+ * loss read in place] in tensorscope/instrument/nonfinite.py). `reads` is TensorBase's own (dtype, is_cpu, numel,
+ * data_ptr): a getter, a getter and two methods, called on `t` directly, never through `t`'s class (a program may
+ * have replaced torch.Tensor's attributes with wrappers of its own). True: `t` (of exactly `tensor_type`) needs no
+ * check, its dtype being one that `_floating` leaves out (`kinds[dtype]` 0), or a CPU tensor of one element whose
+ * value, read at its data pointer, is finite (`kinds[dtype]`: 1 float16, 2 bfloat16, 3 float32, 4 float64,
+ * 5 complex64, 6 complex128; the exponent bits tested as ts_any_nonfinite tests them). None: anything else
+ * (another type, dtype, device or size, no data pointer, a value not finite, a read raising an Exception): the
+ * caller's Python check runs as before. */
+static PyObject *
+ts_get(PyObject *descr, PyObject *t)
+{
+    descrgetfunc get = Py_TYPE(descr)->tp_descr_get;
+    if (get == NULL) {
+        PyErr_SetString(PyExc_TypeError, "not a descriptor");
+        return NULL;
+    }
+    return get(descr, t, (PyObject *)Py_TYPE(t));
+}
+
+static PyObject *
+finite_scalar(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *t, *reads, *dtype = NULL, *kind, *r = NULL;
+    long k;
+    int w, parts = 1;
+    uint64_t mask;
+    if (nargs != 4 || !PyDict_Check(args[2]) || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "finite_scalar(t, tensor_type, kinds, (dtype, is_cpu, numel, data_ptr))");
+        return NULL;
+    }
+    t = args[0];
+    reads = args[3];
+    if ((PyObject *)Py_TYPE(t) != args[1])
+        Py_RETURN_NONE;
+    if ((dtype = ts_get(PyTuple_GET_ITEM(reads, 0), t)) == NULL)
+        goto unknown;
+    kind = PyDict_GetItemWithError(args[2], dtype);
+    Py_CLEAR(dtype);
+    if (kind == NULL || !PyLong_Check(kind))
+        goto unknown;
+    k = PyLong_AsLong(kind);
+    switch (k) {
+    case 0: Py_RETURN_TRUE; /* not floating: `_floating` leaves it out, nothing is checked */
+    case 1: w = 2; mask = 0x7c00u; break;
+    case 2: w = 2; mask = 0x7f80u; break;
+    case 3: w = 4; mask = 0x7f800000u; break;
+    case 4: w = 8; mask = 0x7ff0000000000000ull; break;
+    case 5: w = 4; parts = 2; mask = 0x7f800000u; break;
+    case 6: w = 8; parts = 2; mask = 0x7ff0000000000000ull; break;
+    default: goto unknown;
+    }
+    if ((r = ts_get(PyTuple_GET_ITEM(reads, 1), t)) == NULL || r != Py_True)
+        goto unknown;
+    Py_CLEAR(r);
+    if ((r = PyObject_CallOneArg(PyTuple_GET_ITEM(reads, 2), t)) == NULL || !PyLong_Check(r) || PyLong_AsLong(r) != 1)
+        goto unknown;
+    Py_CLEAR(r);
+    if ((r = PyObject_CallOneArg(PyTuple_GET_ITEM(reads, 3), t)) == NULL || !PyLong_Check(r))
+        goto unknown;
+    {
+        void *p = PyLong_AsVoidPtr(r);
+        Py_CLEAR(r);
+        if (p == NULL)
+            goto unknown;
+        if (ts_any_nonfinite((const char *)p, parts, w, w, mask))
+            goto unknown; /* not finite: the Python check reads it again and records the sink */
+    }
+    Py_RETURN_TRUE;
+unknown:
+    Py_XDECREF(dtype);
+    Py_XDECREF(r);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL;
+        PyErr_Clear();
+    }
+    Py_RETURN_NONE;
 }
 /* ---- end of speedv20's block ---- */
