@@ -726,6 +726,10 @@ static PyObject *finite_params(PyObject *module, PyObject *args);
 /* speeds19: a counted line's calls in C (the block at the end of this file) */
 static PyObject *counted_call(PyObject *module, PyObject *args);
 
+/* speedv20: defined in its block at the end of this file */
+static PyObject *kept_on_alias(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *finite_scalar(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
     {"log_writes", (PyCFunction)(void (*)(void))log_writes, METH_FASTCALL, "OptimizerSteps.log's loop (see the C source)."},
@@ -736,6 +740,11 @@ static PyMethodDef speedups_methods[] = {
     /* speedn19 */
     {"finite_params", (PyCFunction)finite_params, METH_VARARGS,
      "Whether an optimizer's floating CPU parameters are all finite, read in place (see the C source)."},
+    /* speedv20 */
+    {"kept_on_alias", (PyCFunction)(void (*)(void))kept_on_alias, METH_FASTCALL,
+     "KeptValues.on_alias's method descriptor in C (see the C source)."},
+    {"finite_scalar", (PyCFunction)(void (*)(void))finite_scalar, METH_FASTCALL,
+     "Whether a loss needs no finite check, its value read in place (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -1427,3 +1436,260 @@ unknown:
     Py_DECREF(groups);
     Py_RETURN_NONE;
 }
+
+/* ---- speedv20: KeptValues.on_alias in C (NOTE [A counted view offered to the kept values, compiled] in
+ * tensorscope/instrument/kept.py) -----------------------------------------------------------------------------
+ *
+ * kept_on_alias(cls, fallback, tensor_type, keeping, max_young) -> a method descriptor of `cls` (a subclass of
+ * KeptValues) whose body is KeptValues.on_alias's, read for read in the same order: `op in keeping`, else
+ * `isinstance(base, tensor_type)` and `base.grad_fn is None` (an exception of these goes out, as it does from the
+ * Python body, whose test is outside its `try`), `self.young`, then inside the `try` (an Exception cleared, any
+ * other going out) the source's weak reference, each tensor of `outs` appended to `young` as the tuple
+ * (weakref(out), op, file, line, src, out._version, op != "data"), and `self.settle(rec)` at `max_young`. Only the
+ * call with the site (the counted line's: `site[1]` and `site[2]` are the frame's file and line) and positional
+ * arguments is done here; any other goes to `fallback` (the Python function) with the same arguments. */
+static PyObject *kv_fallback, *kv_tensor, *kv_keeping, *kv_s_young, *kv_s_grad_fn, *kv_s_data, *kv_s_settle,
+    *kv_s_append;
+static Py_ssize_t kv_max_young;
+
+static PyObject *
+kv_call_fallback(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0, i;
+    PyObject *small[16], **stack = small, *r;
+    if (nargs + nkw + 1 > 16) {
+        stack = PyMem_Malloc((size_t)(nargs + nkw + 1) * sizeof(PyObject *));
+        if (stack == NULL)
+            return PyErr_NoMemory();
+    }
+    stack[0] = self;
+    for (i = 0; i < nargs + nkw; i++)
+        stack[i + 1] = args[i];
+    r = PyObject_Vectorcall(kv_fallback, stack, (size_t)(nargs + 1), kwnames);
+    if (stack != small)
+        PyMem_Free(stack);
+    return r;
+}
+
+/* young.append(item) */
+static int
+kv_append(PyObject *young, PyObject *item)
+{
+    if (PyList_CheckExact(young))
+        return PyList_Append(young, item);
+    PyObject *r = PyObject_CallMethodOneArg(young, kv_s_append, item);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *
+kv_on_alias(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *rec, *op, *base, *outs, *site, *young = NULL, *src = NULL, *it = NULL, *out = NULL;
+    PyObject *shares = NULL;
+    int keeping, is_tensor = -1;
+    if (kv_fallback == NULL || nargs != 6 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0)
+        || !PyTuple_Check(args[5]) || PyTuple_GET_SIZE(args[5]) < 3)
+        return kv_call_fallback(self, args, nargs, kwnames);
+    rec = args[0];
+    op = args[1];
+    base = args[2];
+    outs = args[3];
+    site = args[5];
+    keeping = PySequence_Contains(kv_keeping, op); /* `op not in _KEEPING` */
+    if (keeping < 0)
+        return NULL;
+    if (!keeping) {
+        is_tensor = PyObject_IsInstance(base, kv_tensor);
+        if (is_tensor < 0)
+            return NULL;
+        if (!is_tensor)
+            Py_RETURN_NONE;
+        PyObject *gf = PyObject_GetAttr(base, kv_s_grad_fn);
+        if (gf == NULL)
+            return NULL;
+        int none = gf == Py_None;
+        Py_DECREF(gf);
+        if (!none)
+            Py_RETURN_NONE;
+    }
+    young = PyObject_GetAttr(self, kv_s_young);
+    if (young == NULL)
+        return NULL;
+    /* try: */
+    is_tensor = PyObject_IsInstance(base, kv_tensor);
+    if (is_tensor < 0)
+        goto except;
+    if (is_tensor) {
+        if ((src = PyWeakref_NewRef(base, NULL)) == NULL)
+            goto except;
+    } else {
+        Py_INCREF(Py_None);
+        src = Py_None;
+    }
+    PyObject *file = PyTuple_GET_ITEM(site, 1), *line = PyTuple_GET_ITEM(site, 2);
+    if ((it = PyObject_GetIter(outs)) == NULL)
+        goto except;
+    while ((out = PyIter_Next(it)) != NULL) {
+        int t = PyObject_IsInstance(out, kv_tensor);
+        if (t < 0)
+            goto except;
+        if (t) {
+            PyObject *ref = NULL, *version = NULL, *item = NULL;
+            int rc = -1;
+            if ((ref = PyWeakref_NewRef(out, NULL)) != NULL && (version = PyObject_GetAttr(out, s_version)) != NULL
+                && (shares = PyObject_RichCompare(op, kv_s_data, Py_NE)) != NULL
+                && (item = PyTuple_Pack(7, ref, op, file, line, src, version, shares)) != NULL)
+                rc = kv_append(young, item);
+            Py_XDECREF(ref);
+            Py_XDECREF(version);
+            Py_CLEAR(shares);
+            Py_XDECREF(item);
+            if (rc < 0)
+                goto except;
+        }
+        Py_CLEAR(out);
+    }
+    if (PyErr_Occurred())
+        goto except;
+    Py_CLEAR(it);
+    {
+        Py_ssize_t n = PyObject_Size(young);
+        if (n < 0)
+            goto except;
+        if (n >= kv_max_young) {
+            PyObject *r = PyObject_CallMethodOneArg(self, kv_s_settle, rec);
+            if (r == NULL)
+                goto except;
+            Py_DECREF(r);
+        }
+    }
+    Py_DECREF(young);
+    Py_DECREF(src);
+    Py_RETURN_NONE;
+except: /* `except Exception: pass` */
+    Py_XDECREF(out);
+    Py_XDECREF(it);
+    Py_XDECREF(src);
+    Py_DECREF(young);
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return NULL;
+}
+
+static PyMethodDef kv_on_alias_def = {
+    "on_alias", (PyCFunction)(void (*)(void))kv_on_alias, METH_FASTCALL | METH_KEYWORDS,
+    "KeptValues.on_alias in C (see tensorscope/instrument/kept.py)."
+};
+
+static PyObject *
+kept_on_alias(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t max_young;
+    if (nargs != 5 || !PyType_Check(args[0]) || !PyAnySet_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "kept_on_alias(cls, fallback, tensor_type, keeping, max_young)");
+        return NULL;
+    }
+    max_young = PyLong_AsSsize_t(args[4]);
+    if (max_young == -1 && PyErr_Occurred())
+        return NULL;
+#define INTERN(var, text) if (var == NULL && (var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(kv_s_young, "young");
+    INTERN(kv_s_grad_fn, "grad_fn");
+    INTERN(kv_s_data, "data");
+    INTERN(kv_s_settle, "settle");
+    INTERN(kv_s_append, "append");
+#undef INTERN
+    Py_INCREF(args[1]);
+    Py_XSETREF(kv_fallback, args[1]);
+    Py_INCREF(args[2]);
+    Py_XSETREF(kv_tensor, args[2]);
+    Py_INCREF(args[3]);
+    Py_XSETREF(kv_keeping, args[3]);
+    kv_max_young = max_young;
+    return PyDescr_NewMethod((PyTypeObject *)args[0], &kv_on_alias_def);
+}
+/* finite_scalar(t, tensor_type, kinds, reads) -> True or None: ValueWatch.before_backward's loss check (NOTE [The
+ * loss read in place] in tensorscope/instrument/nonfinite.py). `reads` is TensorBase's own (dtype, is_cpu, numel,
+ * data_ptr): a getter, a getter and two methods, called on `t` directly, never through `t`'s class (a program may
+ * have replaced torch.Tensor's attributes with wrappers of its own). True: `t` (of exactly `tensor_type`) needs no
+ * check, its dtype being one that `_floating` leaves out (`kinds[dtype]` 0), or a CPU tensor of one element whose
+ * value, read at its data pointer, is finite (`kinds[dtype]`: 1 float16, 2 bfloat16, 3 float32, 4 float64,
+ * 5 complex64, 6 complex128; the exponent bits tested as ts_any_nonfinite tests them). None: anything else
+ * (another type, dtype, device or size, no data pointer, a value not finite, a read raising an Exception): the
+ * caller's Python check runs as before. */
+static PyObject *
+ts_get(PyObject *descr, PyObject *t)
+{
+    descrgetfunc get = Py_TYPE(descr)->tp_descr_get;
+    if (get == NULL) {
+        PyErr_SetString(PyExc_TypeError, "not a descriptor");
+        return NULL;
+    }
+    return get(descr, t, (PyObject *)Py_TYPE(t));
+}
+
+static PyObject *
+finite_scalar(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *t, *reads, *dtype = NULL, *kind, *r = NULL;
+    long k;
+    int w, parts = 1;
+    uint64_t mask;
+    if (nargs != 4 || !PyDict_Check(args[2]) || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "finite_scalar(t, tensor_type, kinds, (dtype, is_cpu, numel, data_ptr))");
+        return NULL;
+    }
+    t = args[0];
+    reads = args[3];
+    if ((PyObject *)Py_TYPE(t) != args[1])
+        Py_RETURN_NONE;
+    if ((dtype = ts_get(PyTuple_GET_ITEM(reads, 0), t)) == NULL)
+        goto unknown;
+    kind = PyDict_GetItemWithError(args[2], dtype);
+    Py_CLEAR(dtype);
+    if (kind == NULL || !PyLong_Check(kind))
+        goto unknown;
+    k = PyLong_AsLong(kind);
+    switch (k) {
+    case 0: Py_RETURN_TRUE; /* not floating: `_floating` leaves it out, nothing is checked */
+    case 1: w = 2; mask = 0x7c00u; break;
+    case 2: w = 2; mask = 0x7f80u; break;
+    case 3: w = 4; mask = 0x7f800000u; break;
+    case 4: w = 8; mask = 0x7ff0000000000000ull; break;
+    case 5: w = 4; parts = 2; mask = 0x7f800000u; break;
+    case 6: w = 8; parts = 2; mask = 0x7ff0000000000000ull; break;
+    default: goto unknown;
+    }
+    if ((r = ts_get(PyTuple_GET_ITEM(reads, 1), t)) == NULL || r != Py_True)
+        goto unknown;
+    Py_CLEAR(r);
+    if ((r = PyObject_CallOneArg(PyTuple_GET_ITEM(reads, 2), t)) == NULL || !PyLong_Check(r) || PyLong_AsLong(r) != 1)
+        goto unknown;
+    Py_CLEAR(r);
+    if ((r = PyObject_CallOneArg(PyTuple_GET_ITEM(reads, 3), t)) == NULL || !PyLong_Check(r))
+        goto unknown;
+    {
+        void *p = PyLong_AsVoidPtr(r);
+        Py_CLEAR(r);
+        if (p == NULL)
+            goto unknown;
+        if (ts_any_nonfinite((const char *)p, parts, w, w, mask))
+            goto unknown; /* not finite: the Python check reads it again and records the sink */
+    }
+    Py_RETURN_TRUE;
+unknown:
+    Py_XDECREF(dtype);
+    Py_XDECREF(r);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return NULL;
+        PyErr_Clear();
+    }
+    Py_RETURN_NONE;
+}
+/* ---- end of speedv20's block ---- */

@@ -42,6 +42,7 @@ import weakref
 
 import torch
 
+from tensorscope.instrument import speedups as _speedups
 from tensorscope.instrument.frames import signals_wait, line_of, receiver
 from tensorscope.instrument.recorder import storage_key
 
@@ -586,6 +587,38 @@ def _DEAD():
 # handed to it (``jitter(X[i:i + 8], 1.1)`` with ``x.mul_(scale)`` inside): the function then writes its
 # argument, a view of the caller's data. One per aliasing line (its first write is the culprit, the
 # others are counted); the checks run at the first write only.
+
+# NOTE [A counted view offered to the kept values, compiled]
+# (speedv20) Past a line's first events each view the line takes is offered to the kept values from the counted
+# wrapper's hit (NOTE [A counted line's calls, compiled] in speedups.py): ``on_alias`` with the line's site. Its
+# Python body costs a frame, two ``isinstance``, the ``grad_fn`` read, two weak references and the young tuple:
+# about 5,300 instructions a view (small_mlp's two batch views, ``data[i]`` and ``labels[i]``, 10.6k a step;
+# benchmarks/RESULTS.md, "speedv20"). Where the accelerator is built, the run's ``KeptValues`` is of a subclass whose
+# ``on_alias`` is ``_speedups.kept_on_alias``'s method descriptor: the same reads in the same order with the same
+# objects (``_KEEPING``, ``torch.Tensor``, ``young`` read from the instance at each call, ``settle`` at
+# ``_MAX_YOUNG``), the same tuple appended, the same exceptions let out or swallowed; a call without the site
+# (``Tracker.on_alias``'s) or with keywords goes to the Python body. A method descriptor (not a function in the
+# instance) keeps ``kept.on_alias`` a bound method to every caller, and an attribute set on the instance (a
+# benchmark's timer) still wins. Chosen when the tracker is made (``TENSORSCOPE_PURE_PYTHON=1`` then: the Python
+# class).
+_COMPILED_CLASS = []
+
+
+def kept_values() -> KeptValues:
+    """A run's ``KeptValues``: of the compiled subclass where the accelerator is built (see the NOTE above)."""
+    make = _speedups.function("kept_on_alias")
+    if make is None:
+        return KeptValues()
+    if not _COMPILED_CLASS:
+        try:
+            class CompiledKeptValues(KeptValues):
+                pass
+            CompiledKeptValues.on_alias = make(CompiledKeptValues, KeptValues.on_alias, _Tensor, _KEEPING, _MAX_YOUNG)
+            _COMPILED_CLASS.append(CompiledKeptValues)
+        except Exception:
+            _COMPILED_CLASS.append(KeptValues)
+    return _COMPILED_CLASS[0]()
+
 
 _OVERWRITES = frozenset({
     "copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_", "geometric_",

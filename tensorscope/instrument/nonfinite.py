@@ -170,6 +170,8 @@ class ValueWatch:
         self.outside: list = []
         # the accelerator's read of a step's parameters (NOTE [A step's parameters read in place]), or None
         self._finite_params = getattr(_speedups.compiled(), "finite_params", None) if _to_dlpack else None
+        # the accelerator's read of a loss (NOTE [The loss read in place]), or None
+        self._finite_scalar = _speedups.function("finite_scalar") if _BASE_READS is not None else None
 
     # --- switching on and off ---------------------------------------------------
 
@@ -269,6 +271,11 @@ class ValueWatch:
                 return
         roots = args[0] if args else kwargs.get("tensors", kwargs.get("outputs"))
         if isinstance(roots, _Tensor):  # the common case (``loss.backward()``) without the two list comprehensions
+            read = self._finite_scalar  # NOTE [The loss read in place]: under ``run``, no mode, no profiler
+            if (read is not None and self.grads is None and type(roots) is _Tensor
+                    and not (_dispatch_modes() or _function_modes() or _profiling())
+                    and read(roots, _Tensor, _DTYPE_KINDS, _BASE_READS) is True):
+                return  # a finite CPU scalar, or not floating: what ``_floating`` and ``_finite_scalar`` would find
             roots = [roots] if _floating(roots) else []
         else:
             roots = [r for r in (roots or ()) if isinstance(r, _Tensor) and _floating(r)]
@@ -1062,6 +1069,35 @@ def _floating_params(optimizer) -> list:
             elif _floating(p):
                 out.append(p)
     return out
+
+
+# NOTE [The loss read in place]
+# (speedv20) Under ``run`` the loss's check before its backward (NOTE [A step's sinks on the CPU, read directly]) was
+# ``_floating`` (three of TensorBase's methods and ``inspectable``) and ``_finite_scalar`` (the modes' and profiler's
+# tests, ``is_cpu``, ``numel``, ``item``): about 11.6k instructions a small_mlp step in ``before_backward``, of
+# which ``item``'s dispatch to ``_local_scalar_dense`` 1.6k and the Python frames most of the rest. Where the
+# accelerator is built, a loss of exactly ``torch.Tensor`` (always inspectable), with no dispatch or torch-function
+# mode and no profiler on (no program code can see a read then), is first read by ``_speedups.finite_scalar``: its
+# dtype through TensorBase's own getter (an integer or bool dtype: not floating, nothing checked, as ``_floating``
+# finds), then ``is_cpu``, ``numel() == 1`` and ``data_ptr()``, TensorBase's own too (a program may replace
+# ``torch.Tensor``'s), and the element's exponent bits tested at that address as ``finite_params`` tests a
+# parameter's (float16, bfloat16, float32, float64 and their complex kinds). No op is dispatched and no autograd node
+# is made (``data_ptr`` is no view). It answers True only where the Python check would find nothing to record; any
+# other case (another type, a dtype it does not know such as float8, another device, more than one element, no
+# data pointer, a ZeroTensor's null one, a value not finite, a read that raises) answers None and the Python check
+# runs as before, reading the value again. Under ``explain`` the loss's value is also the trigger of NOTE
+# [Gradients that may overflow]: not read here. The four are ``TensorBase``'s own (in its ``__dict__``) on 2.2.2, 2.6.0,
+# 2.9.1, 2.13.0 and 2.15.0 (checked); a release without one of them gives the Python check alone. Measured
+# (``benchmarks/step_instructions.py full 50``): ``before_backward`` 11.6k -> 5.6k instructions a small_mlp step,
+# the backward phase 511.0k -> 505.2k (benchmarks/RESULTS.md, "speedv20").
+_BASE_READS = None
+try:
+    _BASE_READS = (_TB.__dict__["dtype"], _TB.__dict__["is_cpu"], _TB.__dict__["numel"], _TB.__dict__["data_ptr"])
+except Exception:  # a release without one of them as TensorBase's own: the Python check alone
+    pass
+_DTYPE_KINDS = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.float64: 4, torch.complex64: 5,
+                torch.complex128: 6}
+_DTYPE_KINDS.update({d: 0 for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)})
 
 
 def _finite_scalar(roots) -> bool:

@@ -200,7 +200,7 @@ class OptimizerSteps:
 
     def started(self, opt, args, kwargs) -> None:
         """The global step pre-hook: record the step whole where the program's code cannot run in it."""
-        if _compiling():  # first: nothing here is traceable
+        if _is_compiling() if _is_compiling is not None else _compiling():  # first: nothing here is traceable
             return
         rec = self.rec
         try:
@@ -224,7 +224,7 @@ class OptimizerSteps:
 
     def finished(self, opt, args, kwargs) -> None:
         """The global step post-hook: log the writes of a step recorded whole."""
-        if _compiling():
+        if _is_compiling() if _is_compiling is not None else _compiling():  # ``_compiling()``, its frame saved
             return
         try:
             ident = _get_ident()

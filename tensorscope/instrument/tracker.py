@@ -28,7 +28,7 @@ from tensorscope.instrument.backward_calls import BackwardCalls
 from tensorscope.instrument.failure_graph import FailureGraph
 from tensorscope.instrument.frames import (_LINES, COMPILER, library_name, line_of, peek_locals, receiver, strip_traceback,
                                            user_frame)
-from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, KeptValues
+from tensorscope.instrument.kept import EXTERNAL as _EXTERNAL, kept_values
 from tensorscope.instrument.optimizer_steps import OptimizerSteps
 from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES, RunningStats
 from tensorscope.instrument.sharedstate import SharedState
@@ -70,7 +70,7 @@ class Tracker(Recorder):
         self.growth = Growth(self)  # live bytes per name at sampled step boundaries (see NOTE [Sampling growth])
         self.growth_fwd = Growth(self, "forward")  # the same at top-level module calls (NOTE [Steps without backward])
         self.values = None  # the non-finite checks (nonfinite.ValueWatch), installed by session.active
-        self.kept = KeptValues()  # aliases the program keeps (see NOTE [Kept values] in kept.py)
+        self.kept = kept_values()  # aliases the program keeps (see NOTE [Kept values] in kept.py)
         self.shared = SharedState()  # state two objects share, ctx attributes (see NOTE [Shared state])
         self.running_stats = RunningStats()  # see NOTE [Running statistics updated twice] in runningstats.py
         self.index_checks: dict[tuple, int] = {}  # (file, line) -> index writes checked for duplicates
