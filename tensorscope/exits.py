@@ -38,11 +38,13 @@ import operator
 import os
 import signal
 import sys
+import sysconfig
 import threading
+import types
 import _thread
 import weakref
 
-from tensorscope.instrument.frames import SIGNALS_WAIT, is_tensorscope_file, strip_for_reraise
+from tensorscope.instrument.frames import SIGNALS_RUN, SIGNALS_WAIT, is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.transparent import named
 
 
@@ -287,12 +289,102 @@ def default_again(signals) -> None:
 # none of torch's) is not guarded.
 
 
-def _in_waiting_callback(frame) -> bool:
-    while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
-        if frame.f_code in SIGNALS_WAIT:
+# faults20: NOTE [A signal handler that lands in tensorscope's code]
+# faults19 measured the handler running in a *wrapper* of tensorscope's too (a torch function's or method's,
+# an optimizer step's hook, a saved-tensor hook, a finite check), not only in the callbacks above: 8,000
+# SIGINTs into an Adam loop, 10.7 % of the handler's calls under ``run``, 57 % under ``explain`` (3.11). There
+# the handler's exception (a program's ``Stop``, a SIGALRM ``TimeoutError``) met tensorscope's ``except
+# Exception`` and was lost, or left an event half recorded. So the rule of the callbacks holds for every
+# frame of tensorscope's that runs on the program's behalf: where the frame the handler would get is
+# tensorscope's, and the program's (or a library's) code called that code, the signal is marked as arrived
+# again when ``guard`` returns and heard at the next check, which is back in the code that called tensorscope
+# once the wrapper has returned (the checks inside the wrapper defer again; each costs one ``guard`` call).
+# Two exceptions:
+# - a wrapper that waits in a system call for the program (children.py's ``os.waitpid``, marked by
+#   ``frames.signals_run``): a signal marked as arrived does not interrupt the call it goes back to, so the
+#   handler runs there at once, as python runs it inside ``os.waitpid`` (its exception leaves the call);
+# - tensorscope's code with nothing of the program's below it (before the program's code runs, or after it
+#   has returned): the handler runs at once, as before.
+# A handler that lands in code tensorscope calls (torch's own Python code inside a finite check) runs there: the
+# frame it gets is a library's, as python gives for a library's frame (measured as "tensorscope_in_chain",
+# benchmarks/signal_landing.py). A second signal heard while ``guard`` decides (``_DECIDING``: a signal
+# storm, an active trace function under ``explain``) is marked as arrived again without a walk: on 3.11 a
+# storm under ``explain`` nested ``guard`` 335 deep (RecursionError) when each walk was itself interrupted.
+
+
+def _stdlib_file(filename: str, _cache={}) -> bool:
+    """True for a file of python's standard library (frozen modules included), not site-packages."""
+    verdict = _cache.get(filename)
+    if verdict is None:
+        verdict = _cache[filename] = filename.startswith("<frozen ") or (
+            filename.startswith(_STDLIB) and "site-packages" not in filename and "dist-packages" not in filename)
+    return verdict
+
+
+_STDLIB = tuple({os.path.join(f(p), "") for f in (os.path.abspath, os.path.realpath)
+                 for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"], os.path.dirname(os.__file__))})
+
+
+def _library_file(filename: str) -> bool:
+    """True for python's standard library and installed packages (torch among them)."""
+    if _stdlib_file(filename) or "site-packages" in filename or "dist-packages" in filename:
+        return True
+    where = getattr(sys.modules.get("torch"), "__file__", None)  # a torch built in a source tree
+    return isinstance(where, str) and filename.startswith(os.path.join(os.path.dirname(where), ""))
+
+
+def _passes(frame, callee) -> bool:
+    """Whether tensorscope's ``frame`` called ``callee``'s function on the program's behalf: a function it holds
+    in a local or closure variable (the original that a wrapper wraps), not one it looked up itself."""
+    code = callee.f_code
+    try:
+        values = list(frame.f_locals.values())
+    except Exception:  # noqa: BLE001  (a frame that cannot say: not a pass)
+        return False
+    for v in values:
+        t = type(v)
+        if t is types.MethodType:
+            v, t = v.__func__, type(v.__func__)
+        if t is types.FunctionType and v.__code__ is code:
             return True
-        frame = frame.f_back
     return False
+
+
+def _must_wait(frame) -> bool:
+    """Whether a handler given ``frame`` waits (NOTE [A signal handler that lands in tensorscope's code])."""
+    callee = None
+    while frame is not None and _library_file(frame.f_code.co_filename):
+        callee, frame = frame, frame.f_back  # a library's code: the program's, or one tensorscope's code called
+    if frame is None or not is_tensorscope_file(frame.f_code.co_filename):
+        return False
+    if callee is not None and _passes(frame, callee):
+        return False  # a wrapper's call of the original: python runs the handler there too
+    while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
+        code = frame.f_code
+        if code in SIGNALS_WAIT:
+            return True
+        if code in SIGNALS_RUN:
+            return False
+        frame = frame.f_back
+    return frame is not None and frame is not _START[0]
+
+
+_DECIDING: list = []  # not empty while ``_deferred`` walks the stack
+_START: list = [None]  # the frame that called tensorscope's command: below it, nothing of the program's
+
+
+def _deferred(signum: int, frame):
+    """An anchor that marks ``signum`` as arrived again when the caller's frame ends, where the handler must
+    wait; None where it runs now (NOTE [A signal handler that lands in tensorscope's code])."""
+    if _DECIDING:
+        return _trip_on_return(signum)
+    _DECIDING.append(signum)
+    try:
+        wait = frame is not None and _must_wait(frame)
+    finally:
+        _DECIDING.clear()
+    return _trip_on_return(signum) if wait else None
+# end faults20
 
 
 def unguarded(signum: int, handler):
@@ -321,9 +413,11 @@ def fatal_signals_report(ending: Ending):
     targets: dict = {}  # signal -> the program's handler (python's SIGINT handler first), called by guard
 
     def guard(signum, frame):
-        if frame is not None and _in_waiting_callback(frame):
-            anchor = _trip_on_return(signum)  # noqa: F841  (dies as guard returns: the signal comes again)
+        # faults20: a handler landing in tensorscope's code waits for the program's next check (_deferred)
+        anchor = _deferred(signum, frame)  # dies as guard returns: the signal comes again
+        if anchor is not None:
             return
+        # end faults20
         target = targets.get(signum)
         if target is None:
             return
@@ -336,6 +430,12 @@ def fatal_signals_report(ending: Ending):
             raise
 
     guard.tensorscope_targets = targets
+    f, start = sys._getframe(), None  # faults20: the frame below tensorscope's outermost one (_must_wait)
+    while f is not None:
+        if is_tensorscope_file(f.f_code.co_filename):
+            start = f.f_back
+        f = f.f_back
+    _START[0] = start
 
     def program_handler(h) -> bool:
         return callable(h) and not getattr(h, "tensorscope_own", False) \
@@ -386,6 +486,7 @@ def fatal_signals_report(ending: Ending):
     try:
         yield
     finally:
+        _START[0] = None  # faults20
         signal.signal, signal.getsignal = real_signal, real_getsignal
         for s in ours:
             if real_getsignal(s) is handler:
