@@ -6,7 +6,10 @@ SIGINT handler counts where it ran: the first frame below it that is not tensors
 tensorscope's, torch's, the program's, or another file's; "in_tensorscope" counts tensorscope's frames and the
 standard library's frames that tensorscope's code called), and whether a frame of tensorscope's sits between
 that frame and the program's own code (a wrapper that called torch's code: python too runs the handler there). Every EVERY-th call it raises the program's own ``Stop``, caught by a ``try``
-around the loop: raised minus caught is the exceptions lost on the way.
+around the loop: raised minus caught is the exceptions lost on the way. A call that comes while the handler
+itself runs (a storm faster than the handler: under ``explain`` the handler's own lines are recorded) is
+counted as "nested" and does not raise, so that a ``Stop`` never replaces another; each ``Stop`` clears the
+optimizer's state (one inside Adam's first step leaves it half made, under python too).
 
     python benchmarks/signal_landing.py [SENDS [EVERY]]
     tensorscope run benchmarks/signal_landing.py 8000 7
@@ -37,6 +40,7 @@ class Stop(Exception):
 calls = raised = caught = 0
 where: dict = {}
 stacks: dict = {}  # raise number -> where it was raised (kept for the lost ones)
+nested = depth = 0
 chain = 0  # calls whose stack had a frame of tensorscope's between the landing and the program's code
 
 
@@ -52,8 +56,12 @@ def _kind(f) -> str:
 
 
 def handler(signum, frame):
-    global calls, raised, chain
+    global calls, raised, chain, nested, depth
     calls += 1
+    if depth:  # a call inside a call of its own (a storm faster than the handler): counted, never raises
+        nested += 1
+        return
+    depth = 1
     f = sys._getframe(1)
     while f is not None and f.f_code.co_name == "guard":
         f = f.f_back
@@ -70,10 +78,14 @@ def handler(signum, frame):
             chain += 1
             break
         g = g.f_back
-    if EVERY and calls % EVERY == 0:
-        raised += 1
-        stacks[raised] = _stack(f)
-        raise Stop(raised)
+    if not (EVERY and calls % EVERY == 0):
+        depth = 0
+        return
+    stacks[raised + 1] = _stack(f)
+    e = Stop(raised + 1)
+    raised += 1
+    depth = 0  # no call between this and the raise: no check, no other handler call in between
+    raise e
 
 
 def _stack(f) -> str:
@@ -120,9 +132,10 @@ while True:
     except Stop as e:
         caught += 1
         stacks.pop(e.args[0], None)
+        opt.state.clear()  # a Stop inside Adam's first step leaves its state half made (python too)
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 ts = {k: v for k, v in where.items() if k.startswith("tensorscope") or k == "stdlib, called by tensorscope"}
-print(json.dumps({"calls": calls, "steps": steps, "raised": raised, "caught": caught, "lost": raised - caught,
+print(json.dumps({"calls": calls, "nested": nested, "steps": steps, "raised": raised, "caught": caught, "lost": raised - caught,
                   "in_tensorscope": sum(ts.values()), "tensorscope_in_chain": chain,
                   "lost_at": sorted(stacks.values())[:10],
                   "where": dict(sorted(where.items(), key=lambda kv: -kv[1])[:8])}))

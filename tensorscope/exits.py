@@ -279,9 +279,9 @@ def default_again(signals) -> None:
 # in the program's code, where python runs it (the same line, the same traceback, the same ``frame``).
 # Elsewhere the handler runs at once, with the nearest frame that is not tensorscope's as ``frame``, and
 # its exception leaves ``guard``'s entry out of the traceback (NOTE [Invisible frames] in
-# instrument/patches.py). Only those callbacks wait, not all of tensorscope's code: a wrapper of
-# tensorscope's may be waiting in a system call (children.py's ``os.waitpid``), which a signal marked as
-# arrived does not interrupt, and a KeyboardInterrupt raised in a wrapper reaches the program anyway. The
+# instrument/patches.py). Since faults20 tensorscope's wrappers and hooks wait too (NOTE [A signal handler
+# that lands in tensorscope's code] below), except one waiting in a system call for the program
+# (children.py's ``os.waitpid``), which a signal marked as arrived does not interrupt. The
 # program sees its own handlers: ``signal.getsignal`` and ``signal.signal``'s return value give them, and
 # once the program has ended they are put back as they were (``unguarded``). Nothing on the hot path:
 # ``forget`` is as it was, and ``guard`` runs only when a signal comes. A handler set through the real
@@ -289,27 +289,42 @@ def default_again(signals) -> None:
 # none of torch's) is not guarded.
 
 
-# faults20: NOTE [A signal handler that lands in tensorscope's code]
-# faults19 measured the handler running in a *wrapper* of tensorscope's too (a torch function's or method's,
-# an optimizer step's hook, a saved-tensor hook, a finite check), not only in the callbacks above: 8,000
-# SIGINTs into an Adam loop, 10.7 % of the handler's calls under ``run``, 57 % under ``explain`` (3.11). There
-# the handler's exception (a program's ``Stop``, a SIGALRM ``TimeoutError``) met tensorscope's ``except
-# Exception`` and was lost, or left an event half recorded. So the rule of the callbacks holds for every
-# frame of tensorscope's that runs on the program's behalf: where the frame the handler would get is
-# tensorscope's, and the program's (or a library's) code called that code, the signal is marked as arrived
-# again when ``guard`` returns and heard at the next check, which is back in the code that called tensorscope
-# once the wrapper has returned (the checks inside the wrapper defer again; each costs one ``guard`` call).
-# Two exceptions:
-# - a wrapper that waits in a system call for the program (children.py's ``os.waitpid``, marked by
-#   ``frames.signals_run``): a signal marked as arrived does not interrupt the call it goes back to, so the
-#   handler runs there at once, as python runs it inside ``os.waitpid`` (its exception leaves the call);
-# - tensorscope's code with nothing of the program's below it (before the program's code runs, or after it
-#   has returned): the handler runs at once, as before.
-# A handler that lands in code tensorscope calls (torch's own Python code inside a finite check) runs there: the
-# frame it gets is a library's, as python gives for a library's frame (measured as "tensorscope_in_chain",
-# benchmarks/signal_landing.py). A second signal heard while ``guard`` decides (``_DECIDING``: a signal
-# storm, an active trace function under ``explain``) is marked as arrived again without a walk: on 3.11 a
-# storm under ``explain`` nested ``guard`` 335 deep (RecursionError) when each walk was itself interrupted.
+# NOTE [A signal handler that lands in tensorscope's code]
+# (faults20.) faults19 measured the handler running in a *wrapper* of tensorscope's too (a torch function's
+# or method's, an optimizer step's hook, a saved-tensor hook, a finite check), not only in the callbacks
+# above: 8,000 SIGINTs into an Adam loop, 10.7 % of the handler's calls under ``run``, 57 % under ``explain``
+# (3.11). There the handler's exception (a program's ``Stop``, a SIGALRM ``TimeoutError``) met tensorscope's
+# ``except Exception`` and was lost (4-8 % of them), or the call's event was left half recorded (a
+# ``detach_`` left out of the events: tests/programs/faults/handler_in_a_wrapper.py). So the rule of the
+# callbacks holds wherever tensorscope's code runs on the program's behalf: ``_deferred`` walks out from the
+# frame the handler would get, over the standard library's and installed packages' frames (torch's), to the
+# first other frame. Where that frame is tensorscope's, and the program's code (or a library's) called it,
+# the signal is marked as arrived again when ``guard`` returns and heard at the next check, back in the code
+# that called tensorscope's once it has returned (each check inside defers again: one ``guard`` call). So a
+# handler never runs in tensorscope's frames, nor in torch's or the standard library's code that
+# tensorscope's own code called (``origin_walk.arm``'s ``register_hook``, ``usercode``'s ``realpath``).
+# It runs at once:
+# - where a wrapper calls the function it wraps: the library frame it called runs a function the wrapper
+#   holds in a local or closure variable (``_passes``: the original, ``orig(*args)``). Python runs the
+#   handler inside that call too (torch's ``autograd.backward`` under the wrapper of ``Tensor.backward``),
+#   and its exception leaves the call as under python;
+# - in a wrapper that waits in a system call for the program (children.py's ``os.waitpid``, marked by
+#   ``frames.signals_run``): a signal marked as arrived does not interrupt the wait it goes back to (a
+#   SIGALRM timeout of the program's would wait for the child), so the handler runs there, as python runs
+#   it inside ``os.waitpid`` (tests/programs/faults/handler_in_waitpid.py);
+# - in tensorscope's code with nothing of the program's below it (``_START``: the frame that called
+#   tensorscope's command; before the program's code runs, or after it returned).
+# A signal heard while ``_deferred`` decides (``_DECIDING``: a storm, an active trace function under
+# ``explain``) is marked as arrived again at once, without a walk, and the anchor is made while
+# ``_DECIDING`` is set, so that a handler never runs (and raises) inside ``_trip_on_return``. Tried and
+# dropped (both hung a 3.11 ``explain`` under a storm of 8,000 SIGINTs, killed after 280-600 s, as
+# faults19's attempt did): a nested call of the same signal counted as one arrival; the signals heard
+# while deciding collected and marked again by the call deciding. Left: in such a storm under ``explain``
+# on 3.11, "Exception ignored in: operator.methodcaller('trip')" (an ``AttributeError``) was printed once
+# in 4 runs: an anchor freed before its wire was armed, most likely a RecursionError of nested ``guard``
+# calls inside ``_trip_on_return`` (main printed a RecursionError in the same storm). The walk reads the
+# locals of one frame of tensorscope's (``f_locals``) only where a library frame was called by it. Cost:
+# only when a signal comes.
 
 
 def _stdlib_file(filename: str, _cache={}) -> bool:
@@ -379,11 +394,11 @@ def _deferred(signum: int, frame):
     if _DECIDING:
         return _trip_on_return(signum)
     _DECIDING.append(signum)
-    try:
-        wait = frame is not None and _must_wait(frame)
+    try:  # the anchor is made while _DECIDING is set: a call meanwhile never runs a handler in _trip_on_return
+        anchor = _trip_on_return(signum) if frame is not None and _must_wait(frame) else None
     finally:
-        _DECIDING.clear()
-    return _trip_on_return(signum) if wait else None
+        del _DECIDING[:]  # no call: no check between this and the return
+    return anchor
 # end faults20
 
 
