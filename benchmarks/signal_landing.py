@@ -8,8 +8,9 @@ standard library's frames that tensorscope's code called), and whether a frame o
 that frame and the program's own code (a wrapper that called torch's code: python too runs the handler there). Every EVERY-th call it raises the program's own ``Stop``, caught by a ``try``
 around the loop: raised minus caught is the exceptions lost on the way. A call that comes while the handler
 itself runs (a storm faster than the handler: under ``explain`` the handler's own lines are recorded) is
-counted as "nested" and does not raise, so that a ``Stop`` never replaces another; each ``Stop`` clears the
-optimizer's state (one inside Adam's first step leaves it half made, under python too).
+counted as "nested" and does not raise, so that a ``Stop`` never replaces another; the handler raises only
+while the loop's ``try`` can catch it (a check inside the ``except`` clause would raise outside it, under
+python too); each ``Stop`` clears the optimizer's state (one inside Adam's first step leaves it half made).
 
     python benchmarks/signal_landing.py [SENDS [EVERY]]
     tensorscope run benchmarks/signal_landing.py 8000 7
@@ -40,7 +41,7 @@ class Stop(Exception):
 calls = raised = caught = 0
 where: dict = {}
 stacks: dict = {}  # raise number -> where it was raised (kept for the lost ones)
-nested = depth = 0
+nested = depth = armed = 0  # armed: the loop's ``try`` is there to catch a Stop (never in its ``except``)
 chain = 0  # calls whose stack had a frame of tensorscope's between the landing and the program's code
 
 
@@ -56,7 +57,7 @@ def _kind(f) -> str:
 
 
 def handler(signum, frame):
-    global calls, raised, chain, nested, depth
+    global calls, raised, chain, nested, depth, armed
     calls += 1
     if depth:  # a call inside a call of its own (a storm faster than the handler): counted, never raises
         nested += 1
@@ -78,13 +79,13 @@ def handler(signum, frame):
             chain += 1
             break
         g = g.f_back
-    if not (EVERY and calls % EVERY == 0):
+    if not (EVERY and calls % EVERY == 0 and armed):
         depth = 0
         return
     stacks[raised + 1] = _stack(f)
     e = Stop(raised + 1)
     raised += 1
-    depth = 0  # no call between this and the raise: no check, no other handler call in between
+    depth = armed = 0  # no call between this and the raise: no check, no other handler call in between
     raise e
 
 
@@ -118,9 +119,16 @@ def sender():
 signal.signal(signal.SIGINT, handler)
 threading.Thread(target=sender, daemon=True).start()
 steps = 0
+pending: list = []
 while True:
     try:
+        armed = 1
         while not done.is_set():
+            if pending:
+                for n in pending:
+                    stacks.pop(n, None)
+                pending.clear()
+                opt.state.clear()  # a Stop inside Adam's first step leaves its state half made (python too)
             x = torch.randn(16, 32)
             y = torch.randint(0, 10, (16,))
             loss = F.cross_entropy(model(x), y)
@@ -128,12 +136,15 @@ while True:
             loss.backward()
             opt.step()
             steps += 1
+        armed = 0
         break
     except Stop as e:
+        armed = 0
         caught += 1
-        stacks.pop(e.args[0], None)
-        opt.state.clear()  # a Stop inside Adam's first step leaves its state half made (python too)
+        pending += e.args  # no call here: a check would run the handler outside the ``try``
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+for n in pending:
+    stacks.pop(n, None)
 ts = {k: v for k, v in where.items() if k.startswith("tensorscope") or k == "stdlib, called by tensorscope"}
 print(json.dumps({"calls": calls, "nested": nested, "steps": steps, "raised": raised, "caught": caught, "lost": raised - caught,
                   "in_tensorscope": sum(ts.values()), "tensorscope_in_chain": chain,

@@ -328,10 +328,11 @@ def default_again(signals) -> None:
 
 
 def _stdlib_file(filename: str, _cache={}) -> bool:
-    """True for a file of python's standard library (frozen modules included), not site-packages."""
+    """True for a file of python's standard library, not site-packages; and for code without a file (frozen
+    modules; ``<string>``: 3.10's namedtuple ``__new__``, which ``dis`` calls inside tensorscope's code)."""
     verdict = _cache.get(filename)
     if verdict is None:
-        verdict = _cache[filename] = filename.startswith("<frozen ") or (
+        verdict = _cache[filename] = filename.startswith("<") or (
             filename.startswith(_STDLIB) and "site-packages" not in filename and "dist-packages" not in filename)
     return verdict
 
