@@ -60,7 +60,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from tensorscope import exits, warnfilters
-from tensorscope.instrument.frames import strip_for_reraise
+from tensorscope.instrument.frames import signals_run, strip_for_reraise
 from tensorscope.instrument.transparent import named
 
 _FORK_WARNS = sys.version_info >= (3, 12)  # NOTE [The fork warning at the program's line]
@@ -228,6 +228,7 @@ def watched():
     real_kill, real_killpg = os.kill, getattr(os, "killpg", None)
     real_spawns = {name: getattr(os, name) for name in ("posix_spawn", "posix_spawnp") if hasattr(os, name)}
 
+    @signals_run  # a signal's handler runs inside it, as inside python's os.waitpid (exits.py)
     def waitpid(*args):
         pid, status = real_waitpid(*args)
         child = started.get(pid) if pid > 0 else None

@@ -38,11 +38,13 @@ import operator
 import os
 import signal
 import sys
+import sysconfig
 import threading
+import types
 import _thread
 import weakref
 
-from tensorscope.instrument.frames import SIGNALS_WAIT, is_tensorscope_file, strip_for_reraise
+from tensorscope.instrument.frames import SIGNALS_RUN, SIGNALS_WAIT, is_tensorscope_file, strip_for_reraise
 from tensorscope.instrument.transparent import named
 
 
@@ -282,9 +284,9 @@ def default_again(signals) -> None:
 # in the program's code, where python runs it (the same line, the same traceback, the same ``frame``).
 # Elsewhere the handler runs at once, with the nearest frame that is not tensorscope's as ``frame``, and
 # its exception leaves ``guard``'s entry out of the traceback (NOTE [Invisible frames] in
-# instrument/patches.py). Only those callbacks wait, not all of tensorscope's code: a wrapper of
-# tensorscope's may be waiting in a system call (children.py's ``os.waitpid``), which a signal marked as
-# arrived does not interrupt, and a KeyboardInterrupt raised in a wrapper reaches the program anyway. The
+# instrument/patches.py). Since faults20 tensorscope's wrappers and hooks wait too (NOTE [A signal handler
+# that lands in tensorscope's code] below), except one waiting in a system call for the program
+# (children.py's ``os.waitpid``), which a signal marked as arrived does not interrupt. The
 # program sees its own handlers: ``signal.getsignal`` and ``signal.signal``'s return value give them, and
 # once the program has ended they are put back as they were (``unguarded``). Nothing on the hot path:
 # ``forget`` is as it was, and ``guard`` runs only when a signal comes. A handler set through the real
@@ -292,12 +294,118 @@ def default_again(signals) -> None:
 # none of torch's) is not guarded.
 
 
-def _in_waiting_callback(frame) -> bool:
-    while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
-        if frame.f_code in SIGNALS_WAIT:
+# NOTE [A signal handler that lands in tensorscope's code]
+# (faults20.) faults19 measured the handler running in a *wrapper* of tensorscope's too (a torch function's
+# or method's, an optimizer step's hook, a saved-tensor hook, a finite check), not only in the callbacks
+# above: 8,000 SIGINTs into an Adam loop, 10.7 % of the handler's calls under ``run``, 57 % under ``explain``
+# (3.11). There the handler's exception (a program's ``Stop``, a SIGALRM ``TimeoutError``) met tensorscope's
+# ``except Exception`` and was lost (4-8 % of them), or the call's event was left half recorded (a
+# ``detach_`` left out of the events: tests/programs/faults/handler_in_a_wrapper.py). So the rule of the
+# callbacks holds wherever tensorscope's code runs on the program's behalf: ``_deferred`` walks out from the
+# frame the handler would get, over the standard library's and installed packages' frames (torch's), to the
+# first other frame. Where that frame is tensorscope's, and the program's code (or a library's) called it,
+# the signal is marked as arrived again when ``guard`` returns and heard at the next check, back in the code
+# that called tensorscope's once it has returned (each check inside defers again: one ``guard`` call). So a
+# handler never runs in tensorscope's frames, nor in torch's or the standard library's code that
+# tensorscope's own code called (``origin_walk.arm``'s ``register_hook``, ``usercode``'s ``realpath``).
+# It runs at once:
+# - where a wrapper calls the function it wraps: the library frame it called runs a function the wrapper
+#   holds in a local or closure variable (``_passes``: the original, ``orig(*args)``). Python runs the
+#   handler inside that call too (torch's ``autograd.backward`` under the wrapper of ``Tensor.backward``),
+#   and its exception leaves the call as under python;
+# - in a wrapper that waits in a system call for the program (children.py's ``os.waitpid``, marked by
+#   ``frames.signals_run``): a signal marked as arrived does not interrupt the wait it goes back to (a
+#   SIGALRM timeout of the program's would wait for the child), so the handler runs there, as python runs
+#   it inside ``os.waitpid`` (tests/programs/faults/handler_in_waitpid.py);
+# - in tensorscope's code with nothing of the program's below it (``_START``: the frame that called
+#   tensorscope's command; before the program's code runs, or after it returned).
+# A signal heard while ``_deferred`` decides (``_DECIDING``: a storm, an active trace function under
+# ``explain``) is marked as arrived again at once, without a walk, and the anchor is made while
+# ``_DECIDING`` is set, so that a handler never runs (and raises) inside ``_trip_on_return``. Tried and
+# dropped (both hung a 3.11 ``explain`` under a storm of 8,000 SIGINTs, killed after 280-600 s, as
+# faults19's attempt did): a nested call of the same signal counted as one arrival; the signals heard
+# while deciding collected and marked again by the call deciding. Left: in such a storm under ``explain``
+# on 3.11, "Exception ignored in: operator.methodcaller('trip')" (an ``AttributeError``) was printed once
+# in 4 runs: an anchor freed before its wire was armed, most likely a RecursionError of nested ``guard``
+# calls inside ``_trip_on_return`` (main printed a RecursionError in the same storm). The walk reads the
+# locals of one frame of tensorscope's (``f_locals``) only where a library frame was called by it. Cost:
+# only when a signal comes.
+
+
+def _stdlib_file(filename: str, _cache={}) -> bool:
+    """True for a file of python's standard library, not site-packages; and for code without a file (frozen
+    modules; ``<string>``: 3.10's namedtuple ``__new__``, which ``dis`` calls inside tensorscope's code)."""
+    verdict = _cache.get(filename)
+    if verdict is None:
+        verdict = _cache[filename] = filename.startswith("<") or (
+            filename.startswith(_STDLIB) and "site-packages" not in filename and "dist-packages" not in filename)
+    return verdict
+
+
+_STDLIB = tuple({os.path.join(f(p), "") for f in (os.path.abspath, os.path.realpath)
+                 for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"], os.path.dirname(os.__file__))})
+
+
+def _library_file(filename: str) -> bool:
+    """True for python's standard library and installed packages (torch among them)."""
+    if _stdlib_file(filename) or "site-packages" in filename or "dist-packages" in filename:
+        return True
+    where = getattr(sys.modules.get("torch"), "__file__", None)  # a torch built in a source tree
+    return isinstance(where, str) and filename.startswith(os.path.join(os.path.dirname(where), ""))
+
+
+def _passes(frame, callee) -> bool:
+    """Whether tensorscope's ``frame`` called ``callee``'s function on the program's behalf: a function it holds
+    in a local or closure variable (the original that a wrapper wraps), not one it looked up itself."""
+    code = callee.f_code
+    try:
+        values = list(frame.f_locals.values())
+    except Exception:  # noqa: BLE001  (a frame that cannot say: not a pass)
+        return False
+    for v in values:
+        t = type(v)
+        if t is types.MethodType:
+            v, t = v.__func__, type(v.__func__)
+        if t is types.FunctionType and v.__code__ is code:
             return True
-        frame = frame.f_back
     return False
+
+
+def _must_wait(frame) -> bool:
+    """Whether a handler given ``frame`` waits (NOTE [A signal handler that lands in tensorscope's code])."""
+    callee = None
+    while frame is not None and _library_file(frame.f_code.co_filename):
+        callee, frame = frame, frame.f_back  # a library's code: the program's, or one tensorscope's code called
+    if frame is None or not is_tensorscope_file(frame.f_code.co_filename):
+        return False
+    if callee is not None and _passes(frame, callee):
+        return False  # a wrapper's call of the original: python runs the handler there too
+    while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
+        code = frame.f_code
+        if code in SIGNALS_WAIT:
+            return True
+        if code in SIGNALS_RUN:
+            return False
+        frame = frame.f_back
+    return frame is not None and frame is not _START[0]
+
+
+_DECIDING: list = []  # not empty while ``_deferred`` walks the stack
+_START: list = [None]  # the frame that called tensorscope's command: below it, nothing of the program's
+
+
+def _deferred(signum: int, frame):
+    """An anchor that marks ``signum`` as arrived again when the caller's frame ends, where the handler must
+    wait; None where it runs now (NOTE [A signal handler that lands in tensorscope's code])."""
+    if _DECIDING:
+        return _trip_on_return(signum)
+    _DECIDING.append(signum)
+    try:  # the anchor is made while _DECIDING is set: a call meanwhile never runs a handler in _trip_on_return
+        anchor = _trip_on_return(signum) if frame is not None and _must_wait(frame) else None
+    finally:
+        del _DECIDING[:]  # no call: no check between this and the return
+    return anchor
+# end faults20
 
 
 def unguarded(signum: int, handler):
@@ -330,9 +438,11 @@ def fatal_signals_report(ending: Ending, program_returned=None):
     set_by_program: set = set()  # the signals whose handler the program set during the run
 
     def guard(signum, frame):
-        if frame is not None and _in_waiting_callback(frame):
-            anchor = _trip_on_return(signum)  # noqa: F841  (dies as guard returns: the signal comes again)
+        # faults20: a handler landing in tensorscope's code waits for the program's next check (_deferred)
+        anchor = _deferred(signum, frame)  # dies as guard returns: the signal comes again
+        if anchor is not None:
             return
+        # end faults20
         target = targets.get(signum)
         if target is None:
             return
@@ -349,6 +459,12 @@ def fatal_signals_report(ending: Ending, program_returned=None):
             raise
 
     guard.tensorscope_targets = targets
+    f, start = sys._getframe(), None  # faults20: the frame below tensorscope's outermost one (_must_wait)
+    while f is not None:
+        if is_tensorscope_file(f.f_code.co_filename):
+            start = f.f_back
+        f = f.f_back
+    _START[0] = start
 
     def program_handler(h) -> bool:
         return callable(h) and not getattr(h, "tensorscope_own", False) \
@@ -400,6 +516,7 @@ def fatal_signals_report(ending: Ending, program_returned=None):
     try:
         yield
     finally:
+        _START[0] = None  # faults20
         signal.signal, signal.getsignal = real_signal, real_getsignal
         for s in ours:
             if real_getsignal(s) is handler:

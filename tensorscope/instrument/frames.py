@@ -27,6 +27,15 @@ def is_tensorscope_file(filename: str) -> bool:
 
 
 SIGNALS_WAIT: set = set()  # code objects of tensorscope's callbacks that C code calls between the program's instructions
+SIGNALS_RUN: set = set()  # code objects of tensorscope's wrappers that wait in a system call for the program
+
+
+def signals_run(fn):
+    """Mark ``fn`` as a wrapper that waits in a system call on the program's behalf (``os.waitpid``): a signal
+    handler of the program's that lands in it runs there at once, as python runs it in the call it wraps (NOTE
+    [A signal handler that lands in tensorscope's code] in exits.py). Returns ``fn``."""
+    SIGNALS_RUN.add(fn.__code__)
+    return fn
 
 
 def signals_wait(fn):

@@ -1,0 +1,70 @@
+"""A program's signal handler runs where python runs it, never inside tensorscope's code (issue 22, faults20;
+NOTE [A signal handler that lands in tensorscope's code] in tensorscope/exits.py).
+
+The landings are forced, not sampled: SIGUSR1 is marked as arrived from C (a weak reference callback, no Python
+frame in between) inside a torch call that the program makes, so python runs the handler at the check right
+after the call, and tensorscope's wrapper of that call is where the check falls. Each run is compared with
+plain python's output and exit status; the report is checked for the call's event."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from _cli import DEFAULT_TIMEOUT, _env, load_report, validate_against_schema
+
+REPO = Path(__file__).resolve().parents[1]
+FAULTS = REPO / "tests" / "programs" / "faults"
+PY = sys.executable
+
+
+def _run(cmd, cwd, env=None):
+    p = subprocess.run(cmd, cwd=cwd, env={**_env(), **(env or {})}, capture_output=True, timeout=DEFAULT_TIMEOUT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_a_handler_landing_in_a_wrapper_runs_in_the_programs_code(tmp_path):
+    """On main the handler ran in tensorscope's write wrapper (``tracker.write_call``), and the in-place
+    ``detach_`` it interrupted was left out of the report's events (half recorded). Now it runs in the program's
+    frame, as under python, under `run` (accelerator) and `explain` (pure Python path), the handler's own torch
+    calls included, and the event is whole."""
+    prog = str(FAULTS / "handler_in_a_wrapper.py")
+    report = tmp_path / "r.json"
+    with ThreadPoolExecutor(3) as pool:
+        py = pool.submit(_run, [PY, prog], tmp_path)
+        run = pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", str(report), prog], tmp_path)
+        explain = pool.submit(_run, [PY, "-m", "tensorscope", "explain", prog], tmp_path,
+                              {"TENSORSCOPE_PURE_PYTHON": "1"})
+        py, run, explain = py.result(), run.result(), explain.result()
+    assert py[0] == 0 and py[2] == b"", py
+    lines = py[1].decode().splitlines()
+    assert lines == [
+        "handler given <module>:67, ran in handler_in_a_wrapper.py:<module>, [1.0, 1.0]",
+        "Stop after detach_ True True",
+        "handler given step:59, ran in handler_in_a_wrapper.py:step, [1.0, 1.0]",
+        "Stop in the step True [0.699999988079071, 0.699999988079071, 0.699999988079071]",
+        "end"], lines  # torch's facts: the node is gone (detach_ ran), the step's add_ ran
+    assert run == py, run
+    assert explain[0] == 0 and explain[1].startswith(py[1]), explain
+    doc = load_report(report.read_text())
+    validate_against_schema(doc)
+    detach = [e for e in doc["events"] if e.get("line") == 67]
+    assert [e.get("op") for e in detach] == ["detach_"], detach
+
+
+def test_a_timeout_handler_interrupts_the_programs_waitpid(tmp_path):
+    """``os.waitpid`` is wrapped (children.py): a signal held back there would not interrupt the wait it goes
+    back to. Under python a SIGALRM handler's ``TimeoutError`` leaves ``waitpid`` at once; so it does here (with
+    the wrapper not marked by ``frames.signals_run``: the child's 20 s, then the error after the wait)."""
+    prog = str(FAULTS / "handler_in_waitpid.py")
+    report = tmp_path / "r.json"
+    with ThreadPoolExecutor(2) as pool:
+        py = pool.submit(_run, [PY, prog], tmp_path)
+        ts = pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", str(report), prog], tmp_path)
+        py, ts = py.result(), ts.result()
+    assert py == (0, b"TimeoutError: waited too long in <module> True\nchild killed: True\n", b""), py
+    assert ts[0] == py[0] and ts[1] == py[1], ts
+    assert load_report(report.read_text())["program"]["exit_status"] == 0
+    assert signal.SIGALRM  # the platform has it (POSIX only, as the program)
