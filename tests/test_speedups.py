@@ -226,7 +226,7 @@ def test_counted_calls_compiled_count_in_place_and_keep_nothing_alive():
 
 def test_counted_writes_both_ways_as_python(tmp_path):
     """The compiled counted write (NOTE [A counted write, compiled] in speedups.py), from its hostile callers (a
-    subclass, ``.data``, ``no_grad``, ``out=``, an in-place dunder, an index write, ``copy_``, a live young view, a
+    subclass, ``.data``, ``no_grad``, ``out=``, an in-place dunder, an index write, ``copy_``, a dead young view, a
     kept alias, a write that fails, a torch-function mode, a thread): the program's output is python's both ways
     (the failing write reaches the program with only its own frame), the ``run`` and ``explain`` reports are the
     same both ways, each write line counted the 80 calls the loop made there, and the row kept on the 70th pass,
