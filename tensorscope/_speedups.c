@@ -729,6 +729,8 @@ static PyObject *counted_call(PyObject *module, PyObject *args);
 /* speedv20: defined in its block at the end of this file */
 static PyObject *kept_on_alias(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 static PyObject *finite_scalar(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* speedw20: a counted line's in-place writes in C (the block at the end of this file) */
+static PyObject *counted_write(PyObject *module, PyObject *args);
 
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
@@ -745,6 +747,8 @@ static PyMethodDef speedups_methods[] = {
      "KeptValues.on_alias's method descriptor in C (see the C source)."},
     {"finite_scalar", (PyCFunction)(void (*)(void))finite_scalar, METH_FASTCALL,
      "Whether a loss needs no finite check, its value read in place (see the C source)."},
+    /* speedw20 */
+    {"counted_write", (PyCFunction)counted_write, METH_VARARGS, "A write wrapper's body with its counted writes in C (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -788,7 +792,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "VERSION", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -1693,3 +1697,609 @@ unknown:
     Py_RETURN_NONE;
 }
 /* ---- end of speedv20's block ---- */
+/* ---- speedw20: a counted line's in-place writes (NOTE [A counted write, compiled] in
+ * tensorscope/instrument/speedups.py) ------------------------------------------------------------------------
+ *
+ * counted_write(lane, state, in_step, in_write, paused, lines, get_seq, grad_enabled, storage_key, failed,
+ * aggregated, running_codes, index_write, max_storages, max_writes) makes a CountedWrite from a LaneWrite `lane`:
+ * a LaneWrite (the same fields, the same lane, `hits` and `fallback`) whose call first takes the one case that is
+ * a count and a log entry only, what patches.make_write's `write` and Tracker.write_call/write_site do for it:
+ * - no step's lane or step (`LANES`, `IN_STEP` empty), no paused thread, no thread inside a write (`IN_WRITE`
+ *   empty), an op that is not an index write, a target in args[0] whose type `_INSPECTABLE` maps to True, an
+ *   active recorder, no torch-function mode; the target's version and storage key read, no saved tensor of
+ *   explain's pending on that storage (`rec.pending`), the caller's file the program's (`rec.user._verdict` True:
+ *   the caller's frame is the program's frame), its instruction's line known (`frame_lines._LINES`) and the line's
+ *   count of writes already at `rec.per_site` or more (so the write is counted only, not recorded in detail).
+ *   Anything else goes to the LaneWrite's call (the lane, else the Python body) before anything is changed, which
+ *   then reads it all again;
+ * - the site counted (`site_counts`, `aggregated_counts`, as collections._count_elements counts an exact dict),
+ *   the thread's ident in `IN_WRITE` while torch's op runs, an exception of the op handed to
+ *   `failed(rec, e, op, target, frame)` (Tracker.on_error, tensorscope's frames stripped) and on to the program;
+ * - after the op: one dead young kept view let go as write_call lets it go; a young view left, a storage with a
+ *   kept alias or a shared state, a running-statistics code or no storage key go to `rec.write_rest(...)`, the
+ *   Python tail; else the write log's entry appended here as Tracker.log_write appends it, an Exception in any of
+ *   it dropped (write_call's `except Exception: pass`).
+ * It has no Python frame: `frame` is the interpreter's current one, the program's. */
+
+typedef struct {
+    LaneWrite base;
+    PyObject *state, *in_step, *in_write, *paused, *lines, *get_seq, *grad_enabled, *storage_key, *failed,
+        *aggregated, *running_codes;
+    Py_ssize_t max_storages, max_writes;
+    int index_write;
+    Py_ssize_t counted; /* the writes counted here (for the tests) */
+} CountedWrite;
+
+static PyObject *cw_s_recorder, *cw_s_active, *cw_s_pending, *cw_s_user, *cw_s_verdict, *cw_s_site_counts,
+    *cw_s_per_site, *cw_s_aggregated, *cw_s_kept, *cw_s_young, *cw_s_keys, *cw_s_shared, *cw_s_write_rest,
+    *cw_s_write_log, *cw_s_write, *cw_s_f_lasti, *cw_one;
+static int cw_ready = 0;
+
+static int
+cw_traverse(CountedWrite *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->state);
+    Py_VISIT(self->in_step);
+    Py_VISIT(self->in_write);
+    Py_VISIT(self->paused);
+    Py_VISIT(self->lines);
+    Py_VISIT(self->get_seq);
+    Py_VISIT(self->grad_enabled);
+    Py_VISIT(self->storage_key);
+    Py_VISIT(self->failed);
+    Py_VISIT(self->aggregated);
+    Py_VISIT(self->running_codes);
+    return lw_traverse((LaneWrite *)self, visit, arg);
+}
+
+static int
+cw_clear(CountedWrite *self)
+{
+    Py_CLEAR(self->state);
+    Py_CLEAR(self->in_step);
+    Py_CLEAR(self->in_write);
+    Py_CLEAR(self->paused);
+    Py_CLEAR(self->lines);
+    Py_CLEAR(self->get_seq);
+    Py_CLEAR(self->grad_enabled);
+    Py_CLEAR(self->storage_key);
+    Py_CLEAR(self->failed);
+    Py_CLEAR(self->aggregated);
+    Py_CLEAR(self->running_codes);
+    return lw_clear((LaneWrite *)self);
+}
+
+static void
+cw_dealloc(CountedWrite *self)
+{
+    PyObject_GC_UnTrack(self);
+    cw_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* counts[key] += 1 on an exact dict (as _count_elements does); -1 with an exception */
+static int
+cw_count(PyObject *counts, PyObject *key)
+{
+    PyObject *old, *new;
+    int rc;
+    if (!PyDict_CheckExact(counts)) {
+        PyErr_SetString(PyExc_TypeError, "counts: not a dict");
+        return -1;
+    }
+    old = PyDict_GetItemWithError(counts, key);
+    if (old == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        new = PyLong_FromLong(1);
+    } else {
+        new = PyNumber_Add(old, cw_one);
+    }
+    if (new == NULL)
+        return -1;
+    rc = PyDict_SetItem(counts, key, new);
+    Py_DECREF(new);
+    return rc;
+}
+
+/* Tracker.log_write(key, entry) on the tracker's write log (an OrderedDict); -1 with an exception */
+static int
+cw_log(CountedWrite *self, PyObject *rec, PyObject *key, PyObject *entry)
+{
+    PyObject *log, *recs, *r;
+    int rc = -1;
+    log = PyObject_GetAttr(rec, cw_s_write_log);
+    if (log == NULL)
+        return -1;
+    if (!PyDict_Check(log)) {
+        PyErr_SetString(PyExc_TypeError, "write_log: not a dict");
+        goto done;
+    }
+    recs = PyDict_GetItemWithError(log, key);
+    if (recs == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        if (PyDict_GET_SIZE(log) >= self->max_storages) { /* log.popitem(last=False) */
+            r = PyObject_GetAttr(log, s_popitem);
+            if (r == NULL)
+                goto done;
+            PyObject *popped = PyObject_Call(r, empty_tuple, popitem_kwargs);
+            Py_DECREF(r);
+            if (popped == NULL)
+                goto done;
+            Py_DECREF(popped);
+        }
+        recs = PyList_New(0);
+        if (recs == NULL)
+            goto done;
+        if (PyObject_SetItem(log, key, recs) < 0) {
+            Py_DECREF(recs);
+            goto done;
+        }
+    } else {
+        Py_INCREF(recs);
+        r = PyObject_CallMethodOneArg(log, s_move_to_end, key);
+        if (r == NULL) {
+            Py_DECREF(recs);
+            goto done;
+        }
+        Py_DECREF(r);
+    }
+    if (!PyList_CheckExact(recs)) {
+        PyErr_SetString(PyExc_TypeError, "write_log: a storage's entries are a list");
+        Py_DECREF(recs);
+        goto done;
+    }
+    Py_ssize_t size = PyList_GET_SIZE(recs);
+    if (size >= self->max_writes && size > 0) { /* `del recs[0]; recs.append(entry)` as one shift in place */
+        PyObject **items = ((PyListObject *)recs)->ob_item, *oldest = items[0];
+        memmove(items, items + 1, (size_t)(size - 1) * sizeof(PyObject *));
+        Py_INCREF(entry);
+        items[size - 1] = entry;
+        Py_DECREF(oldest);
+        rc = 0;
+    } else {
+        rc = PyList_Append(recs, entry);
+    }
+    Py_DECREF(recs);
+done:
+    Py_DECREF(log);
+    return rc;
+}
+
+/* 1: the key is in container (a set or a dict: `key in container`), 0: not, -1: an error */
+static int
+cw_in(PyObject *owner, PyObject *name, PyObject *key)
+{
+    PyObject *c = PyObject_GetAttr(owner, name);
+    int rc;
+    if (c == NULL)
+        return -1;
+    rc = PySequence_Contains(c, key);
+    Py_DECREF(c);
+    return rc;
+}
+
+/* After the op: the tail of Tracker.write_call for a write counted only. 0, or -1 with an exception that is not
+ * an Exception (left set). */
+static int
+cw_after(CountedWrite *self, PyObject *rec, PyObject *args, PyObject *target, PyObject *frame, PyObject *code,
+         PyObject *lasti, PyObject *v0, PyObject *key, PyObject *aseq, PyObject *line)
+{
+    PyObject *kept = NULL, *young = NULL, *shared = NULL, *ident = NULL, *v1 = NULL, *ge = NULL, *entry = NULL;
+    PyObject *r = NULL;
+    int rc = -1, in, rest = 0;
+    kept = PyObject_GetAttr(rec, cw_s_kept);
+    if (kept == NULL || (young = PyObject_GetAttr(kept, cw_s_young)) == NULL)
+        goto done;
+    if (PyList_CheckExact(young) && PyList_GET_SIZE(young) == 1) { /* one young view, dead: let go */
+        PyObject *item = PyList_GET_ITEM(young, 0), *wr, *obj;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
+            rest = 1;
+        } else {
+            Py_INCREF(item);
+            wr = PyTuple_GET_ITEM(item, 0);
+            obj = PyObject_CallNoArgs(wr);
+            Py_DECREF(item);
+            if (obj == NULL)
+                goto done;
+            if (obj == Py_None) {
+                PyObject *fresh = PyList_New(0);
+                if (fresh == NULL || PyObject_SetAttr(kept, cw_s_young, fresh) < 0) {
+                    Py_XDECREF(fresh);
+                    Py_DECREF(obj);
+                    goto done;
+                }
+                Py_DECREF(fresh);
+            } else {
+                rest = 1;
+            }
+            Py_DECREF(obj);
+        }
+    } else {
+        in = PyObject_IsTrue(young);
+        if (in < 0)
+            goto done;
+        rest = in;
+    }
+    if (!rest) {
+        in = cw_in(kept, cw_s_keys, key);
+        if (in < 0)
+            goto done;
+        rest = in;
+    }
+    if (!rest) {
+        if ((shared = PyObject_GetAttr(rec, cw_s_shared)) == NULL || (in = cw_in(shared, cw_s_keys, key)) < 0)
+            goto done;
+        rest = in;
+    }
+    if (!rest) {
+        if ((ident = PyLong_FromVoidPtr(code)) == NULL || (in = PySequence_Contains(self->running_codes, ident)) < 0)
+            goto done;
+        rest = in;
+    }
+    if (rest) { /* rec.write_rest(target, op, args, frame, v0, key, aseq, uf, line, detailed, mates) */
+        PyObject *callargs[13] = {NULL, rec, target, ((LaneWrite *)self)->op, args, frame, v0, key, aseq, frame,
+                                  line, Py_False, Py_None};
+        r = PyObject_VectorcallMethod(cw_s_write_rest, callargs + 1, 12 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto done;
+        rc = 0;
+        goto done;
+    }
+    if ((v1 = version_of(target)) == NULL || (ge = PyObject_CallNoArgs(self->grad_enabled)) == NULL)
+        goto done;
+    entry = PyTuple_Pack(10, aseq, v0, v1, ((LaneWrite *)self)->op, ge, code, lasti, line, Py_None, Py_None);
+    if (entry == NULL || cw_log(self, rec, key, entry) < 0)
+        goto done;
+    rc = 0;
+done:
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        rc = 0;
+    }
+    Py_XDECREF(kept);
+    Py_XDECREF(young);
+    Py_XDECREF(shared);
+    Py_XDECREF(ident);
+    Py_XDECREF(v1);
+    Py_XDECREF(ge);
+    Py_XDECREF(entry);
+    Py_XDECREF(r);
+    return rc;
+}
+
+/* The reads before the op. 1: a counted write (its values set, new references), 0: not one (nothing changed),
+ * -1: an error that is not an Exception (left set). */
+typedef struct {
+    PyObject *v0, *key, *code, *lasti, *line, *site, *counts, *old;
+} CwReads;
+
+static void
+cw_reads_clear(CwReads *r)
+{
+    Py_CLEAR(r->v0);
+    Py_CLEAR(r->key);
+    Py_CLEAR(r->code);
+    Py_CLEAR(r->lasti);
+    Py_CLEAR(r->line);
+    Py_CLEAR(r->site);
+    Py_CLEAR(r->counts);
+    Py_CLEAR(r->old);
+}
+
+static int
+cw_reads(CountedWrite *self, PyObject *rec, PyObject *target, PyObject *frame, CwReads *r)
+{
+    PyObject *pending = NULL, *user = NULL, *verdicts = NULL, *v, *lkey = NULL, *per_site = NULL, *found;
+    int rc = -1, ge;
+    if ((r->v0 = version_of(target)) == NULL || (r->key = PyObject_CallOneArg(self->storage_key, target)) == NULL)
+        goto done;
+    if (r->key == Py_None) { /* write_call's `key is None`: the reference path */
+        rc = 0;
+        goto done;
+    }
+    if ((pending = PyObject_GetAttr(rec, cw_s_pending)) == NULL)
+        goto done;
+    if (!PyDict_Check(pending)) {
+        rc = 0;
+        goto done;
+    }
+    found = PyDict_GetItemWithError(pending, r->key);
+    if (found != NULL && found != Py_None) { /* explain's saved tensors on this storage: the reference path */
+        rc = 0;
+        goto done;
+    }
+    if (found == NULL && PyErr_Occurred())
+        goto done;
+    r->code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
+    if ((user = PyObject_GetAttr(rec, cw_s_user)) == NULL || (verdicts = PyObject_GetAttr(user, cw_s_verdict)) == NULL)
+        goto done;
+    if (!PyDict_CheckExact(verdicts)) {
+        rc = 0;
+        goto done;
+    }
+    v = PyDict_GetItemWithError(verdicts, ((PyCodeObject *)r->code)->co_filename);
+    if (v != Py_True) { /* not known to be the program's (a library's, torch's, not classified yet): Python walks */
+        rc = v == NULL && PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+#if PY_VERSION_HEX >= 0x030B0000
+    r->lasti = PyLong_FromLong(PyFrame_GetLasti((PyFrameObject *)frame)); /* frame.f_lasti */
+#else
+    r->lasti = PyObject_GetAttr(frame, cw_s_f_lasti);
+#endif
+    if (r->lasti == NULL)
+        goto done;
+    {
+        PyObject *ident = PyLong_FromVoidPtr(r->code);
+        if (ident == NULL)
+            goto done;
+        lkey = PyTuple_Pack(2, ident, r->lasti);
+        Py_DECREF(ident);
+        if (lkey == NULL)
+            goto done;
+    }
+    if (!PyDict_CheckExact(self->lines)) {
+        rc = 0;
+        goto done;
+    }
+    r->line = PyDict_GetItemWithError(self->lines, lkey); /* line_of, for a line seen before */
+    if (r->line == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    Py_INCREF(r->line);
+    if ((r->site = PyTuple_Pack(3, cw_s_write, ((PyCodeObject *)r->code)->co_filename, r->line)) == NULL)
+        goto done;
+    if ((r->counts = PyObject_GetAttr(rec, cw_s_site_counts)) == NULL)
+        goto done;
+    if (!PyDict_CheckExact(r->counts)) {
+        rc = 0;
+        goto done;
+    }
+    r->old = PyDict_GetItemWithError(r->counts, r->site);
+    if (r->old == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    Py_INCREF(r->old);
+    if ((per_site = PyObject_GetAttr(rec, cw_s_per_site)) == NULL)
+        goto done;
+    if (!PyLong_CheckExact(r->old) || !PyLong_CheckExact(per_site)) {
+        rc = 0;
+        goto done;
+    }
+    ge = PyObject_RichCompareBool(r->old, per_site, Py_GE); /* counted, this one past per_site: counted only */
+    if (ge < 0)
+        goto done;
+    rc = ge;
+done:
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear(); /* the Python body reads it all again, and decides */
+        rc = 0;
+    }
+    if (rc != 1)
+        cw_reads_clear(r);
+    Py_XDECREF(pending);
+    Py_XDECREF(user);
+    Py_XDECREF(verdicts);
+    Py_XDECREF(lkey);
+    Py_XDECREF(per_site);
+    return rc;
+}
+
+static PyObject *
+cw_call(CountedWrite *self, PyObject *args, PyObject *kwargs)
+{
+    LaneWrite *lw = (LaneWrite *)self;
+    PyObject *rec, *active, *target, *verdict, *frame, *n, *aseq, *ident, *out, *agg;
+    CwReads r = {NULL};
+    int truth;
+    if (self->index_write || PyDict_GET_SIZE(lw->lanes) || PyDict_GET_SIZE(self->in_step)
+        || PyDict_GET_SIZE(self->paused) || PySet_GET_SIZE(self->in_write) || PyTuple_GET_SIZE(args) == 0)
+        return lw_call(lw, args, kwargs);
+    rec = PyObject_GetAttr(self->state, cw_s_recorder);
+    if (rec == NULL)
+        return NULL;
+    if (rec == Py_None)
+        goto python;
+    active = PyObject_GetAttr(rec, cw_s_active);
+    if (active == NULL) {
+        PyErr_Clear(); /* the Python body reads it again, and raises what it raises */
+        goto python;
+    }
+    Py_DECREF(active); /* the recorder's own attribute: a bool, alive while rec is */
+    if (active != Py_True)
+        goto python;
+    target = PyTuple_GET_ITEM(args, 0);
+    verdict = PyDict_GetItemWithError(lw->inspectable, (PyObject *)Py_TYPE(target));
+    if (verdict != Py_True) {
+        PyErr_Clear();
+        goto python;
+    }
+    frame = (PyObject *)PyEval_GetFrame(); /* borrowed: the caller's (this wrapper has no frame) */
+    if (frame == NULL)
+        goto python;
+    n = PyObject_CallNoArgs(lw->modes); /* a torch-function mode: the Python body writes unseen by it */
+    if (n == NULL) {
+        Py_DECREF(rec);
+        return NULL;
+    }
+    truth = PyObject_IsTrue(n);
+    Py_DECREF(n);
+    if (truth != 0) {
+        PyErr_Clear();
+        goto python;
+    }
+    Py_INCREF(target); /* the caller's tuple keeps it, as the Python body's args do; held for the finalizers */
+    Py_INCREF(frame);
+    truth = cw_reads(self, rec, target, frame, &r);
+    if (truth <= 0) {
+        Py_DECREF(target);
+        Py_DECREF(frame);
+        if (truth < 0) {
+            Py_DECREF(rec);
+            return NULL;
+        }
+        goto python;
+    }
+    aseq = PyObject_CallNoArgs(self->get_seq);
+    if (aseq == NULL) {
+        PyErr_Clear();
+        cw_reads_clear(&r);
+        Py_DECREF(target);
+        Py_DECREF(frame);
+        goto python;
+    }
+    /* from here on, what the Python body does: counted, then the op */
+    {
+        PyObject *new = PyNumber_Add(r.old, cw_one);
+        if (new == NULL || PyDict_SetItem(r.counts, r.site, new) < 0)
+            PyErr_Clear();
+        Py_XDECREF(new);
+        agg = PyObject_GetAttr(rec, cw_s_aggregated);
+        if (agg == NULL || cw_count(agg, PyTuple_GET_ITEM(self->aggregated, 0)) < 0)
+            PyErr_Clear();
+        Py_XDECREF(agg);
+    }
+    self->counted++;
+    ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (ident == NULL || PySet_Add(self->in_write, ident) < 0) {
+        Py_XDECREF(ident);
+        out = NULL;
+        goto after;
+    }
+    out = PyObject_Call(lw->orig, args, kwargs);
+    if (out == NULL) { /* the op's exception: recorded (failed), then on to the program */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (tb != NULL && value != NULL)
+            PyException_SetTraceback(value, tb);
+        if (value != NULL) {
+            PyObject *res = PyObject_CallFunctionObjArgs(self->failed, rec, value, lw->op, target, frame, NULL);
+            if (res == NULL)
+                PyErr_Clear(); /* the program's exception goes on, not ours */
+            Py_XDECREF(res);
+            Py_XDECREF(tb);
+            tb = PyException_GetTraceback(value); /* as `failed` left it */
+        }
+        if (PySet_Discard(self->in_write, ident) < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        Py_DECREF(ident);
+        goto after;
+    }
+    if (PySet_Discard(self->in_write, ident) < 0)
+        PyErr_Clear();
+    Py_DECREF(ident);
+    if (cw_after(self, rec, args, target, frame, r.code, r.lasti, r.v0, r.key, aseq, r.line) < 0)
+        Py_CLEAR(out);
+after:
+    Py_DECREF(aseq);
+    cw_reads_clear(&r);
+    Py_DECREF(target);
+    Py_DECREF(frame);
+    Py_DECREF(rec);
+    return out;
+python:
+    Py_DECREF(rec);
+    return lw_call(lw, args, kwargs);
+}
+
+static PyObject *
+cw_get_counted(CountedWrite *self, void *closure)
+{
+    return PyLong_FromSsize_t(self->counted);
+}
+
+static PyGetSetDef cw_getset[] = {
+    {"counted", (getter)cw_get_counted, NULL, "the writes counted here", NULL},
+    {NULL}
+};
+
+static PyTypeObject CountedWriteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tensorscope._speedups.CountedWrite",
+    .tp_basicsize = sizeof(CountedWrite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = "A write wrapper's body whose counted writes are compiled too (see tensorscope/instrument/speedups.py).",
+    .tp_dealloc = (destructor)cw_dealloc,
+    .tp_traverse = (traverseproc)cw_traverse,
+    .tp_clear = (inquiry)cw_clear,
+    .tp_call = (ternaryfunc)cw_call,
+    .tp_getset = cw_getset,
+};
+
+static PyObject *
+counted_write(PyObject *module, PyObject *args)
+{
+    PyObject *lane, *state, *in_step, *in_write, *paused, *lines, *get_seq, *grad_enabled, *storage_key, *failed,
+        *aggregated, *running_codes;
+    int index_write;
+    Py_ssize_t max_storages, max_writes;
+    if (!cw_ready) {
+        CountedWriteType.tp_base = &LaneWriteType;
+        if (PyType_Ready(&CountedWriteType) < 0)
+            return NULL;
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+        INTERN(cw_s_recorder, "recorder");
+        INTERN(cw_s_active, "active");
+        INTERN(cw_s_pending, "pending");
+        INTERN(cw_s_user, "user");
+        INTERN(cw_s_verdict, "_verdict");
+        INTERN(cw_s_site_counts, "site_counts");
+        INTERN(cw_s_per_site, "per_site");
+        INTERN(cw_s_aggregated, "aggregated_counts");
+        INTERN(cw_s_kept, "kept");
+        INTERN(cw_s_young, "young");
+        INTERN(cw_s_keys, "keys");
+        INTERN(cw_s_shared, "shared");
+        INTERN(cw_s_write_rest, "write_rest");
+        INTERN(cw_s_write_log, "write_log");
+        INTERN(cw_s_write, "write");
+        INTERN(cw_s_f_lasti, "f_lasti");
+#undef INTERN
+        if ((cw_one = PyLong_FromLong(1)) == NULL)
+            return NULL;
+        cw_ready = 1;
+    }
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!OOOOO!Opnn:counted_write", &LaneWriteType, &lane, &state, &PyDict_Type,
+                          &in_step, &PySet_Type, &in_write, &PyDict_Type, &paused, &PyDict_Type, &lines, &get_seq,
+                          &grad_enabled, &storage_key, &failed, &PyTuple_Type, &aggregated, &running_codes,
+                          &index_write, &max_storages, &max_writes))
+        return NULL;
+    if (PyTuple_GET_SIZE(aggregated) != 1 || Py_TYPE(lane) != &LaneWriteType) {
+        PyErr_SetString(PyExc_TypeError, "counted_write: a LaneWrite and a key of one");
+        return NULL;
+    }
+    CountedWrite *self = (CountedWrite *)CountedWriteType.tp_alloc(&CountedWriteType, 0);
+    if (self == NULL)
+        return NULL;
+    LaneWrite *src = (LaneWrite *)lane, *dst = (LaneWrite *)self;
+    PyObject **base_fields[] = {&dst->op, &dst->orig, &dst->fallback, &dst->lanes, &dst->inspectable, &dst->modes,
+                                &dst->ref, &dst->step_type};
+    PyObject *base_values[] = {src->op, src->orig, src->fallback, src->lanes, src->inspectable, src->modes, src->ref,
+                               src->step_type};
+    for (size_t i = 0; i < sizeof(base_values) / sizeof(base_values[0]); i++) {
+        Py_INCREF(base_values[i]);
+        *base_fields[i] = base_values[i];
+    }
+    PyObject **fields[] = {&self->state, &self->in_step, &self->in_write, &self->paused, &self->lines,
+                           &self->get_seq, &self->grad_enabled, &self->storage_key, &self->failed,
+                           &self->aggregated, &self->running_codes};
+    PyObject *values[] = {state, in_step, in_write, paused, lines, get_seq, grad_enabled, storage_key, failed,
+                          aggregated, running_codes};
+    for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+        Py_INCREF(values[i]);
+        *fields[i] = values[i];
+    }
+    dst->hits = 0;
+    self->index_write = index_write;
+    self->max_storages = max_storages;
+    self->max_writes = max_writes;
+    self->counted = 0;
+    return (PyObject *)self;
+}
+/* ---- end of speedw20's block ---- */

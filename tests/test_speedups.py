@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from _cli import REPO, run_many, run_python
-from tensorscope import compact
+from tensorscope import compact, compat
 from tensorscope.instrument import session, speedups
 
 pytestmark = pytest.mark.skipif(speedups.compiled() is None,
@@ -86,7 +86,7 @@ def test_compiled_lane_takes_the_steps_writes_and_keeps_nothing_alive():
     tracker = session.new_tracker(__file__)
     with session.active(tracker):
         lane = vars(torch.Tensor)["lerp_"].__call__  # the wrapper's body (NOTE [Transparent wrappers])
-        assert type(lane).__name__ == "LaneWrite"
+        assert isinstance(lane, speedups.compiled().LaneWrite)  # a CountedWrite is one (NOTE [A counted write, compiled])
         assert speedups.compiled().slots_known()[0].__name__ == "_Step"  # its slots read in place
         for i in range(60):
             if i == 40:  # each line's detailed events long used up, the log's entries at their cap
@@ -222,3 +222,87 @@ def test_counted_calls_compiled_count_in_place_and_keep_nothing_alive():
     assert body.hits - hits == 60 - tracker.per_site - 1
     assert tracker.site_counts[("copy", __file__, line)] == 60
     assert all(r() is None for r in refs)
+
+
+def test_counted_writes_both_ways_as_python(tmp_path):
+    """The compiled counted write (NOTE [A counted write, compiled] in speedups.py), from its hostile callers (a
+    subclass, ``.data``, ``no_grad``, ``out=``, an in-place dunder, an index write, ``copy_``, a dead young view, a
+    kept alias, a write that fails, a torch-function mode, a thread): the program's output is python's both ways
+    (the failing write reaches the program with only its own frame), the ``run`` and ``explain`` reports are the
+    same both ways, each write line counted the 80 calls the loop made there, and the row kept on the 70th pass,
+    which torch says changed (python prints its sum, 640.0, not 0.0), is the hazard ``run`` names, with its
+    culprit's line."""
+    prog = PROGRAMS / "speedups" / "counted_writes.py"
+    reports = {(cmd, pure): tmp_path / f"{cmd}_{pure}.json" for cmd in ("run", "explain") for pure in (0, 1)}
+    jobs = [("python", prog)] + [("tensorscope", cmd, "-o", rep, prog) + ((_PURE,) if pure else ())
+                                 for (cmd, pure), rep in reports.items()]
+    results = run_many(jobs)
+    py_rc, py_out, py_err = results[0]
+    assert py_rc == 0 and "60 RuntimeError [('counted_writes.py', '<module>')]" in py_out, py_err[-2000:]
+    assert py_out.splitlines()[-1].split()[1] == "640.0", py_out
+    runs = dict(zip(reports, results[1:]))
+    for pure in (0, 1):
+        rc, out, err = runs[("run", pure)][:3]
+        assert (rc, out) == (py_rc, py_out), (pure, err[-2000:])
+    for cmd in ("run", "explain"):
+        assert runs[(cmd, 0)][:2] == runs[(cmd, 1)][:2], (cmd, runs[(cmd, 0)][2][-2000:], runs[(cmd, 1)][2][-2000:])
+        assert _report(reports[(cmd, 0)]) == _report(reports[(cmd, 1)]), cmd
+    a = _report(reports[("run", 0)])
+    lines = prog.read_text().splitlines()
+    at = {text.strip(): i for i, text in enumerate(lines, 1)}
+    counts = {s["line"]: s["count"] for s in a["events_summary"]["sites"] if s["kind"] == "write"}
+    for text in ("b.mul_(2)", "plain.add_(1)", "param.data.mul_(0.5)", "param.add_(1)", "b += 1", "b[0] = 3.0",
+                 "out.copy_(b)", "b.sub_(1)", "weight.add_(1)", "b.add_(torch.ones(7 if i == 60 else 8))",
+                 "t.mul_(1.0)"):
+        assert counts.get(at[text]) == 80, (text, counts)
+    kept = [h for h in a["hazards"] if h["kind"] == "kept-value-changed"]
+    assert [(h["kept_at"]["line"], h["culprit"]["line"]) for h in kept] == [(at["row = weight[0]"],
+                                                                               at["weight.add_(1)"])], a["hazards"]
+
+
+def test_counted_writes_compiled_count_and_log_as_the_python_body(monkeypatch):
+    """In process, one loop both ways (the accelerator's body, then the Python one: ``TENSORSCOPE_PURE_PYTHON`` is
+    read when the wrappers are made), from the main thread and a thread: the compiled body counts the writes past
+    each line's first events itself (its ``counted``), the counts are the calls made, the write log's entries are
+    the Python body's, and no tensor of the loop outlives it."""
+    import threading
+    import weakref
+
+    def loop(n, t, out, refs):
+        for i in range(n):
+            t.mul_(1.0)  # <- the line counted below
+            with torch.no_grad():
+                t.add_(0)
+            c = t.clone()
+            c.add_(1)
+            out.copy_(c)
+            refs.append(weakref.ref(c))
+
+    def once():
+        tracker = session.new_tracker(__file__)
+        tracker.growth.enabled = False
+        t, out, refs = torch.ones(4), torch.zeros(4), []
+        with session.active(tracker):
+            body = vars(torch.Tensor)["mul_"].__call__
+            counted = getattr(body, "counted", None)
+            loop(60, t, out, refs)
+            worker = threading.Thread(target=loop, args=(60, t, out, refs))
+            worker.start()
+            worker.join()
+            counted = None if counted is None else body.counted - counted
+        gc.collect()
+        # the last 16 writes of each of the loop's two long-lived tensors (a clone's storage is soon another's)
+        log = [[(e[0], e[2] - e[1]) + tuple(e[3:]) for e in tracker.write_log[compat.storage_key(x)]] for x in (t, out)]
+        sites = {k: v for k, v in tracker.site_counts.items() if k[0] == "write"}
+        return type(body).__name__, counted, sites, log, all(r() is None for r in refs), tracker.per_site
+
+    fast = once()
+    monkeypatch.setenv("TENSORSCOPE_PURE_PYTHON", "1")
+    pure = once()
+    line = next(i for i, text in enumerate(open(__file__).read().splitlines(), 1)
+                if text.endswith("<- the line counted below"))
+    assert fast[0] == "CountedWrite" and pure[0] == "function"
+    assert fast[1] == 120 - fast[5]  # the main thread's and the thread's writes past the line's first events
+    assert ("write", __file__, line) in fast[2] and list(fast[2].values()) == [120] * 4  # the loop's four write lines
+    assert fast[2:] == pure[2:]
+    assert fast[4]

@@ -58,7 +58,7 @@ from tensorscope.instrument import saved, state
 from tensorscope.instrument import foreach_writes, gradhooks, indexwrite, provenance
 from tensorscope.instrument import growth as _growth
 from tensorscope.instrument.calls import after_call, target as _target
-from tensorscope.instrument.frames import is_tensorscope_file, strip_for_reraise
+from tensorscope.instrument.frames import _LINES, is_tensorscope_file, strip_for_reraise, strip_traceback
 from tensorscope.instrument.indexwrite import INDEX_WRITES
 from tensorscope.instrument.kept import EXTERNAL
 from tensorscope.instrument.optimizer_steps import IN_STEP as _IN_STEP, LANES as _LANES, NOT_WHOLE as _NOT_WHOLE
@@ -66,7 +66,11 @@ from tensorscope.instrument.optimizer_steps import _Step
 from tensorscope.instrument.quiet import function_modes as _function_modes, tf_off as _tf_off
 from tensorscope.instrument.quiet import unseen_by_modes as _unseen, _LOUD
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
-from tensorscope.instrument.speedups import lane_write as _lane_write
+from tensorscope.instrument.speedups import counted_write as _counted_write, lane_write as _lane_write
+from tensorscope.instrument.recorder import _ONE_AGGREGATED
+from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
+from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
+from tensorscope.instrument.runningstats import CODES as _RUNNING_STATS_CODES
 from tensorscope.instrument.tracker import IN_WRITE as _IN_WRITE
 from tensorscope.instrument.transparent import Transparent, named, transparent_property
 
@@ -131,6 +135,7 @@ def _hide_sequence_protocol(cls) -> None:
 
 _get_ident = threading.get_ident
 _PAUSED = state.PAUSED  # see NOTE [Pausing the recorder] in tracker.py
+_get_sequence_nr = torch._C._autograd._get_sequence_nr
 
 
 def _programs(frame, user) -> bool:
@@ -234,8 +239,20 @@ def make_write(op, orig):
             indexwrite.check(rec, op, args, kwargs, frame)
         return out
 
-    # NOTE [The compiled lane] in speedups.py: the lane above in C where the accelerator is built
-    return named(_lane_write(op, orig, write, _LANES, _INSPECTABLE, _function_modes, _Step), orig)
+    # NOTE [The compiled lane] in speedups.py: the lane above in C where the accelerator is built, and a counted
+    # line's writes (NOTE [A counted write, compiled])
+    body = _lane_write(op, orig, write, _LANES, _INSPECTABLE, _function_modes, _Step)
+    return named(_counted_write(body, state, _IN_STEP, _IN_WRITE, _PAUSED, _LINES, _get_sequence_nr,
+                                torch.is_grad_enabled, compat.storage_key, _write_failed, _ONE_AGGREGATED,
+                                _RUNNING_STATS_CODES, op in INDEX_WRITES, _MAX_LOGGED_STORAGES,
+                                _MAX_WRITES_PER_STORAGE), orig)
+
+
+def _write_failed(rec, e, op, target, frame):
+    """The compiled counted write's ``except`` clause (``Tracker.write_call``'s): the failure recorded, tensorscope's
+    frames stripped."""
+    rec.on_error(e, op, target, frame, "write")
+    strip_traceback(e)
 
 
 def _written_lists(name: str) -> tuple | None:

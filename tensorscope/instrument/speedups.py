@@ -58,7 +58,7 @@ import sysconfig
 import weakref
 
 #: the C source's version this module speaks to (``_speedups.VERSION``)
-_VERSION = 3
+_VERSION = 4
 
 
 def _load():
@@ -93,6 +93,47 @@ def lane_write(op, orig, write, lanes, inspectable, function_modes, step_type):
         return speedups.LaneWrite(op, orig, write, lanes, inspectable, function_modes, weakref.ref, step_type)
     except Exception:
         return write
+
+
+# NOTE [A counted write, compiled]
+# (speedw20) Past a line's first events an in-place write outside an optimizer step is only counted and logged (NOTE
+# [The write fast path] in tracker.py): short_lived's ``b.mul_(2)`` cost 47.6k instructions an iteration under
+# ``run`` against python's 19.4k (callgrind, benchmarks/short_lived_instructions.py), ~25k of it the Python
+# wrapper, ``write_call`` and ``write_site``. ``_speedups.counted_write`` makes the write wrapper's body a
+# ``CountedWrite``, a ``LaneWrite`` (the same lane, ``hits`` and ``fallback``) that first takes that case in C, with
+# the Python body's objects (``state``, ``IN_STEP``, ``IN_WRITE``, ``PAUSED``, ``frames._LINES``, the recorder's
+# ``pending``, ``user._verdict``, ``site_counts``, ``per_site``, ``aggregated_counts``, ``kept``, ``shared`` and
+# ``write_log``) and its order: every test is made before anything changes, and a call it cannot settle as Python
+# would goes to the LaneWrite's call unchanged (the lane, else the Python body, which reads it all again): a step's
+# lane or step open on any thread, a paused thread, any thread inside a write, an index write (its duplicate
+# check), no positional target, a type ``_INSPECTABLE`` does not map to True, an inactive recorder, a
+# torch-function mode, no version or storage key, explain's saved tensors on the storage, a caller whose file is
+# not known to be the program's (a library's or torch's frame: Python walks to the program's), an instruction
+# whose line was not seen yet, or a line whose count is not yet past ``per_site`` (a write recorded in detail, or
+# the event cap's ``log_full``). Else the site is counted, the thread's ident is in ``IN_WRITE`` while torch's op
+# runs (the re-entry guard), an exception of the op goes to ``Tracker.on_error`` with tensorscope's frames
+# stripped and on to the program (a C call adds no frame), and after the op one dead young view is let go as
+# ``write_call`` lets it go; young views left, a kept alias or shared state on the storage, a running-statistics
+# code go to ``Tracker.write_rest`` (write_call's own tail: ``settle``, ``post_write``); otherwise the write log's
+# entry, the tuple ``write_call`` makes, is appended as ``Tracker.log_write`` appends it (an Exception dropped, as
+# write_call's ``except Exception: pass``). Measured: the statement 47.6k -> 31.5k instructions an iteration,
+# short_lived's loop 113.5k -> 100.8k (benchmarks/RESULTS.md, "speedw20"); ``tests/test_speedups.py`` compares the
+# two bodies' counts, logs and reports on a program of hostile callers.
+
+
+def counted_write(lane, state, in_step, in_write, paused, lines, get_seq, grad_enabled, storage_key, failed,
+                  aggregated, running_codes, index_write, max_storages, max_writes):
+    """A write wrapper's body with its counted writes compiled (``_speedups.counted_write``, NOTE [A counted write,
+    compiled]) around the compiled lane ``lane``; ``lane`` itself where that is not a LaneWrite (the Python body,
+    not built, an older build, ``TENSORSCOPE_PURE_PYTHON=1``)."""
+    make = getattr(compiled(), "counted_write", None)
+    if make is None or type(lane) is not getattr(compiled(), "LaneWrite", None):
+        return lane
+    try:
+        return make(lane, state, in_step, in_write, paused, lines, get_seq, grad_enabled, storage_key, failed,
+                    aggregated, running_codes, bool(index_write), max_storages, max_writes)
+    except Exception:
+        return lane
 
 
 def log_writes():

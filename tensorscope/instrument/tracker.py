@@ -171,15 +171,11 @@ class Tracker(Recorder):
         try:
             kept = self.kept
             young = kept.young
-            if young:  # see NOTE [Young kept values] in kept.py
-                if len(young) == 1 and young[0][0]() is None:  # one young view, dead: ``settle`` would file nothing
-                    kept.young = []
-                else:
-                    kept.settle(self)
-            if (detailed or key in kept.keys or key in self.shared.keys
+            if young and len(young) == 1 and young[0][0]() is None:  # one young view, dead: ``settle`` would
+                kept.young = young = []  # file nothing (see NOTE [Young kept values] in kept.py)
+            if (young or detailed or key in kept.keys or key in self.shared.keys
                     or id(frame.f_code) in _RUNNING_STATS_CODES or key is None):
-                self.post_write((v0, None, mates, uf, detailed, key, aseq, line), target, op, frame,
-                                args[1] if op == "copy_" and len(args) > 1 else None)
+                self.write_rest(target, op, args, frame, v0, key, aseq, uf, line, detailed, mates)
                 return out
             if uf is not None:
                 self.log_write(key, (aseq, v0, target._version, op, _is_grad_enabled(), uf.f_code, uf.f_lasti,
@@ -190,6 +186,28 @@ class Tracker(Recorder):
         except Exception:
             pass
         return out
+
+    def write_rest(self, target, op, args, frame, v0, key, aseq, uf, line, detailed, mates) -> None:
+        """``write_call``'s tail after the call where the write is more than a log entry: young kept values to
+        settle, a write recorded in detail, a storage with a kept alias or a shared state, BatchNorm's counter,
+        no storage key. Also the compiled counted write's (NOTE [A counted write, compiled] in speedups.py)."""
+        try:
+            kept = self.kept
+            if kept.young:  # see NOTE [Young kept values] in kept.py
+                kept.settle(self)
+            if (detailed or key in kept.keys or key in self.shared.keys
+                    or id(frame.f_code) in _RUNNING_STATS_CODES or key is None):
+                self.post_write((v0, None, mates, uf, detailed, key, aseq, line), target, op, frame,
+                                args[1] if op == "copy_" and len(args) > 1 else None)
+                return
+            if uf is not None:
+                self.log_write(key, (aseq, v0, target._version, op, _is_grad_enabled(), uf.f_code, uf.f_lasti,
+                                     line, frame.f_code if frame is not uf else None, None))
+            else:
+                self.log_write(key, (aseq, v0, target._version, op, _is_grad_enabled(), None, None, None,
+                                     frame.f_code, None))
+        except Exception:
+            pass
 
     def log_write(self, key, entry) -> None:
         """Add a LoggedWrite's fields (a plain tuple, see NOTE [The shapes of a write]) to the write log of
