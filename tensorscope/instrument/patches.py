@@ -572,6 +572,8 @@ def _roots_and_handed(op, args, kwargs):
             inputs = args[5] if len(args) > 5 else kwargs.get("inputs")
         else:
             inputs = args[1] if len(args) > 1 else kwargs.get("inputs")
+        if inputs is None and type(roots) is _Tensor:  # a loss's backward(): only a mode hands it over
+            return (id(roots),), _mode_on()
         seq = (roots,) if isinstance(roots, _Tensor) or roots is None else tuple(roots)
         ids = tuple(map(id, seq))
         if inputs is not None:
@@ -584,6 +586,7 @@ def _roots_and_handed(op, args, kwargs):
 
 
 _has_torch_function = torch._C._has_torch_function
+_mode_on = getattr(torch._C, "_is_torch_function_mode_enabled", None) or (lambda: _has_torch_function(()))
 
 
 def make_backward(op, orig):
