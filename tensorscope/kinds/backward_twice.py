@@ -198,7 +198,10 @@ def explain(ev: Evidence) -> dict | None:
         tensor = {"id": tid, "names": [name], "version_at_save": None, "version_now": None}
     culprit = where(first["file"], first["line"], alias=name) if first else where(f.get("file"), bline, alias=name)
     chain = []
-    link = _carried_link(f, first)
+    once = _built_once(f, first, node_file, node_line) if not name and first and top and node_line else None
+    # a freed graph built once outside any loop is the mistake even where this step's line takes in its tensor
+    # (NOTE [A graph built by a statement that runs once]; torch 2.15's graph shows that link, 2.13's does not)
+    link = _carried_link(f, first) if once is None else None
     if link is not None:
         # See NOTE [Links into a freed graph]: in a loop, the mistake is the carry, not the backward
         culprit = where(link["file"], link["line"], alias=name)
@@ -226,11 +229,9 @@ def explain(ev: Evidence) -> dict | None:
         if shared is not None:  # See NOTE [A part two losses share]
             said, culprit, chain, fix = shared
             parts.append(said)
-    elif link is None and not name and first and top and node_line:
-        once = _built_once(f, first, node_file, node_line)
-        if once is not None:  # See NOTE [A graph built by a statement that runs once]
-            said, culprit, chain, fix = once
-            parts.append(said)
+    elif once is not None:  # See NOTE [A graph built by a statement that runs once]
+        said, culprit, chain, fix = once
+        parts.append(said)
     return diagnosis(
         KIND,
         explanation=" ".join(parts) or "An earlier backward freed the graph this backward needed.",
