@@ -88,8 +88,8 @@ HANDED = Path(__file__).parent / "programs" / "backward_handed.py"
 
 def test_a_call_handed_to_torch_function_is_recorded_once_at_the_programs_line(tmp_path):
     """NOTE [A backward call handed to __torch_function__ is recorded once] (patches.py): a subclass's root and a
-    torch-function mode of the program's that passes calls on; each backward call of the program's is one record,
-    at its own line (not the mode's ``__torch_function__`` line), in order; stdout and stderr are python's; with a
+    torch-function mode of the program's that passes calls on (NOTE [Tensor.backward handed to __torch_function__]
+    for a loss's ``backward()`` there); each backward call of the program's is one record, at its own line (not the mode's ``__torch_function__`` line), in order; stdout and stderr are python's; with a
     saved tensor written in place before the last call, the version error is diagnosed with that call's line as
     the backward line."""
     import json

@@ -589,6 +589,34 @@ _has_torch_function = torch._C._has_torch_function
 _mode_on = getattr(torch._C, "_is_torch_function_mode_enabled", None) or (lambda: _has_torch_function(()))
 
 
+# NOTE [Tensor.backward handed to __torch_function__]
+# ``loss.backward()`` is ``Tensor.backward`` (torch/_tensor.py), a Python function that is not wrapped: it calls
+# ``torch.autograd.backward``, the wrapper. Under a torch-function mode of the program's (or with a root of a
+# subclass whose ``__torch_function__`` is the program's) it first hands itself over: ``handle_torch_function``
+# calls the mode's ``__torch_function__``, which calls ``Tensor.backward`` again with the mode off, and that call
+# reaches the wrapper. Its caller is then the inner ``Tensor.backward``, and the first program frame above it the
+# mode's ``__torch_function__``: the backward was recorded at the mode's ``func(*args)`` line, not at the program's
+# ``loss.backward()`` (measured on 2.13). When the caller is ``Tensor.backward`` called from a
+# ``__torch_function__``, the frame taken is the outer ``Tensor.backward``'s, the same code a few frames up
+# (``__torch_function__``, torch's dispatch, possibly ``super().__torch_function__``): the call the program made.
+# A ``__torch_function__`` that calls ``torch.autograd.backward`` itself is its own line, as before.
+_TENSOR_BACKWARD_CODE = getattr(getattr(_Tensor, "backward", None), "__code__", None)
+_HANDED_DEPTH = 6  # frames between the two calls: __torch_function__, torch's dispatch, a super() call's
+
+
+def _handing_caller(frame):
+    """The outer ``Tensor.backward`` frame of a call handed to ``__torch_function__`` (NOTE above), else ``frame``."""
+    f = frame.f_back
+    code = frame.f_code
+    for _ in range(_HANDED_DEPTH):
+        if f is None:
+            break
+        if f.f_code is code:
+            return f
+        f = f.f_back
+    return frame
+
+
 def make_backward(op, orig):
     hands_over = "handle_torch_function" in getattr(getattr(orig, "__code__", None), "co_names", ())
 
@@ -617,6 +645,9 @@ def make_backward(op, orig):
                 rec.steps.sweep()
             calls = rec.backward_calls
             frame = sys._getframe(1)  # the caller's, read once for the three callbacks
+            if (frame.f_code is _TENSOR_BACKWARD_CODE and frame.f_back is not None
+                    and frame.f_back.f_code.co_name == "__torch_function__"):
+                frame = _handing_caller(frame)  # NOTE [Tensor.backward handed to __torch_function__]
             ctx = calls.before(op, args, kwargs, frame)
             values = rec.values  # see NOTE [Checking values at the sinks] in nonfinite.py
             if values is not None:
