@@ -193,3 +193,26 @@ def test_colour_follows_the_environment(runs):
     rc2, forced, _ = got["forced"]
     assert rc == rc2 == 0
     assert "\x1b[" not in plain and "\x1b[" in forced
+
+
+SUBCLASS = REPO / "tests" / "programs" / "subclass_own_torch_function.py"
+
+
+def test_a_subclass_left_out_is_said_also_under_a_clean_explain(tmp_path):
+    """NOTE [Subclasses left out, said] (instrument/recorder.py): the subclass's tensors and its backward call are
+    not inspected, and the report says so; the subclass sees exactly the calls it sees under python (its count is
+    printed); a clean ``explain`` prints the note under its verdict, but not the per-line cap's note (a loop's
+    lines pass it, and it limits no check)."""
+    from tests._cli import run_many
+
+    out = tmp_path / "r.json"
+    py, ts, ex = run_many([("python", SUBCLASS), ("tensorscope", "run", "-o", out, SUBCLASS),
+                           ("tensorscope", "explain", SUBCLASS, {"env": {"COLUMNS": "300"}})])
+    assert ts[:3] == py[:3] and py[0] == 0, (ts, py)
+    assert ex[0] == 0 and ex[1].startswith(py[1]), ex
+    notes = json.loads(out.read_text())["notes"]
+    said = [n for n in notes if "Logged" in n]
+    assert len(said) == 1 and "not inspected" in said[0], notes
+    assert any(n.startswith("10 events past the first 20 at a line") for n in notes), notes
+    shown = ex[1][len(py[1]):].splitlines()
+    assert shown == ["clean: 30 backward calls, all succeeded; hazards: none", "note: " + said[0]], shown

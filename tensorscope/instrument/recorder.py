@@ -160,9 +160,39 @@ def inspectable(t) -> bool:
     if verdict is None:
         # a subclass with its own __torch_function__ would see every metadata read of ours
         own_tf = getattr(getattr(kind, "__torch_function__", None), "__func__", None) is not _BASE_TF
-        verdict = _INSPECTABLE[kind] = (isinstance(t, _Tensor) and not own_tf
-                                        and not (getattr(kind, "__module__", "") or "").startswith("torch."))
+        module = getattr(kind, "__module__", "") or ""
+        verdict = _INSPECTABLE[kind] = (isinstance(t, _Tensor) and not own_tf and not module.startswith("torch."))
+        if own_tf and isinstance(t, _Tensor) and not module.startswith("torch."):
+            _not_inspected(kind, module)
     return verdict
+
+
+# NOTE [Subclasses left out, said]
+# A tensor subclass with its own ``__torch_function__`` (the program's, or a library's: a logging tensor,
+# torchvision's ``tv_tensors``) is not inspected: each metadata read of tensorscope's would run its code, which the
+# program could see. Its ops, writes and backward calls are therefore missing from the report, which said nothing
+# of it ("clean: 1 backward call" for two). The first time a run meets such a type, the report says so. Verdicts
+# are cached per type for the whole process: the program's types are forgotten when a run starts
+# (``forget_program_kinds``), so that each run meets, and names, its own.
+_SEEDED = frozenset(_INSPECTABLE)
+
+
+def _not_inspected(kind, module: str) -> None:
+    from tensorscope.instrument import state
+
+    rec = state.recorder
+    if rec is not None:
+        name = getattr(kind, "__qualname__", None) or kind.__name__
+        rec.note(f"tensors of {name if module in ('__main__', '') else module + '.' + name}, a subclass with its own "
+                 "__torch_function__, are not inspected (reading them would run its code): their ops, writes and "
+                 "backward calls are not in this report")
+
+
+def forget_program_kinds() -> None:
+    """Drop the cached verdicts of every type but the seeded ones (NOTE [Subclasses left out, said])."""
+    for kind in list(_INSPECTABLE):  # one copy in C: another thread may add a type meanwhile
+        if kind not in _SEEDED:
+            _INSPECTABLE.pop(kind, None)
 
 
 def node_name(node) -> str:
@@ -378,6 +408,7 @@ class Recorder:
     """Holds what one run of a program recorded."""
 
     def __init__(self, program_path: str | None, *, max_events: int = 20000, per_site: int = 20):
+        forget_program_kinds()  # NOTE [Subclasses left out, said]
         self.user = UserCode(program_path)
         self.ddp_models: list[dict] = []  # one per DistributedDataParallel built (instrument/ddp.py)
         self.distributed_backend: str | None = None
@@ -588,7 +619,8 @@ class Recorder:
         return True
 
     def note_caps(self) -> None:
-        """Say in the report's notes where a cap left events counted but not recorded (at the end)."""
+        """Say in the report's notes where a cap left events counted but not recorded (at the end). A clean
+        ``explain`` leaves these two out by their first words (render/summary.py ``_LOG_DETAIL_NOTES``)."""
         over = [n - self.per_site for n in self.site_counts.values() if n > self.per_site]
         if over:
             lines = f"{len(over):,} line" + ("s" if len(over) > 1 else "")

@@ -9,6 +9,7 @@ text, never as markup.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -163,9 +164,16 @@ def header(doc) -> list[Text]:
     return out
 
 
-def notes(doc) -> list[Text]:
-    """The report's notes, one line each: below the verdict, which stays the second line."""
-    return [Text(f"note: {note}", style="yellow", end="\n") for note in doc.get("notes") or []]
+def notes(doc, *, coverage: bool = False) -> list[Text]:
+    """The report's notes, one line each: below the verdict, which stays the second line. ``coverage``: only those
+    that say what was not looked at, not those that say how much of the event log is detailed (a clean
+    ``explain``: a training loop's lines always pass their detailed-event cap, and that limits no check)."""
+    return [Text(f"note: {note}", style="yellow", end="\n") for note in doc.get("notes") or []
+            if not (coverage and _LOG_DETAIL_NOTES.match(note))]
+
+
+# the notes of ``Recorder.note_caps`` (instrument/recorder.py): the log's detail, not what was checked
+_LOG_DETAIL_NOTES = re.compile(r"[0-9,]+ events past the first [0-9,]+ at a line |the event log is full: ")
 
 
 # --- aliasing ------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ def renderables(doc: dict, *, full: bool = False, tensor: str | None = None, lin
     Default: the summary. ``full``: every tensor, storage and event. ``tensor``: one tensor's
     history, aliases and version changes. ``line``: what one ``FILE:LINE`` did. ``explain`` shows
     its finding -- the verdict and the panels -- unless ``report`` asks for the report (a clean one
-    is one verdict line; see NOTE [The finding on the last screen]). A pasted error text
+    is one verdict line and the report's notes; see NOTE [The finding on the last screen]). A pasted error text
     (``explain -``, ``--message``) is its one explanation panel, whatever the options.
     """
     if doc.get("message") is not None:
@@ -42,7 +42,10 @@ def renderables(doc: dict, *, full: bool = False, tensor: str | None = None, lin
     if full:
         return full_dump(doc)
     if doc.get("command") == "explain" and not report:
-        return summary.findings(doc, diagnosis_panel) if summary.found(doc) else [summary.verdict(doc)]
+        # clean: the verdict, and the notes that say what the verdict does not cover (a subclass left out,
+        # workers not recorded), so that "clean" is never read as more than was looked at
+        return summary.findings(doc, diagnosis_panel) if summary.found(doc) else [summary.verdict(doc),
+                                                                                 *summary.notes(doc, coverage=True)]
     return summary.renderables(doc, diagnosis_panel)
 
 
