@@ -44,7 +44,7 @@ import types
 import _thread
 import weakref
 
-from tensorscope.instrument.frames import SIGNALS_RUN, SIGNALS_WAIT, is_tensorscope_file, strip_for_reraise
+from tensorscope.instrument.frames import SIGNALS_RUN, SIGNALS_WAIT, is_tensorscope_file, peek_locals, strip_for_reraise
 from tensorscope.instrument.transparent import named
 
 
@@ -374,12 +374,18 @@ def _passes(frame, callee) -> bool:
 def _must_wait(frame) -> bool:
     """Whether a handler given ``frame`` waits (NOTE [A signal handler that lands in tensorscope's code])."""
     callee = None
-    while frame is not None and _library_file(frame.f_code.co_filename):
-        callee, frame = frame, frame.f_back  # a library's code: the program's, or one tensorscope's code called
-    if frame is None or not is_tensorscope_file(frame.f_code.co_filename):
+    # faults21: over the program's frames too (NOTE [The program's code that tensorscope's code calls])
+    while frame is not None and not is_tensorscope_file(frame.f_code.co_filename):
+        callee, frame = frame, frame.f_back  # a library's code or the program's, down to tensorscope's first frame
+    if frame is None:
         return False
-    if callee is not None and _passes(frame, callee):
-        return False  # a wrapper's call of the original: python runs the handler there too
+    if callee is not None and not (frame.f_back is not None and is_tensorscope_file(frame.f_back.f_code.co_filename)):
+        # a wrapper that the program (or a library) called, not tensorscope's own code (faults21)
+        if _library_file(callee.f_code.co_filename):
+            if _passes(frame, callee):
+                return False  # a wrapper's call of the original: python runs the handler there too
+        elif _calls_original(frame):  # faults21: the program's code, called from C by a wrapper's call of the
+            return False  # original (its ``__torch_function__``, its hook): python runs it there too
     while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
         code = frame.f_code
         if code in SIGNALS_WAIT:
@@ -388,6 +394,53 @@ def _must_wait(frame) -> bool:
             return False
         frame = frame.f_back
     return frame is not None and frame is not _START[0]
+
+
+# faults21
+_LOADS = frozenset(("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
+                    "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"))
+
+
+def _call_names(code, lasti: int, _cache={}) -> tuple:
+    """The local and closure variables that ``code``'s line of instruction ``lasti`` loads before it."""
+    key = (code, lasti)
+    names = _cache.get(key)
+    if names is None:
+        import dis
+
+        starts = [offset for offset, line in dis.findlinestarts(code) if offset <= lasti]
+        first = max(starts) if starts else 0
+        found = []
+        for ins in dis.get_instructions(code):
+            if first <= ins.offset <= lasti and ins.opname in _LOADS:
+                found.extend(ins.argval if isinstance(ins.argval, tuple) else (ins.argval,))
+        names = _cache[key] = tuple(found)
+    return names
+
+
+def _calls_original(frame) -> bool:
+    """Whether tensorscope's ``frame`` is calling a function it holds in a local or closure variable that is not
+    tensorscope's own (a wrapper's original, C's or a program's): one its current line loads."""
+    names = _call_names(frame.f_code, frame.f_lasti)
+    if not names:
+        return False
+    try:
+        values = peek_locals(frame)
+    except Exception:  # noqa: BLE001  (a frame that cannot say: not a pass)
+        return False
+    for name in names:
+        v = values.get(name)
+        if type(v) is types.MethodType:
+            v = v.__func__
+        if type(v) is types.FunctionType:
+            if not is_tensorscope_file(v.__code__.co_filename):
+                return True
+        elif callable(v) and not isinstance(v, type) and not (
+                str(getattr(v, "__module__", None) or "").startswith("tensorscope")
+                or type(v).__module__.startswith("tensorscope")):
+            return True
+    return False
+# end faults21
 
 
 _DECIDING: list = []  # not empty while ``_deferred`` walks the stack
@@ -628,8 +681,9 @@ class HeldSignals:
     process at once. Signals the program's environment ignores (``nohup``) stay ignored.
     """
 
-    def __init__(self, real_exit=os._exit, mute: bool = False):
+    def __init__(self, real_exit=os._exit, mute: bool = False, at_shutdown=None):
         self.pending: int | None = None
+        self._at_shutdown = at_shutdown  # faults21: runs the handlers of the signals noted meanwhile (release)
         self._interruptible = False
         self._real_exit = real_exit
         self._previous = {}
@@ -654,6 +708,9 @@ class HeldSignals:
                 raise KeyboardInterrupt
             self.pending = signum  # the program's threads still run: the report, then death by it
             raise Stopped(signum)
+        if _programs_handler(self._previous.get(signum)):  # faults21: NOTE [The program's own handler of a
+            _nothing(signum, frame)  # held signal while the report is built]: noted, run once it is written
+            return
         if self.pending is not None:
             die_by(signum, self._real_exit)
         self.pending = signum
@@ -712,7 +769,7 @@ class HeldSignals:
         back = getattr(self, "_back", None)
         if back is None:
             return
-        came = [s for s in _CAME if s in back]
+        came = [s for s in _CAME if s in back or _programs_handler(self._previous.get(s))]  # faults21: held ones
         _CAME.clear()
         held = self.pending
         if held is not None and _programs_handler(self._previous.get(held)):
@@ -722,22 +779,39 @@ class HeldSignals:
             signal.raise_signal(s)
 
     def release(self) -> None:
-        """Put the handlers back; die by the signal held meanwhile, if one came."""
+        """Put the handlers back; die by the signal held meanwhile, if one came. The program's own handlers (those
+        muted, and its own of the held signals) come back at the interpreter's shutdown (``at_shutdown``), where
+        the signals noted meanwhile run them (faults21: NOTE [The program's own handler of a held signal while the
+        report is built])."""
         previous, self._previous = self._previous, {}
         muted, self._muted = self._muted, {}
-        if muted and self.pending is None:
-            import atexit
-
-            atexit.register(_unmute, muted)  # NOTE [Signal handlers while the report is built]
+        later = dict(muted)
         for s, h in previous.items():
             if getattr(h, "tensorscope_default", False):  # the run is over: its handler stood for SIG_DFL
                 h = signal.SIG_DFL
+            elif self._at_shutdown is not None and _programs_handler(h):  # faults21: noted until the shutdown
+                later[s], h = h, _nothing
             try:
                 _signal(s, h if h is not None else signal.SIG_DFL)
             except (ValueError, OSError, TypeError):
-                pass
+                later.pop(s, None)
         if self.pending is not None:  # the program is over: python would have flushed its output
             die_by(self.pending, self._real_exit, flush=True)
+        if later:
+            if self._at_shutdown is not None:
+                self._at_shutdown(later)
+            else:
+                import atexit
+
+                atexit.register(_unmute, later)  # NOTE [Signal handlers while the report is built]
+
+
+def noted(signals) -> list:
+    """The signals among ``signals`` that came for a muted handler since the program's threads were joined, taken
+    (faults21: NOTE [The program's own handler of a held signal while the report is built])."""
+    came = [s for s in _CAME if s in signals]
+    _CAME.clear()
+    return came
 
 
 def _unmute(muted: dict) -> None:
