@@ -45,6 +45,7 @@ import _thread
 import weakref
 
 from tensorscope.instrument.frames import SIGNALS_RUN, SIGNALS_WAIT, is_tensorscope_file, peek_locals, strip_for_reraise
+from tensorscope.instrument.frames import _PACKAGE_DIR
 from tensorscope.instrument.transparent import named
 
 
@@ -372,28 +373,37 @@ def _passes(frame, callee) -> bool:
 
 
 def _must_wait(frame) -> bool:
-    """Whether a handler given ``frame`` waits (NOTE [A signal handler that lands in tensorscope's code])."""
+    """Whether a handler given ``frame`` waits (NOTE [A signal handler that lands in tensorscope's code]). The walks
+    call no Python function (``is_tensorscope_file`` inlined): under ``explain`` on 3.10/3.11 each Python call here
+    is a call event of the saved-tensor watch's trace function, and a check where a storm's next signal comes."""
+    ours = _OURS
     callee = None
     # faults21: over the program's frames too (NOTE [The program's code that tensorscope's code calls])
-    while frame is not None and not is_tensorscope_file(frame.f_code.co_filename):
+    while frame is not None and not frame.f_code.co_filename.startswith(ours):
         callee, frame = frame, frame.f_back  # a library's code or the program's, down to tensorscope's first frame
     if frame is None:
         return False
-    if callee is not None and not (frame.f_back is not None and is_tensorscope_file(frame.f_back.f_code.co_filename)):
-        # a wrapper that the program (or a library) called, not tensorscope's own code (faults21)
-        if _library_file(callee.f_code.co_filename):
-            if _passes(frame, callee):
-                return False  # a wrapper's call of the original: python runs the handler there too
-        elif _calls_original(frame):  # faults21: the program's code, called from C by a wrapper's call of the
-            return False  # original (its ``__torch_function__``, its hook): python runs it there too
-    while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
+    wrapper = frame
+    while frame is not None and frame.f_code.co_filename.startswith(ours):
         code = frame.f_code
         if code in SIGNALS_WAIT:
-            return True
+            break
         if code in SIGNALS_RUN:
             return False
         frame = frame.f_back
-    return frame is not None and frame is not _START[0]
+    else:
+        if frame is None or frame is _START[0]:
+            return False  # nothing of the program's below tensorscope's code
+    if callee is None or wrapper.f_back is not None and wrapper.f_back.f_code.co_filename.startswith(ours):
+        return True  # tensorscope's own code, or a wrapper that tensorscope's code called (faults21)
+    if _library_file(callee.f_code.co_filename):
+        return not _passes(wrapper, callee)  # a wrapper's call of the original: python runs the handler there too
+    # faults21: the program's code, called from C by a wrapper's call of the original (its ``__torch_function__``,
+    # its hook): python runs it there too
+    return not _calls_original(wrapper)
+
+
+_OURS = _PACKAGE_DIR  # what ``is_tensorscope_file`` compares
 
 
 # faults21
@@ -492,7 +502,14 @@ def fatal_signals_report(ending: Ending, program_returned=None):
 
     def guard(signum, frame):
         # faults20: a handler landing in tensorscope's code waits for the program's next check (_deferred)
-        anchor = _deferred(signum, frame)  # dies as guard returns: the signal comes again
+        try:
+            anchor = _deferred(signum, frame)  # dies as guard returns: the signal comes again
+        except RecursionError:  # faults21: nested calls of guard in a storm; the program's code never gets it
+            try:
+                _thread.interrupt_main(signum)  # heard again once this call has returned, one level up
+            except BaseException:
+                pass
+            return
         if anchor is not None:
             return
         # end faults20
@@ -603,9 +620,10 @@ def _trip_on_return(signum: int) -> "_Anchor":
     caller's frame is cleared: the anchor dies with the frame's locals, and its weak reference's callback is
     ``ref.trip()``, a ``functools.partial`` of ``_thread.interrupt_main``: C calling C, no Python frame, no
     check in between. The next check is then in the frame the handler ran in, or in a later one."""
+    trip = functools.partial(_thread.interrupt_main, signum)  # faults21: made before the wire (see below)
     anchor = _Anchor()
     wire = _Tripwire(anchor, _TRIP)
-    wire.trip = functools.partial(_thread.interrupt_main, signum)
+    wire.trip = trip  # no call between the wire and its ``trip``: nothing can raise there (a RecursionError)
     anchor.wire = wire  # the reference lives until its referent dies: its callback runs
     return anchor  # the caller holds it in a local until its frame ends
 
