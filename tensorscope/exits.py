@@ -325,12 +325,35 @@ def default_again(signals) -> None:
 # ``_DECIDING`` is set, so that a handler never runs (and raises) inside ``_trip_on_return``. Tried and
 # dropped (both hung a 3.11 ``explain`` under a storm of 8,000 SIGINTs, killed after 280-600 s, as
 # faults19's attempt did): a nested call of the same signal counted as one arrival; the signals heard
-# while deciding collected and marked again by the call deciding. Left: in such a storm under ``explain``
-# on 3.11, "Exception ignored in: operator.methodcaller('trip')" (an ``AttributeError``) was printed once
-# in 4 runs: an anchor freed before its wire was armed, most likely a RecursionError of nested ``guard``
-# calls inside ``_trip_on_return`` (main printed a RecursionError in the same storm). The walk reads the
-# locals of one frame of tensorscope's (``f_locals``) only where a library frame was called by it. Cost:
-# only when a signal comes.
+# while deciding collected and marked again by the call deciding. (faults21) In such a storm under ``explain``
+# on 3.11, "Exception ignored in: operator.methodcaller('trip')" (an ``AttributeError``) was printed: a
+# RecursionError of nested ``guard`` calls raised by a C call in ``_trip_on_return`` after the wire was made and
+# before its ``trip`` was set; the anchor, freed with the frame (here when ``strip_traceback`` unlinked the
+# traceback that held it), fired a wire without ``trip``. ``trip`` is now made first: nothing between the wire and
+# its ``trip`` can raise. A RecursionError of ``guard``'s decision re-arms the signal (``interrupt_main``) instead
+# of reaching the program, and the walks call no Python function (each call is a trace event of explain's watch
+# on 3.10/3.11, and a check where the storm's next signal runs another ``guard``). The walk reads the locals of
+# one frame of tensorscope's (``peek_locals``/``f_locals``) only where a library frame, or the program's, was
+# called by it. Cost: only when a signal comes.
+
+# NOTE [The program's code that tensorscope's code calls]
+# (faults21.) tensorscope's own code sometimes calls the program's: its record of ``param.data = new`` reads the new
+# value's shape and strides (recorder ``describe``), which a program's tensor subclass hands to its own
+# ``__torch_function__`` (28 calls for one ``.data`` set, where python makes none); a program object's ``__del__`` or
+# weak reference callback runs where tensorscope drops the last reference. A handler that came there ran at once,
+# inside tensorscope's frames, and its exception met tensorscope's ``except Exception``: the program's ``Stop`` was
+# lost (tests/programs/faults/handler_in_torch_function.py). Under python nothing of the program's runs there; the
+# signal would be heard at the program's next check. So ``_must_wait`` walks over the program's frames too, down to
+# tensorscope's first frame, and such a landing waits as in tensorscope's own code. It runs at once, as python runs
+# it, where the program's code was called by a wrapper's call of its original: the program's ``__torch_function__``
+# under ``Tensor.mul_``'s wrapper, a hook under the wrapper of ``backward``. A wrapper's call of its original is told
+# by its frame's current line (``_calls_original``): it loads, from a local or closure variable, a callable that is
+# not tensorscope's (the original: C's, torch's or the program's), and the wrapper was called by the program or a
+# library, not by tensorscope's own code (``rg_get``, the ``requires_grad`` getter's wrapper, is called by
+# ``describe`` too). A bookkeeping line that calls an original held in a local would be taken for a pass (the
+# handler at once, as before); none was found. The calls themselves (the program's ``__torch_function__`` seeing
+# tensorscope's reads) are a transparency fault of their own, left (the record of a `.data` set is kept unseen
+# by torch-function modes only: ``_unseen`` in patches.py).
 
 
 def _stdlib_file(filename: str, _cache={}) -> bool:
@@ -674,7 +697,8 @@ class Stopped(BaseException):
 # noted until the program's threads are joined run their handlers there (``HeldSignals.replay``), also when there
 # is no thread to join: that is python's ``threading._shutdown``, where python runs them, and an exception is
 # printed as python prints it there (NOTE [An exception while the program's threads are joined] in runner.py). A
-# signal during the report's build is dropped (python may well have exited before it came).
+# signal during the report's build runs its handler once the report is written (NOTE [The program's own handler of a
+# held signal while the report is built]).
 
 # NOTE [Signal handlers while the report is built]
 # Once the program's main code has ended, what runs until the interpreter's own exit is tensorscope's
@@ -686,10 +710,34 @@ class Stopped(BaseException):
 # with part of the report. Under python
 # such a handler runs, if at all, inside the interpreter's shutdown, where its exception is printed as
 # ignored and the exit status stays the program's. So ``mute_program`` makes every Python-level handler but
-# the held signals' do nothing while the report is built (the signals that come then are dropped: python may
-# as well have exited before they came); ``release`` puts them back in an ``atexit`` callback registered
-# then (atexit calls the last registered first), so the program's own atexit handlers run with them, as
-# under python, and a raise there is python's "Exception ignored in atexit callback" (tests/test_timeout_ends.py).
+# the held signals' do nothing while the report is built (the signals that come then are noted); ``release``
+# puts them back in the interpreter's own call of ``threading._shutdown``, before the program's atexit
+# callbacks, and the noted signals run their handlers there (faults21: NOTE [The program's own handler of a
+# held signal while the report is built]), so the program's own atexit handlers run with them, as under
+# python, and a raise there is python's "Exception ignored in atexit callback" (tests/test_timeout_ends.py).
+
+# NOTE [The program's own handler of a held signal while the report is built]
+# (faults21.) SIGINT, SIGTERM and SIGHUP are held while the report is built (``HeldSignals``): at python's default
+# (SIGINT's KeyboardInterrupt, SIGTERM's and SIGHUP's death) the first is kept for ``release`` to die by once the
+# report is written, and a second ends the process at once. A program that set its own handler for one of them
+# (a graceful stop on Ctrl-C or SIGTERM) got the same: under ``run`` it died by the signal after the report (exit
+# 130 or 143 where python exits 0), and a second one (a user's second Ctrl-C while a long report is built) killed
+# the process at once, with no report. Under python that handler runs in the interpreter's shutdown, if the signal
+# comes before the process is gone, and the exit status stays the program's; its exception is printed as ignored.
+# So such a signal is noted as a muted handler's is (``_hold``), never held nor a death; ``release`` leaves
+# ``_nothing`` in its place too, and ``at_shutdown`` (runner._handlers_at_shutdown) puts all the program's handlers
+# back inside the interpreter's own call of ``threading._shutdown`` (a replacement of it, made at ``release``, that
+# puts the original back and calls it): the first Python code python runs at its exit, before the atexit
+# callbacks. There each noted signal is raised again in a frame compiled under threading.py's name at
+# ``_shutdown``'s wait line (as the joins' ``_shutdown_wait``), so the handler's ``frame`` and an exception's
+# traceback are those python's shutdown gives, and the exception goes to ``sys.unraisablehook`` as there
+# ("Exception ignored in: <module 'threading' ...>"). Between ``release`` and that call only tensorscope's code
+# runs (the exit status, ``sys.exit``): a handler put back at ``release`` could have run there, in tensorscope's
+# frames. The same holds for every muted handler's signal (a SIGUSR1, a SIGCHLD) that comes while the report is
+# built: run at the shutdown, not dropped. Measured (tests/test_timeout_ends.py: ``run --json`` blocked writing a
+# report bigger than the pipe, two SIGINTs and a SIGTERM sent meanwhile): before, death by SIGINT with no report;
+# now exit 0, the report whole, the handler run with its exception printed as ignored, as python prints it in its
+# shutdown. A signal whose handler is python's own (or SIG_DFL) is held as before.
 
 
 class HeldSignals:
