@@ -2,7 +2,8 @@
 ``armed``: across ``model.weight.data = new``. Under python nothing calls it there (the setter is torch's C code);
 under tensorscope the setter's record reads the new value (its shape, its strides), which reaches this
 ``__torch_function__``: the handler must then run once tensorscope's code has returned, in the program's code, and
-its exception reach the program's ``try`` (tests/test_signal_landing.py)."""
+its exception reach the program's ``try``. Then the program's own ``new.mul_(2)``: there python runs the handler
+inside ``__torch_function__``, and so must tensorscope (tests/test_signal_landing.py)."""
 import signal
 import sys
 import _thread
@@ -50,6 +51,17 @@ except Stop as e:
         tb = tb.tb_next
     stops.append(where)
 print("stops", stops, "handler given", given, "data", type(model.weight.data).__name__, file=sys.stderr)
+before = new.detach().clone()
+try:  # the program's own call: tensorscope's write wrapper calls the original, which calls __torch_function__
+    armed.append(1)
+    new.mul_(2)
+    print("mul_ done")
+except Stop as e:  # as under python: the handler ran inside __torch_function__, and mul_ never ran
+    tb, where = e.__traceback__, []
+    while tb is not None:
+        where.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    print("mul_ stopped", where, "unchanged", torch.equal(new, before))
 x = torch.ones(3, requires_grad=True)
 (x * 3).sum().backward()
 print("end", x.grad.tolist())
