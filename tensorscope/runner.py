@@ -220,9 +220,10 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
                 # From here on what runs is tensorscope's (and the program's threads, joined below):
                 # signals wait for the report (see NOTE [Ending as python ends]).
                 timer.program_ended()
-                # the program's handlers do nothing from here until its atexit handlers run
+                # the program's handlers do nothing from here until the interpreter's threading._shutdown
                 # (NOTE [Signal handlers while the report is built] in exits.py)
-                outcome.held = exits.HeldSignals(real_os_exit, mute=True, at_shutdown=_handlers_at_shutdown)
+                outcome.held = exits.HeldSignals(real_os_exit, mute=True,
+                                                 at_shutdown=_handlers_at_shutdown)  # faults21
                 if on_end is not None:
                     on_end()
         except SystemExit as e:
