@@ -44,7 +44,8 @@ import types
 import _thread
 import weakref
 
-from tensorscope.instrument.frames import SIGNALS_RUN, SIGNALS_WAIT, is_tensorscope_file, strip_for_reraise
+from tensorscope.instrument.frames import SIGNALS_RUN, SIGNALS_WAIT, is_tensorscope_file, peek_locals, strip_for_reraise
+from tensorscope.instrument.frames import _PACKAGE_DIR
 from tensorscope.instrument.transparent import named
 
 
@@ -324,12 +325,35 @@ def default_again(signals) -> None:
 # ``_DECIDING`` is set, so that a handler never runs (and raises) inside ``_trip_on_return``. Tried and
 # dropped (both hung a 3.11 ``explain`` under a storm of 8,000 SIGINTs, killed after 280-600 s, as
 # faults19's attempt did): a nested call of the same signal counted as one arrival; the signals heard
-# while deciding collected and marked again by the call deciding. Left: in such a storm under ``explain``
-# on 3.11, "Exception ignored in: operator.methodcaller('trip')" (an ``AttributeError``) was printed once
-# in 4 runs: an anchor freed before its wire was armed, most likely a RecursionError of nested ``guard``
-# calls inside ``_trip_on_return`` (main printed a RecursionError in the same storm). The walk reads the
-# locals of one frame of tensorscope's (``f_locals``) only where a library frame was called by it. Cost:
-# only when a signal comes.
+# while deciding collected and marked again by the call deciding. (faults21) In such a storm under ``explain``
+# on 3.11, "Exception ignored in: operator.methodcaller('trip')" (an ``AttributeError``) was printed: a
+# RecursionError of nested ``guard`` calls raised by a C call in ``_trip_on_return`` after the wire was made and
+# before its ``trip`` was set; the anchor, freed with the frame (here when ``strip_traceback`` unlinked the
+# traceback that held it), fired a wire without ``trip``. ``trip`` is now made first: nothing between the wire and
+# its ``trip`` can raise. A RecursionError of ``guard``'s decision re-arms the signal (``interrupt_main``) instead
+# of reaching the program, and the walks call no Python function (each call is a trace event of explain's watch
+# on 3.10/3.11, and a check where the storm's next signal runs another ``guard``). The walk reads the locals of
+# one frame of tensorscope's (``peek_locals``/``f_locals``) only where a library frame, or the program's, was
+# called by it. Cost: only when a signal comes.
+
+# NOTE [The program's code that tensorscope's code calls]
+# (faults21.) tensorscope's own code sometimes calls the program's: its record of ``param.data = new`` reads the new
+# value's shape and strides (recorder ``describe``), which a program's tensor subclass hands to its own
+# ``__torch_function__`` (28 calls for one ``.data`` set, where python makes none); a program object's ``__del__`` or
+# weak reference callback runs where tensorscope drops the last reference. A handler that came there ran at once,
+# inside tensorscope's frames, and its exception met tensorscope's ``except Exception``: the program's ``Stop`` was
+# lost (tests/programs/faults/handler_in_torch_function.py). Under python nothing of the program's runs there; the
+# signal would be heard at the program's next check. So ``_must_wait`` walks over the program's frames too, down to
+# tensorscope's first frame, and such a landing waits as in tensorscope's own code. It runs at once, as python runs
+# it, where the program's code was called by a wrapper's call of its original: the program's ``__torch_function__``
+# under ``Tensor.mul_``'s wrapper, a hook under the wrapper of ``backward``. A wrapper's call of its original is told
+# by its frame's current line (``_calls_original``): it loads, from a local or closure variable, a callable that is
+# not tensorscope's (the original: C's, torch's or the program's), and the wrapper was called by the program or a
+# library, not by tensorscope's own code (``rg_get``, the ``requires_grad`` getter's wrapper, is called by
+# ``describe`` too). A bookkeeping line that calls an original held in a local would be taken for a pass (the
+# handler at once, as before); none was found. The calls themselves (the program's ``__torch_function__`` seeing
+# tensorscope's reads) are a transparency fault of their own, left (the record of a `.data` set is kept unseen
+# by torch-function modes only: ``_unseen`` in patches.py).
 
 
 def _stdlib_file(filename: str, _cache={}) -> bool:
@@ -372,22 +396,84 @@ def _passes(frame, callee) -> bool:
 
 
 def _must_wait(frame) -> bool:
-    """Whether a handler given ``frame`` waits (NOTE [A signal handler that lands in tensorscope's code])."""
+    """Whether a handler given ``frame`` waits (NOTE [A signal handler that lands in tensorscope's code]). The walks
+    call no Python function (``is_tensorscope_file`` inlined): under ``explain`` on 3.10/3.11 each Python call here
+    is a call event of the saved-tensor watch's trace function, and a check where a storm's next signal comes."""
+    ours = _OURS
     callee = None
-    while frame is not None and _library_file(frame.f_code.co_filename):
-        callee, frame = frame, frame.f_back  # a library's code: the program's, or one tensorscope's code called
-    if frame is None or not is_tensorscope_file(frame.f_code.co_filename):
+    # faults21: over the program's frames too (NOTE [The program's code that tensorscope's code calls])
+    while frame is not None and not frame.f_code.co_filename.startswith(ours):
+        callee, frame = frame, frame.f_back  # a library's code or the program's, down to tensorscope's first frame
+    if frame is None:
         return False
-    if callee is not None and _passes(frame, callee):
-        return False  # a wrapper's call of the original: python runs the handler there too
-    while frame is not None and is_tensorscope_file(frame.f_code.co_filename):
+    wrapper = frame
+    while frame is not None and frame.f_code.co_filename.startswith(ours):
         code = frame.f_code
         if code in SIGNALS_WAIT:
-            return True
+            break
         if code in SIGNALS_RUN:
             return False
         frame = frame.f_back
-    return frame is not None and frame is not _START[0]
+    else:
+        if frame is None or frame is _START[0]:
+            return False  # nothing of the program's below tensorscope's code
+    if callee is None or wrapper.f_back is not None and wrapper.f_back.f_code.co_filename.startswith(ours):
+        return True  # tensorscope's own code, or a wrapper that tensorscope's code called (faults21)
+    if _library_file(callee.f_code.co_filename):
+        return not _passes(wrapper, callee)  # a wrapper's call of the original: python runs the handler there too
+    # faults21: the program's code, called from C by a wrapper's call of the original (its ``__torch_function__``,
+    # its hook): python runs it there too
+    return not _calls_original(wrapper)
+
+
+_OURS = _PACKAGE_DIR  # what ``is_tensorscope_file`` compares
+
+
+# faults21
+_LOADS = frozenset(("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR",
+                    "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"))
+
+
+def _call_names(code, lasti: int, _cache={}) -> tuple:
+    """The local and closure variables that ``code``'s line of instruction ``lasti`` loads before it."""
+    key = (code, lasti)
+    names = _cache.get(key)
+    if names is None:
+        import dis
+
+        starts = [offset for offset, line in dis.findlinestarts(code) if offset <= lasti]
+        first = max(starts) if starts else 0
+        found = []
+        for ins in dis.get_instructions(code):
+            if first <= ins.offset <= lasti and ins.opname in _LOADS:
+                found.extend(ins.argval if isinstance(ins.argval, tuple) else (ins.argval,))
+        names = _cache[key] = tuple(found)
+    return names
+
+
+def _calls_original(frame) -> bool:
+    """Whether tensorscope's ``frame`` is calling a function it holds in a local or closure variable that is not
+    tensorscope's own (a wrapper's original, C's or a program's): one its current line loads."""
+    names = _call_names(frame.f_code, frame.f_lasti)
+    if not names:
+        return False
+    try:
+        values = peek_locals(frame)
+    except Exception:  # noqa: BLE001  (a frame that cannot say: not a pass)
+        return False
+    for name in names:
+        v = values.get(name)
+        if type(v) is types.MethodType:
+            v = v.__func__
+        if type(v) is types.FunctionType:
+            if not is_tensorscope_file(v.__code__.co_filename):
+                return True
+        elif callable(v) and not isinstance(v, type) and not (
+                str(getattr(v, "__module__", None) or "").startswith("tensorscope")
+                or type(v).__module__.startswith("tensorscope")):
+            return True
+    return False
+# end faults21
 
 
 _DECIDING: list = []  # not empty while ``_deferred`` walks the stack
@@ -439,7 +525,14 @@ def fatal_signals_report(ending: Ending, program_returned=None):
 
     def guard(signum, frame):
         # faults20: a handler landing in tensorscope's code waits for the program's next check (_deferred)
-        anchor = _deferred(signum, frame)  # dies as guard returns: the signal comes again
+        try:
+            anchor = _deferred(signum, frame)  # dies as guard returns: the signal comes again
+        except RecursionError:  # faults21: nested calls of guard in a storm; the program's code never gets it
+            try:
+                _thread.interrupt_main(signum)  # heard again once this call has returned, one level up
+            except BaseException:
+                pass
+            return
         if anchor is not None:
             return
         # end faults20
@@ -550,9 +643,10 @@ def _trip_on_return(signum: int) -> "_Anchor":
     caller's frame is cleared: the anchor dies with the frame's locals, and its weak reference's callback is
     ``ref.trip()``, a ``functools.partial`` of ``_thread.interrupt_main``: C calling C, no Python frame, no
     check in between. The next check is then in the frame the handler ran in, or in a later one."""
+    trip = functools.partial(_thread.interrupt_main, signum)  # faults21: made before the wire (see below)
     anchor = _Anchor()
     wire = _Tripwire(anchor, _TRIP)
-    wire.trip = functools.partial(_thread.interrupt_main, signum)
+    wire.trip = trip  # no call between the wire and its ``trip``: nothing can raise there (a RecursionError)
     anchor.wire = wire  # the reference lives until its referent dies: its callback runs
     return anchor  # the caller holds it in a local until its frame ends
 
@@ -603,7 +697,8 @@ class Stopped(BaseException):
 # noted until the program's threads are joined run their handlers there (``HeldSignals.replay``), also when there
 # is no thread to join: that is python's ``threading._shutdown``, where python runs them, and an exception is
 # printed as python prints it there (NOTE [An exception while the program's threads are joined] in runner.py). A
-# signal during the report's build is dropped (python may well have exited before it came).
+# signal during the report's build runs its handler once the report is written (NOTE [The program's own handler of a
+# held signal while the report is built]).
 
 # NOTE [Signal handlers while the report is built]
 # Once the program's main code has ended, what runs until the interpreter's own exit is tensorscope's
@@ -615,10 +710,34 @@ class Stopped(BaseException):
 # with part of the report. Under python
 # such a handler runs, if at all, inside the interpreter's shutdown, where its exception is printed as
 # ignored and the exit status stays the program's. So ``mute_program`` makes every Python-level handler but
-# the held signals' do nothing while the report is built (the signals that come then are dropped: python may
-# as well have exited before they came); ``release`` puts them back in an ``atexit`` callback registered
-# then (atexit calls the last registered first), so the program's own atexit handlers run with them, as
-# under python, and a raise there is python's "Exception ignored in atexit callback" (tests/test_timeout_ends.py).
+# the held signals' do nothing while the report is built (the signals that come then are noted); ``release``
+# puts them back in the interpreter's own call of ``threading._shutdown``, before the program's atexit
+# callbacks, and the noted signals run their handlers there (faults21: NOTE [The program's own handler of a
+# held signal while the report is built]), so the program's own atexit handlers run with them, as under
+# python, and a raise there is python's "Exception ignored in atexit callback" (tests/test_timeout_ends.py).
+
+# NOTE [The program's own handler of a held signal while the report is built]
+# (faults21.) SIGINT, SIGTERM and SIGHUP are held while the report is built (``HeldSignals``): at python's default
+# (SIGINT's KeyboardInterrupt, SIGTERM's and SIGHUP's death) the first is kept for ``release`` to die by once the
+# report is written, and a second ends the process at once. A program that set its own handler for one of them
+# (a graceful stop on Ctrl-C or SIGTERM) got the same: under ``run`` it died by the signal after the report (exit
+# 130 or 143 where python exits 0), and a second one (a user's second Ctrl-C while a long report is built) killed
+# the process at once, with no report. Under python that handler runs in the interpreter's shutdown, if the signal
+# comes before the process is gone, and the exit status stays the program's; its exception is printed as ignored.
+# So such a signal is noted as a muted handler's is (``_hold``), never held nor a death; ``release`` leaves
+# ``_nothing`` in its place too, and ``at_shutdown`` (runner._handlers_at_shutdown) puts all the program's handlers
+# back inside the interpreter's own call of ``threading._shutdown`` (a replacement of it, made at ``release``, that
+# puts the original back and calls it): the first Python code python runs at its exit, before the atexit
+# callbacks. There each noted signal is raised again in a frame compiled under threading.py's name at
+# ``_shutdown``'s wait line (as the joins' ``_shutdown_wait``), so the handler's ``frame`` and an exception's
+# traceback are those python's shutdown gives, and the exception goes to ``sys.unraisablehook`` as there
+# ("Exception ignored in: <module 'threading' ...>"). Between ``release`` and that call only tensorscope's code
+# runs (the exit status, ``sys.exit``): a handler put back at ``release`` could have run there, in tensorscope's
+# frames. The same holds for every muted handler's signal (a SIGUSR1, a SIGCHLD) that comes while the report is
+# built: run at the shutdown, not dropped. Measured (tests/test_timeout_ends.py: ``run --json`` blocked writing a
+# report bigger than the pipe, two SIGINTs and a SIGTERM sent meanwhile): before, death by SIGINT with no report;
+# now exit 0, the report whole, the handler run with its exception printed as ignored, as python prints it in its
+# shutdown. A signal whose handler is python's own (or SIG_DFL) is held as before.
 
 
 class HeldSignals:
@@ -628,8 +747,9 @@ class HeldSignals:
     process at once. Signals the program's environment ignores (``nohup``) stay ignored.
     """
 
-    def __init__(self, real_exit=os._exit, mute: bool = False):
+    def __init__(self, real_exit=os._exit, mute: bool = False, at_shutdown=None):
         self.pending: int | None = None
+        self._at_shutdown = at_shutdown  # faults21: runs the handlers of the signals noted meanwhile (release)
         self._interruptible = False
         self._real_exit = real_exit
         self._previous = {}
@@ -654,6 +774,9 @@ class HeldSignals:
                 raise KeyboardInterrupt
             self.pending = signum  # the program's threads still run: the report, then death by it
             raise Stopped(signum)
+        if _programs_handler(self._previous.get(signum)):  # faults21: NOTE [The program's own handler of a
+            _nothing(signum, frame)  # held signal while the report is built]: noted, run once it is written
+            return
         if self.pending is not None:
             die_by(signum, self._real_exit)
         self.pending = signum
@@ -712,7 +835,7 @@ class HeldSignals:
         back = getattr(self, "_back", None)
         if back is None:
             return
-        came = [s for s in _CAME if s in back]
+        came = [s for s in _CAME if s in back or _programs_handler(self._previous.get(s))]  # faults21: held ones
         _CAME.clear()
         held = self.pending
         if held is not None and _programs_handler(self._previous.get(held)):
@@ -722,22 +845,39 @@ class HeldSignals:
             signal.raise_signal(s)
 
     def release(self) -> None:
-        """Put the handlers back; die by the signal held meanwhile, if one came."""
+        """Put the handlers back; die by the signal held meanwhile, if one came. The program's own handlers (those
+        muted, and its own of the held signals) come back at the interpreter's shutdown (``at_shutdown``), where
+        the signals noted meanwhile run them (faults21: NOTE [The program's own handler of a held signal while the
+        report is built])."""
         previous, self._previous = self._previous, {}
         muted, self._muted = self._muted, {}
-        if muted and self.pending is None:
-            import atexit
-
-            atexit.register(_unmute, muted)  # NOTE [Signal handlers while the report is built]
+        later = dict(muted)
         for s, h in previous.items():
             if getattr(h, "tensorscope_default", False):  # the run is over: its handler stood for SIG_DFL
                 h = signal.SIG_DFL
+            elif self._at_shutdown is not None and _programs_handler(h):  # faults21: noted until the shutdown
+                later[s], h = h, _nothing
             try:
                 _signal(s, h if h is not None else signal.SIG_DFL)
             except (ValueError, OSError, TypeError):
-                pass
+                later.pop(s, None)
         if self.pending is not None:  # the program is over: python would have flushed its output
             die_by(self.pending, self._real_exit, flush=True)
+        if later:
+            if self._at_shutdown is not None:
+                self._at_shutdown(later)
+            else:
+                import atexit
+
+                atexit.register(_unmute, later)  # NOTE [Signal handlers while the report is built]
+
+
+def noted(signals) -> list:
+    """The signals among ``signals`` that came for a muted handler since the program's threads were joined, taken
+    (faults21: NOTE [The program's own handler of a held signal while the report is built])."""
+    came = [s for s in _CAME if s in signals]
+    _CAME.clear()
+    return came
 
 
 def _unmute(muted: dict) -> None:

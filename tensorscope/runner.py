@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools  # faults21
 import importlib.machinery
 import opcode
 import os
@@ -219,9 +220,10 @@ def run(code, *, path: str, argv: list[str], timeout: float | None, on_start=Non
                 # From here on what runs is tensorscope's (and the program's threads, joined below):
                 # signals wait for the report (see NOTE [Ending as python ends]).
                 timer.program_ended()
-                # the program's handlers do nothing from here until its atexit handlers run
+                # the program's handlers do nothing from here until the interpreter's threading._shutdown
                 # (NOTE [Signal handlers while the report is built] in exits.py)
-                outcome.held = exits.HeldSignals(real_os_exit, mute=True)
+                outcome.held = exits.HeldSignals(real_os_exit, mute=True,
+                                                 at_shutdown=_handlers_at_shutdown)  # faults21
                 if on_end is not None:
                     on_end()
         except SystemExit as e:
@@ -764,6 +766,47 @@ def _shutdown_wait():
     except Exception:
         pass
     return None
+
+
+# faults21
+def _handlers_at_shutdown(handlers: dict) -> None:
+    """The program's handlers (signal -> handler, muted while the report was built) come back in the interpreter's
+    own shutdown, at its call of ``threading._shutdown``, before the program's atexit callbacks; each signal noted
+    meanwhile runs its handler there, as python's ``threading._shutdown`` runs it (NOTE [The program's own handler
+    of a held signal while the report is built] in exits.py)."""
+    original = threading._shutdown
+
+    def _shutdown():
+        threading._shutdown = original
+        _back_at_shutdown(handlers)
+        return original()
+
+    threading._shutdown = _shutdown
+
+
+def _back_at_shutdown(handlers: dict) -> None:
+    shutdown = None
+    try:
+        for signum, handler in handlers.items():
+            if exits._getsignal(signum) is exits._nothing:
+                exits._signal(signum, handler)
+        came = exits.noted(handlers)
+        if came:
+            shutdown = _shutdown_wait()
+        for signum in came:
+            try:
+                call = functools.partial(signal.raise_signal, signum)  # C: the handler's frame is the wait line's
+                if shutdown is None:
+                    call()
+                elif shutdown.__code__.co_varnames[:1] == ("lock",):
+                    shutdown(types.SimpleNamespace(acquire=call))
+                else:  # 3.13: ``_thread_shutdown()``
+                    shutdown(call)
+            except BaseException as e:
+                _ignored_at_shutdown(e, shutdown)
+    except BaseException as e:  # a signal meanwhile: its handler ran here
+        _ignored_at_shutdown(e, shutdown)
+# end faults21
 
 
 def _ignored_at_shutdown(e: BaseException, shutdown) -> None:

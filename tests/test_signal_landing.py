@@ -68,3 +68,31 @@ def test_a_timeout_handler_interrupts_the_programs_waitpid(tmp_path):
     assert ts[0] == py[0] and ts[1] == py[1], ts
     assert load_report(report.read_text())["program"]["exit_status"] == 0
     assert signal.SIGALRM  # the platform has it (POSIX only, as the program)
+
+
+def test_a_handler_landing_in_the_programs_code_that_tensorscope_calls_waits_for_the_program(tmp_path):
+    """faults21: tensorscope's record of ``model.weight.data = new`` reads the new value, and a program's tensor
+    subclass runs its ``__torch_function__`` for those reads (python never calls it there). A signal marked as arrived
+    inside it ran the handler at once, inside tensorscope's frames, and its ``Stop`` was swallowed by tensorscope's
+    code ("set" printed as if nothing came). Now the handler waits until tensorscope's code has returned and runs in
+    the program's frame, and the ``Stop`` reaches the program's ``try`` with only the program's frames. Python never
+    marks the signal (nothing calls ``__torch_function__`` there): what must match is the exit status, the program's
+    stdout from the ``try`` on, and the write's event. The program's own ``new.mul_(2)`` after it (tensorscope's
+    write wrapper calling the original, which calls ``__torch_function__``) runs the handler at once, as python."""
+    prog = str(FAULTS / "handler_in_torch_function.py")
+    report = tmp_path / "r.json"
+    with ThreadPoolExecutor(3) as pool:
+        py = pool.submit(_run, [PY, prog], tmp_path)
+        run = pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", str(report), prog], tmp_path)
+        explain = pool.submit(_run, [PY, "-m", "tensorscope", "explain", prog], tmp_path,
+                              {"TENSORSCOPE_PURE_PYTHON": "1"})
+        py, run, explain = py.result(), run.result(), explain.result()
+    mul_ = b"mul_ stopped ['<module>', '__torch_function__', 'handler'] unchanged True\n"  # the program's own call: at once
+    assert py == (0, b"set\n" + mul_ + b"end [3.0, 3.0, 3.0]\n", b"stops [] handler given [] data Tensor\n"), py
+    caught = b"stops [['<module>', 'handler']] handler given ['<module>'] data Tensor\n"
+    assert run == (0, mul_ + b"end [3.0, 3.0, 3.0]\n", caught), run
+    assert explain[0] == 0 and explain[1].startswith(mul_ + b"end [3.0, 3.0, 3.0]\n") and explain[2] == caught, explain
+    doc = load_report(report.read_text())
+    validate_against_schema(doc)
+    line = next(i for i, text in enumerate(Path(prog).read_text().splitlines(), 1) if text.strip() == "model.weight.data = new")
+    assert [e.get("op") for e in doc["events"] if e.get("line") == line] == ["data_set"], doc["events"]

@@ -307,3 +307,72 @@ def test_a_handler_raising_while_the_threads_are_joined_is_printed_as_python_pri
         assert (rc, out, err) == py, (name, rc, out, err)
         doc = _report(report)
         assert doc["program"]["exit_status"] == 0 and doc["program"]["exception"] is None, doc["program"]
+
+
+
+
+def test_the_programs_own_handler_of_a_held_signal_while_the_report_is_built(tmp_path):
+    """faults21: the program set its own SIGINT and SIGTERM handler, its main code has ended, and two SIGINTs and a
+    SIGTERM come while tensorscope writes the report: `run --json` blocks writing a report bigger than the pipe that
+    this test reads only once it has sent them (under python, where there is no report, the program's atexit
+    callbacks wait for this test's stdin meanwhile). Python runs the handler in its shutdown and keeps the exit
+    status (0); the handler's exception is printed as ignored. tensorscope held the first as a Ctrl-C of its own
+    (it would have died by it after the report, exit 130), and the second killed the process at once with no
+    report. Now the report is written, whole, and the handler runs where python's shutdown runs it
+    (``threading._shutdown``): the same exit status and output, the exception printed as ignored (NOTE [The
+    program's own handler of a held signal while the report is built] in exits.py)."""
+    prog = _write(tmp_path, """
+        import atexit, signal, sys
+        import torch
+
+        MAIN, ran = sys._getframe().f_code, []
+
+        def handler(signum, frame):
+            if signum not in ran:
+                print("handler ran", signal.Signals(signum).name, file=sys.stderr, flush=True)
+            ran.append(signum)
+            while frame is not None and frame.f_code is not MAIN:
+                frame = frame.f_back
+            if len(ran) == 1 and frame is None:  # once the main code is over
+                raise RuntimeError("the program's handler raised")
+
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+        x = torch.ones(8, requires_grad=True)
+        (x * 2).sum().backward()
+        kept = [torch.ones(2) * i for i in range(1000)]  # a report bigger than a pipe's buffer
+        atexit.register(sys.stdin.read)  # python: the later signals come while this waits (the first raised)
+        atexit.register(sys.stdin.read)  # python: the first signal comes while this waits (the last registered)
+        print("grad", x.grad.sum().item(), file=sys.stderr, flush=True)
+    """)
+    results = []
+    for cmd in ([PY, str(prog)], [PY, "-m", "tensorscope", "run", "--json", str(prog)]):
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=_env(), cwd=tmp_path)
+        try:
+            first = proc.stderr.readline()
+            if "tensorscope" in cmd:
+                out = os.read(proc.stdout.fileno(), 1)  # the report is being written; it blocks on the full pipe
+            else:
+                out = b""
+                time.sleep(0.3)  # python's main code has returned: its atexit callback waits
+            for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM):
+                os.kill(proc.pid, sig)
+                time.sleep(0.05)
+            rest, err = proc.communicate(timeout=HANG)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        results.append((proc.returncode, out + rest, (first + err).decode()))
+    py, ts = results
+    head, tail = "grad 16.0\nhandler ran SIGINT\n", "RuntimeError: the program's handler raised\nhandler ran SIGTERM\n"
+    assert py[:2] == (0, b"") and py[2].startswith(head + "Exception ignored in") and py[2].endswith(tail), py
+    assert ts[0] == py[0], (ts[0], ts[2][-3000:])
+    # python's shutdown printed it in its atexit callback, tensorscope's in threading._shutdown: as ignored
+    assert ts[2].startswith(head) and ts[2].endswith(tail), ts[2]
+    assert _ignored(ts[2][len(head):-len("handler ran SIGTERM\n")]), ts[2]
+    doc = load_report(ts[1].decode())
+    validate_against_schema(doc)
+    assert doc["program"]["exit_status"] == 0 and any(e.get("kind") == "backward" for e in doc["events"])
+    assert len(ts[1]) > 2 * 65536  # whole (it parsed) and bigger than the pipe: written while the signals came
