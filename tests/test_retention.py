@@ -600,6 +600,64 @@ def test_a_graph_built_once_outside_the_loop_is_the_backward_twice_culprit(tmp_p
     assert tdoc["diagnosis"] is None and not _findings(tdoc)
 
 
+
+PROBE_AFTER_PRETRAIN = '''import torch
+import torch.nn.functional as F
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        return self.norm(h)
+
+
+torch.manual_seed(0)
+enc, head = Encoder(), torch.nn.Linear(16, 8)
+x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
+opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+for step in range(3):  # pretraining: its last `loss` lives on after the loop
+    loss = F.mse_loss(head(enc(x)), x)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+probe = torch.nn.Linear(16, 3)
+feats = enc(x).mean(dim=0, keepdim=True).expand(32, 16)  # features of a fixed batch, computed once
+popt = torch.optim.SGD(probe.parameters(), lr=0.1)
+for step in range(3):
+    ploss = F.cross_entropy(probe(feats), y)
+    popt.zero_grad()
+    ploss.backward()
+    popt.step()
+    print(step)
+'''
+
+
+def test_features_computed_once_after_a_pretraining_loop_are_the_backward_twice_culprit(tmp_path):
+    """NOTE [Earlier graphs not walked] (a linear probe on a ViT's features, real21): torch raises "backward through
+    the graph a second time" at the probe's second step; with the features computed under `no_grad` (the twin) all
+    three steps run. The pretraining loop's last `loss` lives on, so one earlier graph is walkable; the probe's first
+    backward, whose root `ploss` was rebound, is not: `feats` must not be taken for "in no earlier graph" (main named
+    the probe's loss line with a truncated-BPTT fix)."""
+    leak, twin = tmp_path / "probe_after_pretrain.py", tmp_path / "probe_no_grad.py"
+    leak.write_text(PROBE_AFTER_PRETRAIN)
+    twin.write_text(PROBE_AFTER_PRETRAIN.replace("feats = enc(x)", "with torch.no_grad():\n    feats = enc(x)"))
+    (prc, _, perr), (trc, tout, _), (rc, out, err, doc), (_, _, terr, tdoc) = run_many(
+        [("python", str(leak)), ("python", str(twin)), ("tensorscope", "explain", "--json", str(leak)),
+         ("tensorscope", "explain", "--json", str(twin))])
+    assert prc == 1 and "backward through the graph a second time" in perr and trc == 0 and tout == "0\n1\n2\n"
+    assert doc is not None and tdoc is not None, (err + terr)[-2000:]
+    d = doc["diagnosis"]
+    assert d["kind"] == "backward-twice" and d["culprit"]["line"] == line_of(leak, "feats = enc(x)"), d
+    assert d["culprit"]["alias"] == "feats" and "Compute `feats` inside the loop" in d["fix"], d
+    assert "truncated backpropagation" not in d["fix"], d["fix"]
+    assert tdoc["diagnosis"] is None and not _findings(tdoc)
+
+
 ROWS_KEPT = '''import torch
 
 torch.manual_seed(0)
