@@ -658,6 +658,45 @@ def test_features_computed_once_after_a_pretraining_loop_are_the_backward_twice_
     assert tdoc["diagnosis"] is None and not _findings(tdoc)
 
 
+
+DEFERRED_LOG = '''import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+report = []
+for step in range(12):
+    x = torch.randn(16, 8)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    report.append(lambda s=step, l=loss: f"step {s}: {l.item():.4f}")
+print(report[-1]())
+print(sum(f.__defaults__[1].grad_fn is not None for f in report))
+'''
+
+
+def test_a_list_of_functions_keeping_the_loss_as_a_default_is_a_graph_kept_not_a_hook(tmp_path):
+    """NOTE [A closure that no hook holds], NOTE [A function kept with a tensor as its default] (ng-video-lecture's
+    gpt.py with a deferred log line, real21): torch says each of the 12 kept functions holds a loss with its graph
+    (`grad_fn`), none with `l=loss.detach()`. Main called both "hook-holds-tensors" with "remove the hook" (there is
+    no hook), the twin too (4 B a step, under container-grows' 64 KB)."""
+    leak, twin = tmp_path / "deferred_log.py", tmp_path / "deferred_log_detached.py"
+    leak.write_text(DEFERRED_LOG)
+    twin.write_text(DEFERRED_LOG.replace("l=loss:", "l=loss.detach():"))
+    (prc, pout, _), (trc, tout, _), (rc, out, err, doc), (_, _, terr, tdoc) = run_many(
+        [("python", str(leak)), ("python", str(twin)), ("tensorscope", "run", "--json", str(leak)),
+         ("tensorscope", "run", "--json", str(twin))])
+    assert prc == trc == 0 and pout.splitlines()[-1] == "12" and tout.splitlines()[-1] == "0", (pout, tout)
+    assert doc is not None and tdoc is not None, (err + terr)[-2000:]
+    kept = [h for h in _findings(doc) if h["kind"] in RETENTION_KINDS]
+    assert [h["kind"] for h in kept] == ["graph-kept-alive"], kept
+    assert kept[0]["culprit"]["line"] == line_of(leak, "report.append(lambda"), kept[0]
+    assert "lambda s=step, l=loss.detach():" in kept[0]["fix"] and ".item())" not in kept[0]["fix"], kept[0]["fix"]
+    assert not [h for h in _findings(tdoc) if h["kind"] in RETENTION_KINDS], _findings(tdoc)
+
+
 ROWS_KEPT = '''import torch
 
 torch.manual_seed(0)
