@@ -47,11 +47,50 @@ class Outcome:
     main_globals: dict | None = field(default=None, repr=False)
 
 
+# NOTE [A wrapper's frame behind a library's traceback entry]
+# A wrapper's own traceback entry is unlinked (NOTE [Invisible frames] in patches.py), but an entry below it
+# stays: the library frame that raised (``torch.cuda._lazy_init`` raising "Torch not compiled with CUDA enabled"
+# under ``x = torch.randn(4, 3).to("cuda")``). That frame's ``f_back`` is the wrapper's frame, finished but kept
+# by it with its locals: the call's arguments, the program's tensors. Under python the caller's frame was the
+# ``f_back`` and its value stack, which held the receiver, was emptied as the exception left it, so the tensor
+# died; under the pure-Python wrappers it stayed alive to the end of the run (``alive`` true in the report, false
+# with the compiled wrapper, which has no frame: tests/corpus/device_cuda_input_cpu_model.py). So once the
+# program's exception has left it, each finished frame of tensorscope's reached by ``f_back`` from a frame of the
+# traceback is cleared (``frame.clear()``: its locals go; an executing frame, the runner's, refuses and is left;
+# generator and coroutine frames are not touched, clearing a suspended one would close it). The program can see
+# it too, before its exception leaves it: a program that keeps the exception (``except ... as e: err = e``) kept
+# the wrapper's frame and the tensors with it, so the op wrapper (instrument/calls.py ``call``) deletes its
+# arguments before its bare ``raise``; the other wrappers (patches.py) do not yet, and their frames are released
+# here only.
+_CO_SUSPENDABLE = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
+
+
+def _release_wrapper_frames(exc: BaseException) -> None:
+    """Clear tensorscope's finished frames behind the traceback's entries (NOTE [A wrapper's frame behind a
+    library's traceback entry])."""
+    tb, n = exc.__traceback__, 0
+    while tb is not None and n < 256:
+        f, up = tb.tb_frame.f_back, 0
+        while f is not None and up < 64:
+            code = f.f_code
+            if is_tensorscope_file(code.co_filename) and not code.co_flags & _CO_SUSPENDABLE:
+                try:
+                    f.clear()
+                except RuntimeError:  # still executing: the runner's own frames, nothing further up is finished
+                    break
+            f, up = f.f_back, up + 1
+        tb, n = tb.tb_next, n + 1
+
+
 def _strip_chain(exc: BaseException) -> None:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         strip_traceback(exc)
+        try:
+            _release_wrapper_frames(exc)
+        except Exception:
+            pass
         growth = sys.modules.get("tensorscope.instrument.growth")  # imported with torch, not before
         if growth is not None:  # NOTE [Python's traceback under the global forward hook] in growth.py
             growth.python_call_entries(exc)

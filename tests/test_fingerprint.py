@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from _cli import line_of, load_report, run_cli, run_python, validate_against_schema
+from _cli import line_of, load_report, run_cli, run_many, run_python, validate_against_schema
 
 SILENT = """
     import ctypes
@@ -178,3 +178,38 @@ def test_run_checks_values_only_when_asked(runs):
     assert rc == 0 and "hooks True" in out
     names = {tuple(h["tensor"]["names"]) for h in runs["checked_doc"]["hazards"]}
     assert {("x",), ("e",), ("ed",)} <= names
+
+
+LSTM_TWICE = """import torch
+
+torch.manual_seed(0)
+lstm = torch.nn.LSTM(8, 16)
+x = torch.randn(5, 4, 8)
+w = torch.randn(5, 4, 16)
+arr = w.numpy()
+out, _ = lstm(x)
+loss = (out * w).sum()
+g1 = torch.autograd.grad(loss, list(lstm.parameters()), retain_graph=True)
+pass  # WRITE
+g2 = torch.autograd.grad(loss, list(lstm.parameters()), retain_graph=True)
+print(all(torch.equal(a, b) for a, b in zip(g1, g2)))
+"""
+
+
+def test_a_workspace_its_own_backward_rewrites_is_no_silent_write(tmp_path):
+    """NOTE [A saved tensor its backward writes]: two backward calls through one LSTM graph kept with
+    retain_graph=True. torch: the gradients are equal bit for bit (the printed True), though the second
+    unpack finds oneDNN's workspace rewritten by the first backward (main reported a silent write with no
+    culprit); a NumPy write into the saved `w` between the two calls (the printed False: the gradients
+    differ) is still found at its line."""
+    fine, wrote = tmp_path / "lstm_twice.py", tmp_path / "lstm_twice_write.py"
+    fine.write_text(LSTM_TWICE)
+    wrote.write_text(LSTM_TWICE.replace("pass  # WRITE", "arr[0] = 2.0  # WRITE"))
+    (frc, fout, _), (wrc, wout, _), (rc, _, ferr, fdoc), (_, _, werr, wdoc) = run_many(
+        [("python", str(fine)), ("python", str(wrote)), ("tensorscope", "explain", "--json", str(fine)),
+         ("tensorscope", "explain", "--json", str(wrote))])
+    assert (frc, fout, wrc, wout) == (0, "True\n", 0, "False\n")
+    assert fdoc is not None and wdoc is not None, (ferr + werr)[-2000:]
+    assert fdoc["hazards"] == [] and fdoc["diagnosis"] is None, fdoc["hazards"]
+    found = [(h["kind"], h["culprit"]["line"] if h["culprit"] else None, h["tensor"]["names"]) for h in wdoc["hazards"]]
+    assert found == [("silent-saved-tensor-write", line_of(wrote, "arr[0] = 2.0"), ["w"])], found

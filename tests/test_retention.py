@@ -600,6 +600,103 @@ def test_a_graph_built_once_outside_the_loop_is_the_backward_twice_culprit(tmp_p
     assert tdoc["diagnosis"] is None and not _findings(tdoc)
 
 
+
+PROBE_AFTER_PRETRAIN = '''import torch
+import torch.nn.functional as F
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        return self.norm(h)
+
+
+torch.manual_seed(0)
+enc, head = Encoder(), torch.nn.Linear(16, 8)
+x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
+opt = torch.optim.SGD([*enc.parameters(), *head.parameters()], lr=0.1)
+for step in range(3):  # pretraining: its last `loss` lives on after the loop
+    loss = F.mse_loss(head(enc(x)), x)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+probe = torch.nn.Linear(16, 3)
+feats = enc(x).mean(dim=0, keepdim=True).expand(32, 16)  # features of a fixed batch, computed once
+popt = torch.optim.SGD(probe.parameters(), lr=0.1)
+for step in range(3):
+    ploss = F.cross_entropy(probe(feats), y)
+    popt.zero_grad()
+    ploss.backward()
+    popt.step()
+    print(step)
+'''
+
+
+def test_features_computed_once_after_a_pretraining_loop_are_the_backward_twice_culprit(tmp_path):
+    """NOTE [Earlier graphs not walked] (a linear probe on a ViT's features, real21): torch raises "backward through
+    the graph a second time" at the probe's second step; with the features computed under `no_grad` (the twin) all
+    three steps run. The pretraining loop's last `loss` lives on, so one earlier graph is walkable; the probe's first
+    backward, whose root `ploss` was rebound, is not: `feats` must not be taken for "in no earlier graph" (main named
+    the probe's loss line with a truncated-BPTT fix)."""
+    leak, twin = tmp_path / "probe_after_pretrain.py", tmp_path / "probe_no_grad.py"
+    leak.write_text(PROBE_AFTER_PRETRAIN)
+    twin.write_text(PROBE_AFTER_PRETRAIN.replace("feats = enc(x)", "with torch.no_grad():\n    feats = enc(x)"))
+    (prc, _, perr), (trc, tout, _), (rc, out, err, doc), (_, _, terr, tdoc) = run_many(
+        [("python", str(leak)), ("python", str(twin)), ("tensorscope", "explain", "--json", str(leak)),
+         ("tensorscope", "explain", "--json", str(twin))])
+    assert prc == 1 and "backward through the graph a second time" in perr and trc == 0 and tout == "0\n1\n2\n"
+    assert doc is not None and tdoc is not None, (err + terr)[-2000:]
+    d = doc["diagnosis"]
+    assert d["kind"] == "backward-twice" and d["culprit"]["line"] == line_of(leak, "feats = enc(x)"), d
+    assert d["culprit"]["alias"] == "feats" and "Compute `feats` inside the loop" in d["fix"], d
+    assert "truncated backpropagation" not in d["fix"], d["fix"]
+    assert tdoc["diagnosis"] is None and not _findings(tdoc)
+
+
+
+DEFERRED_LOG = '''import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+report = []
+for step in range(12):
+    x = torch.randn(16, 8)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    report.append(lambda s=step, l=loss: f"step {s}: {l.item():.4f}")
+print(report[-1]())
+print(sum(f.__defaults__[1].grad_fn is not None for f in report))
+'''
+
+
+def test_a_list_of_functions_keeping_the_loss_as_a_default_is_a_graph_kept_not_a_hook(tmp_path):
+    """NOTE [A closure that no hook holds], NOTE [A function kept with a tensor as its default] (ng-video-lecture's
+    gpt.py with a deferred log line, real21): torch says each of the 12 kept functions holds a loss with its graph
+    (`grad_fn`), none with `l=loss.detach()`. Main called both "hook-holds-tensors" with "remove the hook" (there is
+    no hook), the twin too (4 B a step, under container-grows' 64 KB)."""
+    leak, twin = tmp_path / "deferred_log.py", tmp_path / "deferred_log_detached.py"
+    leak.write_text(DEFERRED_LOG)
+    twin.write_text(DEFERRED_LOG.replace("l=loss:", "l=loss.detach():"))
+    (prc, pout, _), (trc, tout, _), (rc, out, err, doc), (_, _, terr, tdoc) = run_many(
+        [("python", str(leak)), ("python", str(twin)), ("tensorscope", "run", "--json", str(leak)),
+         ("tensorscope", "run", "--json", str(twin))])
+    assert prc == trc == 0 and pout.splitlines()[-1] == "12" and tout.splitlines()[-1] == "0", (pout, tout)
+    assert doc is not None and tdoc is not None, (err + terr)[-2000:]
+    kept = [h for h in _findings(doc) if h["kind"] in RETENTION_KINDS]
+    assert [h["kind"] for h in kept] == ["graph-kept-alive"], kept
+    assert kept[0]["culprit"]["line"] == line_of(leak, "report.append(lambda"), kept[0]
+    assert "lambda s=step, l=loss.detach():" in kept[0]["fix"] and ".item())" not in kept[0]["fix"], kept[0]["fix"]
+    assert not [h for h in _findings(tdoc) if h["kind"] in RETENTION_KINDS], _findings(tdoc)
+
+
 ROWS_KEPT = '''import torch
 
 torch.manual_seed(0)

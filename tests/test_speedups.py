@@ -306,3 +306,43 @@ def test_counted_writes_compiled_count_and_log_as_the_python_body(monkeypatch):
     assert ("write", __file__, line) in fast[2] and list(fast[2].values()) == [120] * 4  # the loop's four write lines
     assert fast[2:] == pure[2:]
     assert fast[4]
+
+
+TEMPORARY_DIES = """import weakref
+
+import torch
+
+refs = []
+
+
+def make():
+    t = torch.full((4, 3), 1.0)
+    refs.append(weakref.ref(t))
+    return t
+
+
+try:
+    make().to("cuda" if not torch.cuda.is_available() else "no-such-device")
+except (AssertionError, RuntimeError) as e:
+    err = e  # kept, as a logger would
+print("temporary freed:", refs[0]() is None)
+make().to("cuda" if not torch.cuda.is_available() else "no-such-device")
+"""
+
+
+def test_a_failed_calls_receiver_dies_both_ways_as_under_python(tmp_path):
+    """NOTE [A wrapper's frame behind a library's traceback entry] (runner.py): a CPU-only torch raises inside
+    `torch.cuda._lazy_init`, whose frame's `f_back` was the pure-Python wrapper's, with the receiver in its
+    arguments. python: the temporary is freed though the program keeps the exception; on main the pure-Python
+    path printed "False", and the report of the exception that ended the program said `alive` for the second
+    temporary where the accelerator said not (tests/corpus/device_cuda_input_cpu_model.py)."""
+    prog = tmp_path / "temporary_dies.py"
+    prog.write_text(TEMPORARY_DIES)
+    reps = [str(tmp_path / "c.json"), str(tmp_path / "p.json")]
+    (prc, pout, perr), (crc, cout, cerr, _), (yrc, yout, yerr, _) = run_many(
+        [("python", str(prog)), ("tensorscope", "run", "-o", reps[0], str(prog)),
+         ("tensorscope", "run", "-o", reps[1], str(prog), _PURE)])
+    assert prc == 1 and pout == "temporary freed: True\n", (pout, perr)
+    assert (crc, cout) == (yrc, yout) == (prc, pout), (cerr, yerr)
+    alive = [{t["id"]: t["alive"] for t in compact.expand(json.loads(open(r).read()))["tensors"]} for r in reps]
+    assert alive[0] == alive[1] and not any(alive[0].values()), alive

@@ -103,6 +103,7 @@ class BackwardCalls:
         # too large to walk at every call (see NOTE [Walking a large graph once per line])
         self.site_leaves: dict[tuple, list] = {}
         self.current: dict | None = None  # the backward running now: its file, line and segment
+        self.retaining = False  # it keeps its graph (saved_checks: NOTE [A saved tensor its backward writes])
         self.roots: list | None = None  # its roots, while it runs (explain: a custom Function's writer)
 
     def before(self, op, args, kwargs, frame):
@@ -214,6 +215,7 @@ class BackwardCalls:
             ctx["_frame"] = uf
             self.roots = roots if rec.check_values else None
             self.current = {"file": loc["file"], "line": loc["line"], "segment": loc["segment"]}
+            self.retaining = bool(retain) and rec.check_values
             return ctx
         except Exception:
             return None
@@ -241,6 +243,9 @@ class BackwardCalls:
             rec = self.rec
             self.current = None
             self.roots = None
+            if self.retaining:
+                self.retaining = False
+                rec.saved_checks.refresh_retained()  # NOTE [A saved tensor its backward writes]
             record = {"file": ctx["file"], "line": ctx["line"], "segment": ctx["segment"],
                       "retain_graph": ctx["retain_graph"], "seq_now": ctx["seq_now"], "ok": error is None,
                       "roots": ctx["roots"], "op": ctx["op"]}

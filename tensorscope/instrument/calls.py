@@ -111,6 +111,7 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
                 return orig(*args, **kwargs)
             except BaseException as e:
                 strip_for_reraise(e)
+                del args, kwargs  # NOTE [A wrapper's frame behind a library's traceback entry] in runner.py
                 raise
         try:
             out = orig(*args, **kwargs)
@@ -119,6 +120,7 @@ def after_call(orig, after, *, op=None, where=None, counted=False):
                 with _unseen():  # NOTE [Our reads unseen by the program's torch-function modes] in quiet.py
                     rec.on_error(e, op, target(args, kwargs), sys._getframe(1), where)
             strip_for_reraise(e)
+            del args, kwargs  # NOTE [A wrapper's frame behind a library's traceback entry] in runner.py
             raise
         record(rec, args, kwargs, out, sys._getframe(1))
         return out

@@ -143,6 +143,28 @@ def _saved_values(entry) -> list:
     return [x for x in v if isinstance(x, torch.Tensor)] if isinstance(v, (list, tuple)) else []
 
 
+
+# NOTE [Earlier graphs not walked]
+# A freed-graph failure asks of each tensor of the failing frame whether an earlier backward went through its node
+# (the carrier or the shared part is then that tensor). The graphs are known only of the earlier backward calls
+# whose roots are still alive (their nodes are walked again); a root the program rebound (``loss`` of the previous
+# iteration, ``ploss`` of a probe loop) is gone. So "no" is an answer only where no backward with gone roots ran
+# after the node was built (its ``seq_now`` above the node's sequence nr): else the answer is unknown (None) and the
+# reader falls back on the sequence nrs (built before the freeing backward). Seen on a real program: a linear probe
+# trained on features computed once from a ViT encoder, after the ViT's own training loop whose last ``loss`` lived
+# on: the features' node was in no live root's graph, was taken for "not in an earlier graph", and the culprit fell
+# to the loss line with a truncated-BPTT fix.
+
+
+def _in_earlier(seq, earlier_nodes, unwalked) -> bool | None:
+    """Whether an earlier backward went through node ``seq`` (None: cannot say). NOTE [Earlier graphs not walked]."""
+    if seq in earlier_nodes:
+        return True
+    if not earlier_nodes or any(s is None or s > seq for s in unwalked):
+        return None
+    return False
+
+
 class FailureGraph:
     """The failure-path readers of a backward's graph, for one run."""
 
@@ -331,6 +353,7 @@ class FailureGraph:
             # which earlier backward (index into `earlier`) went through each freed node, when its roots live on
             freed_by = {}
             earlier_nodes = set()  # nodes of earlier backwards whose roots are still alive
+            unwalked = []  # seq_now of the earlier backwards whose roots are gone: NOTE [Earlier graphs not walked]
             live = self.rec.live_tensors() if earlier else {}
             for i, b in enumerate(earlier):
                 if b.get("retain_graph"):
@@ -338,6 +361,7 @@ class FailureGraph:
                 ts = [live.get(r.get("tensor")) for r in b.get("roots") or []]
                 ts = [t for t in ts if t is not None and t.grad_fn is not None]
                 if not ts:
+                    unwalked.append(b.get("seq_now"))
                     continue
                 seen = {}
                 _walk([t.grad_fn for t in ts], seen, budget, probe=False)
@@ -360,7 +384,7 @@ class FailureGraph:
                     leaves = [self.rec.tid(t) for t in _leaves_in_order([v], _MAX_SHARED_LEAVES, {})]
                 local.append({"name": name, "tensor": self.rec.note_tensor(v), "seq": seq, "node": node_name(gf),
                               "in_failing_graph": seq in nodes, "reaches_freed": bool(freed_set & set(mine)),
-                              "in_earlier_graph": (seq in earlier_nodes) if earlier_nodes else None,
+                              "in_earlier_graph": _in_earlier(seq, earlier_nodes, unwalked),
                               "leaves": leaves})
                 if len(local) >= 64:
                     break

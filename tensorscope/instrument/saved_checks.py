@@ -22,6 +22,20 @@ _TensorBase = torch._C.TensorBase
 _MAX_NODE_LINES = 200_000
 _MAX_LOGGED_STORAGES = 4096  # with 16 writes each: a few MB at most
 _MAX_UNCHECKED = 200_000  # CUDA unpack checks waiting for the end of the program (a few bytes each)
+
+_MAX_RETAINED = 100_000  # saved tensors one retaining backward re-fingerprints at most
+
+# NOTE [A saved tensor its backward writes]
+# Some backward kernels write into what their node saved: oneDNN's LSTM (MkldnnRnnLayerBackward0, torch's CPU
+# ``nn.LSTM``) keeps a uint8 workspace as a saved output (``_saved_result3``, 32 KB for a 1-layer 16-unit LSTM on
+# 5x4 inputs) and its backward rewrites it as scratch: torch 2.13 shows 4,463 of its bytes changed after one
+# ``torch.autograd.grad(..., retain_graph=True)``, and a second backward through the same graph gives gradients
+# equal to the first, bit for bit. The fingerprint taken at pack then differs at the next backward's unpack, at
+# an unchanged version, and a graph kept with ``retain_graph=True`` (tests/corpus_retention/lstm_hidden_local_retain.py)
+# got one false silent-saved-tensor-write per step, "between line 17 (saved) and line 21 (backward)", with no
+# culprit. Only a backward that keeps its graph can be followed by another unpack of the same saved tensor, so
+# each saved tensor such a backward unpacked is fingerprinted again when it returns (BackwardCalls.after): what
+# its own nodes wrote is the new baseline; a write by the program between the two backward calls still differs.
 _MAX_WALK = 20_000
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -33,6 +47,7 @@ class SavedChecks:
         self.rec = rec  # the run's Tracker
         self.numpy_shared: dict[int, dict] = {}  # storage key -> the `.numpy()`/`from_numpy` sharing it
         self.unchecked: list = []  # CUDA: (device flag, hazard facts) read once the program has ended
+        self.retained: list = []  # unpacked by a backward that keeps its graph: NOTE [A saved tensor its backward writes]
         self.detached: dict | None = None  # the saved input found detached in place at unpack (explain)
         self._packs = 0
         self._next_sweep = 4096
@@ -174,6 +189,8 @@ class SavedChecks:
                     swap = self.rec.swaps.get(p.tid) or {}
             except Exception:
                 pass
+        if p.fingerprint is not None and self.rec.backward_calls.retaining and len(self.retained) < _MAX_RETAINED:
+            self.retained.append(p)  # NOTE [A saved tensor its backward writes]
         if changed is False or changed is None and not p.silent and swap is None:
             return
         node = _current_node()
@@ -196,6 +213,17 @@ class SavedChecks:
                 shared = self.numpy_shared.get(p.storage_key)
                 facts["writes"] = [dict(shared)] if shared is not None else []
             self.unchecked.append((changed, p.tid, p.orig, p.seq_nr, facts))
+
+    def refresh_retained(self):
+        """A backward that keeps its graph has returned: the saved tensors it unpacked are checked again from the
+        bytes its own nodes left (NOTE [A saved tensor its backward writes])."""
+        kept, self.retained = self.retained, []
+        for p in kept:
+            try:
+                with unrecorded() if profiling() else _LOUD:  # NOTE [Our ops unseen by the program's profiler]
+                    p.fingerprint = checksum(p.tensor)
+            except Exception:
+                p.fingerprint = None
 
     def resolve_unchecked(self):
         """After the program has ended: the CUDA unpack checks whose bytes had changed become hazards."""

@@ -307,7 +307,8 @@ def _fix(fam: str, h: dict, stmt, expr, file) -> str:
             # `history.extend(policy.saved_log_probs)` stores each item of a list: `.detach()` is the items'
             new = f"t.detach() for t in {seg}" if _sole_argument(stmt, expr) else f"(t.detach() for t in {seg})"
         elif fam == "graph-kept-alive":
-            number = (scalar and not _read_as_tensors(file, h.get("holder"))) or isinstance(stmt, ast.AugAssign)
+            number = ((scalar and not _read_as_tensors(file, h.get("holder"))) or isinstance(stmt, ast.AugAssign)) \
+                and not _is_default(expr)  # NOTE [A function kept with a tensor as its default]
             new = f"{source.atom(seg)}.item()" if number else f"{source.atom(seg)}.detach()"
         elif fam == "view-pins-storage":
             new = f"{source.atom(seg)}.clone()"
@@ -398,10 +399,38 @@ def _item_of(expr, item: str):
     return expr
 
 
+# NOTE [A function kept with a tensor as its default]
+# ``log_lines.append(lambda it=iter, l=loss: f"{it} {l.item():.4f}")`` each step (a deferred log line): the list
+# keeps functions, and each function keeps that step's loss, with its graph, as a default argument (the walk's
+# ``default i`` step: instrument/retention.py ``_function``). The stored expression is the lambda; a fix rewritten
+# on it (``(lambda ...).item()``) is no program. The value to rewrite is the lambda's default, ``loss``: the fix
+# detaches it there (``l=loss.detach()``: the function's body still gets a tensor, so no ``.item()``).
+
+
+def _default_value(path, expr):
+    """The default argument ``expr`` (a stored ``lambda``) keeps, where the path goes through it; else ``expr``."""
+    if not isinstance(expr, ast.Lambda):
+        return expr
+    for st in path or ():
+        m = re.fullmatch(r"default (\d+)", st.get("label", "")) if st.get("via") == "closure" else None
+        if m:
+            defaults = expr.args.defaults
+            i = int(m.group(1))
+            return defaults[i] if i < len(defaults) else expr
+    return expr
+
+
+def _is_default(expr) -> bool:
+    """Whether ``expr`` is a default value of a ``lambda``'s or a function's arguments."""
+    p = source.parent(expr) if expr is not None else None
+    return isinstance(p, ast.arguments) and any(d is expr for d in p.defaults)
+
+
 def explain(ev, h: dict, kind) -> dict:
     """The hazard (DIAGNOSIS shape, plus ``retention``) of one retention finding."""
     fam = h.get("kind")
     file, stmt, expr = _saved_view(h) if h.get("save") else retaining_line(ev, h)
+    expr = _default_value(h.get("path"), expr)
     alloc = h.get("alloc") or {}
     holder = h.get("holder")
     per = h.get("bytes_per_step") or 0
