@@ -201,6 +201,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     chosen = sorted(chosen, key=lambda s: int(s[1:]))
 
     counters_of, has_grad, roles = snap.counters, snap.has_grad, snap.roles
+    take = events is not None  # the command line's document: see NOTE [Events handed over to the report]
     created_at = recording.created
     # See NOTE [The document's tensors as rows]
     kinds: list[dict] = []
@@ -211,10 +212,15 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     counters: dict[str, object] = {}  # counter -> its tensor's id, or a list of the ids of its several
     for tid in chosen:
         facts = facts_of[tid]
-        names = list(named.get(tid, ()))
-        for n in names_seen.get(tid, ()):
-            if n not in names:
-                names.append(n)
+        names = named.get(tid, ())
+        seen = names_seen.get(tid)
+        if seen and any(n not in names for n in seen):
+            names = list(names)
+            for n in seen:
+                if n not in names:
+                    names.append(n)
+        elif not take or type(names) is not tuple:  # NOTE [A tensor's names, one tuple from the snapshot to the row]
+            names = list(names)
         live = tid in alive
         created = created_at.get(tid)
         shared = (live, *[getattr(facts, f) for f in _KIND_FACTS],

@@ -130,7 +130,7 @@ def _shares_counter(a, b) -> bool:
 
 def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
     """Collect the live named tensors into the tracker's facts; return tid -> names."""
-    named: dict[str, list[str]] = {}
+    named: dict[str, tuple] = {}  # NOTE [A tensor's names, one tuple from the snapshot to the row]
     live: dict[str, object] = {}
     roles: dict[str, str] = {}
 
@@ -141,9 +141,11 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         if tid is None:
             tid = tids[id(t)] = tracker.note_tensor(t)
         live[tid] = t
-        names = named.setdefault(tid, [])
-        if name not in names:
-            names.append(name)
+        names = named.get(tid)
+        if names is None:
+            named[tid] = (name,)
+        elif name not in names:
+            named[tid] = (*names, name)
         if role is not None:
             roles.setdefault(tid, role)
         return tid
