@@ -13,8 +13,8 @@ import torch
 from tensorscope.instrument import (ddp, device as _device, frames, nonfinite, ops as _ops, retention, saved, saving,
                                     snapshot as _snapshot, state)
 from tensorscope import compat
-from tensorscope.recording import (Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, freeze_shared,
-                                  referenced_seqs)
+from tensorscope.recording import (Recording, Site, Snapshot, Tensor as RecordedTensor, _in_tid_order, freeze,
+                                  freeze_shared, referenced_seqs)
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.recorder import event_dict
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -312,7 +312,7 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         hazards=freeze(tracker.hazards + retention_findings(tracker, snap.get("memory"))), backwards=freeze(tracker.backward_calls.backwards), node_lines=tuple(node_lines),
         ddp_models=freeze(tracker.ddp_models), notes=tuple(tracker.notes),
         nonfinite=freeze(nonfinite),
-        snapshot=Snapshot(named=_frozen_already(snap["named"]), alive=tuple(sorted(snap["alive"], key=_tid_order)),
+        snapshot=Snapshot(named=_frozen_already(snap["named"]), alive=tuple(_in_tid_order(snap["alive"])),
                           view_of=_frozen_already(snap["view_of"]), counters=_frozen_already(snap["counters"]),
                           has_grad=_frozen_already(snap["has_grad"]), roles=_frozen_already(snap.get("roles", {})),
                           optimizers=freeze(snap.get("optimizers", [])), memory=freeze_shared(snap.get("memory"))),
@@ -343,10 +343,6 @@ def _frozen_already(table: dict) -> dict:
                                       or kind is tuple and all(type(x) is str for x in v)):
             return freeze(table)
     return table
-
-
-def _tid_order(tid):
-    return (len(tid), tid)
 
 
 def _tensor(tid: str, f) -> RecordedTensor:
