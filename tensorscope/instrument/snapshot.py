@@ -184,7 +184,7 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         tracker.note(f"{left_out:,} tensors in lists, tuples and dicts were left out of the report "
                      f"(at most {MAX_CONTAINER_TENSORS:,} are taken from containers)")
     # other tensors seen during the run and still alive
-    for tid, t in tracker.live_tensors().items():
+    for tid, t in tracker.iter_live():
         if tid not in live:
             tracker.note_tensor(t)
             live[tid] = t
@@ -206,6 +206,9 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         key = facts[tid].storage_key if tid in facts else None
         if key is not None:
             group_add(by_storage, key, tid)
+    # only storages of several tensors are probed: the others' entries go before the counters are made (the
+    # snapshot's peak: benchmarks/RESULTS.md, "rss21")
+    by_storage = {key: tids for key, tids in by_storage.items() if type(tids) is not str}
     n = 0
     for tid in sorted(live, key=lambda s: int(s[1:])):
         if tid in counters:
@@ -225,13 +228,13 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
                     counters[other] = vid
             except Exception:
                 pass
+    del by_storage
     has_grad: dict[str, object] = {}
     for tid, t in live.items():
         try:
             has_grad[tid] = (t.grad is not None) if t.is_leaf else None
         except Exception:
             has_grad[tid] = None
-    del by_storage
     # the ids alone, in id order (the recording's order): the tensors themselves are not held past this
     # in_tid_order: no key tuple a tensor (20,000 of them, 1.3 MB, were the snapshot's peak: RESULTS.md "rss21")
     alive = tuple(_in_tid_order(live))
