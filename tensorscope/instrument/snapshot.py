@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from tensorscope import compat
-from tensorscope.recording import group_add
+from tensorscope.recording import _in_tid_order, group_add
 
 
 _Tensor = torch.Tensor
@@ -236,11 +236,9 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         except Exception:
             has_grad[tid] = None
     # the ids alone, in id order (the recording's order): the tensors themselves are not held past this
-    # in the recording's order (recording._in_tid_order), with no key tuple a tensor (20,000 of them, 1.3 MB, were
-    # the snapshot's peak: benchmarks/RESULTS.md, "rss21"), the tensors let go before the sort by length
-    alive = sorted(live)
+    # in_tid_order: no key tuple a tensor (20,000 of them, 1.3 MB, were the snapshot's peak: RESULTS.md "rss21")
+    alive = tuple(_in_tid_order(live))
     live = None
-    alive.sort(key=len)
     return {"named": named, "alive": alive, "view_of": view_of, "counters": counters,
             "has_grad": has_grad, "roles": roles, "optimizers": optimizers}
 
