@@ -159,6 +159,29 @@ def _kind(alive, facts, has_grad, role, created) -> dict:
     return kind
 
 
+def _alive_set(snap) -> dict:
+    """The snapshot's live ids as a dict used as a set: its ``has_grad`` itself, which has an entry for each live
+    tensor (snapshot.take) and none other, when it is exactly that; else a dict of them (a hand-built
+    recording). Not a second table of 20,000 ids at the report's peak memory (benchmarks/RESULTS.md, "rss21")."""
+    has_grad, alive = snap.has_grad, snap.alive
+    if type(has_grad) is dict and len(has_grad) == len(alive) and _strictly_in_tid_order(alive) and all(
+            tid in has_grad for tid in alive):
+        return has_grad  # no id twice in alive, each in has_grad, as many: the two sets are equal
+    return dict.fromkeys(alive)  # a dict as a set: a third of a set's memory for 20,000 ids
+
+
+def _strictly_in_tid_order(tids) -> bool:
+    """True when ``tids`` are in the recording's order (by length, then by the string) with no id twice."""
+    prev = None
+    for tid in tids:
+        if type(tid) is not str:
+            return False
+        if prev is not None and (len(prev) > len(tid) or len(prev) == len(tid) and prev >= tid):
+            return False
+        prev = tid
+    return True
+
+
 def build(recording: Recording, *, command: str, program: dict, torch_version: str, device_mode: str,
           distributed: dict | None = None, events: list | None = None, sites: list | None = None) -> dict:
     """Assemble the report document of a run (schema_version 4, see NOTE [One document skeleton]), its
@@ -172,7 +195,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     """
     snap = recording.snapshot
     named = snap.named
-    alive = dict.fromkeys(snap.alive)  # a dict as a set: a third of a set's memory for 20,000 ids
+    alive = _alive_set(snap)
     facts_of = recording.tensor_map()
     names_seen = recording.names
     # which tensors to describe: named ones, tensors seen with names at events, temporaries written through
@@ -201,6 +224,7 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     chosen = sorted(chosen, key=lambda s: int(s[1:]))
 
     counters_of, has_grad, roles = snap.counters, snap.has_grad, snap.roles
+    take = events is not None  # the command line's document: see NOTE [Events handed over to the report]
     created_at = recording.created
     # See NOTE [The document's tensors as rows]
     kinds: list[dict] = []
@@ -211,10 +235,15 @@ def build(recording: Recording, *, command: str, program: dict, torch_version: s
     counters: dict[str, object] = {}  # counter -> its tensor's id, or a list of the ids of its several
     for tid in chosen:
         facts = facts_of[tid]
-        names = list(named.get(tid, ()))
-        for n in names_seen.get(tid, ()):
-            if n not in names:
-                names.append(n)
+        names = named.get(tid, ())
+        seen = names_seen.get(tid)
+        if seen and any(n not in names for n in seen):
+            names = list(names)
+            for n in seen:
+                if n not in names:
+                    names.append(n)
+        elif not take or type(names) is not tuple:  # NOTE [A tensor's names, one tuple from the snapshot to the row]
+            names = list(names)
         live = tid in alive
         created = created_at.get(tid)
         shared = (live, *[getattr(facts, f) for f in _KIND_FACTS],

@@ -493,6 +493,15 @@ class Recorder:
                 out[ref.tid] = t
         return out
 
+    def iter_live(self):
+        """(tid, tensor) for every tensor seen and still alive, in ``live_tensors``' order, without its dict
+        (20,000 entries at the end of a run, at the peak of the snapshot and of the memory object's numbering:
+        benchmarks/RESULTS.md, "rss21"). The id table as it was when the iteration started, as there."""
+        for ref in list(self._ids.values()):
+            t = ref()
+            if t is not None:
+                yield ref.tid, t
+
     def note_tensor(self, t) -> str:
         """Assign an id, remember the tensor's facts and storage; return the id."""
         tid = self.tid(t)

@@ -683,7 +683,7 @@ class HeldWalk:
                            if made.get("line") else None})
         paths = {}  # tid -> the path that holds it, for the tensors tracked in the run (`--tensor NAME`)
         found = self.paths
-        for tid, t in tracker.live_tensors().items():
+        for tid, t in tracker.iter_live():
             p = found.get(id(t))
             if p is not None and p[0] is t and len(paths) < MAX_PATHS:
                 paths[tid] = p[1]

@@ -13,8 +13,8 @@ import torch
 from tensorscope.instrument import (ddp, device as _device, frames, nonfinite, ops as _ops, retention, saved, saving,
                                     snapshot as _snapshot, state)
 from tensorscope import compat
-from tensorscope.recording import (Recording, Site, Snapshot, Tensor as RecordedTensor, freeze, freeze_shared,
-                                  referenced_seqs)
+from tensorscope.recording import (Recording, Site, Snapshot, Tensor as RecordedTensor, _in_tid_order, freeze,
+                                  freeze_shared, referenced_seqs)
 from tensorscope.instrument.patches import Patcher
 from tensorscope.instrument.recorder import event_dict
 from tensorscope.instrument.tracker import Tracker, make_tracker
@@ -312,9 +312,9 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
         hazards=freeze(tracker.hazards + retention_findings(tracker, snap.get("memory"))), backwards=freeze(tracker.backward_calls.backwards), node_lines=tuple(node_lines),
         ddp_models=freeze(tracker.ddp_models), notes=tuple(tracker.notes),
         nonfinite=freeze(nonfinite),
-        snapshot=Snapshot(named=freeze(snap["named"]), alive=tuple(sorted(snap["alive"], key=_tid_order)),
-                          view_of=freeze(snap["view_of"]), counters=freeze(snap["counters"]),
-                          has_grad=freeze(snap["has_grad"]), roles=freeze(snap.get("roles", {})),
+        snapshot=Snapshot(named=_frozen_already(snap["named"]), alive=tuple(_in_tid_order(snap["alive"])),
+                          view_of=_frozen_already(snap["view_of"]), counters=_frozen_already(snap["counters"]),
+                          has_grad=_frozen_already(snap["has_grad"]), roles=_frozen_already(snap.get("roles", {})),
                           optimizers=freeze(snap.get("optimizers", [])), memory=freeze_shared(snap.get("memory"))),
     )
     if release:
@@ -322,8 +322,27 @@ def record(tracker: Tracker, snap: dict, release: bool = False) -> Recording:
     return recording
 
 
-def _tid_order(tid):
-    return (len(tid), tid)
+# NOTE [A tensor's names, one tuple from the snapshot to the row]
+# The snapshot's per-tensor tables (``named``, ``view_of``, ``counters``, ``has_grad``, ``roles``: 20,000 entries
+# each on a model of 5,000 parameters trained with Adam) are built by snapshot.take from tids to frozen values
+# only: a tensor's names as a tuple of strings from the start, its counter, view base and role a string, its
+# ``has_grad`` a bool or None. ``freeze`` copied each dict and made a tuple of each names list, the copies alive
+# beside the originals while the recording was made, and the lists (~110 bytes each) alive from the snapshot on:
+# the run's peak memory (benchmarks/RESULTS.md, "rss21"). A table whose values are all frozen already is taken
+# as it is (nothing else holds the snapshot's dicts); any other is frozen as before. The command line's report
+# rows then hold these tuples as the tensors' names where the events add no name (report.build); the JSON
+# writer writes a tuple as the list it was, and the API's report keeps lists (its caller may change them).
+def _frozen_already(table: dict) -> dict:
+    """``freeze(table)``: ``table`` itself when its keys are strings and its values str, bool, None or tuples of
+    str (what snapshot.take builds), else a frozen copy."""
+    if type(table) is not dict:
+        return freeze(table)
+    for k, v in table.items():
+        kind = type(v)
+        if type(k) is not str or not (kind is str or kind is bool or v is None
+                                      or kind is tuple and all(type(x) is str for x in v)):
+            return freeze(table)
+    return table
 
 
 def _tensor(tid: str, f) -> RecordedTensor:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from tensorscope import compat
-from tensorscope.recording import group_add
+from tensorscope.recording import _in_tid_order, group_add
 
 
 _Tensor = torch.Tensor
@@ -130,7 +130,7 @@ def _shares_counter(a, b) -> bool:
 
 def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
     """Collect the live named tensors into the tracker's facts; return tid -> names."""
-    named: dict[str, list[str]] = {}
+    named: dict[str, tuple] = {}  # NOTE [A tensor's names, one tuple from the snapshot to the row]
     live: dict[str, object] = {}
     roles: dict[str, str] = {}
 
@@ -141,9 +141,11 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         if tid is None:
             tid = tids[id(t)] = tracker.note_tensor(t)
         live[tid] = t
-        names = named.setdefault(tid, [])
-        if name not in names:
-            names.append(name)
+        names = named.get(tid)
+        if names is None:
+            named[tid] = (name,)
+        elif name not in names:
+            named[tid] = (*names, name)
         if role is not None:
             roles.setdefault(tid, role)
         return tid
@@ -166,8 +168,12 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
     for name, t, _ in scanned.found:
         first_name.setdefault(id(t), name)
     optimizers = _optimizer_names(scanned, lambda p: first_name.get(id(p)))
-    for name, t, role in scanned.found:
+    found = scanned.found
+    first_name = None
+    for i, (name, t, role) in enumerate(found):  # each triple goes as its name is added (the list's 25,000 on
+        found[i] = None  # a model of 5,000 parameters with Adam, 1.6 MB, were the snapshot's peak: RESULTS.md "rss21")
         add(name, t, role)
+    found = None
     for o in optimizers:
         o["parameters"] = [tids.get(id(p)) or tracker.note_tensor(p) for p in o.pop("_params")]
     left_out = scanned.left_out
@@ -178,7 +184,7 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         tracker.note(f"{left_out:,} tensors in lists, tuples and dicts were left out of the report "
                      f"(at most {MAX_CONTAINER_TENSORS:,} are taken from containers)")
     # other tensors seen during the run and still alive
-    for tid, t in tracker.live_tensors().items():
+    for tid, t in tracker.iter_live():
         if tid not in live:
             tracker.note_tensor(t)
             live[tid] = t
@@ -200,6 +206,9 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
         key = facts[tid].storage_key if tid in facts else None
         if key is not None:
             group_add(by_storage, key, tid)
+    # only storages of several tensors are probed: the others' entries go before the counters are made (the
+    # snapshot's peak: benchmarks/RESULTS.md, "rss21")
+    by_storage = {key: tids for key, tids in by_storage.items() if type(tids) is not str}
     n = 0
     for tid in sorted(live, key=lambda s: int(s[1:])):
         if tid in counters:
@@ -219,15 +228,16 @@ def take(tracker, main_globals: dict | None, exc: BaseException | None) -> dict:
                     counters[other] = vid
             except Exception:
                 pass
+    del by_storage
     has_grad: dict[str, object] = {}
     for tid, t in live.items():
         try:
             has_grad[tid] = (t.grad is not None) if t.is_leaf else None
         except Exception:
             has_grad[tid] = None
-    del by_storage
     # the ids alone, in id order (the recording's order): the tensors themselves are not held past this
-    alive = tuple(sorted(live, key=lambda s: (len(s), s)))
+    # in_tid_order: no key tuple a tensor (20,000 of them, 1.3 MB, were the snapshot's peak: RESULTS.md "rss21")
+    alive = tuple(_in_tid_order(live))
     live = None
     return {"named": named, "alive": alive, "view_of": view_of, "counters": counters,
             "has_grad": has_grad, "roles": roles, "optimizers": optimizers}
