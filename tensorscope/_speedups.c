@@ -731,6 +731,9 @@ static PyObject *kept_on_alias(PyObject *module, PyObject *const *args, Py_ssize
 static PyObject *finite_scalar(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* speedw20: a counted line's in-place writes in C (the block at the end of this file) */
 static PyObject *counted_write(PyObject *module, PyObject *args);
+/* speedc21: a storage's key read in place (the block at the end of this file) */
+static PyObject *storage_key_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *storage_key(PyObject *module, PyObject *t);
 
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
@@ -749,6 +752,10 @@ static PyMethodDef speedups_methods[] = {
      "Whether a loss needs no finite check, its value read in place (see the C source)."},
     /* speedw20 */
     {"counted_write", (PyCFunction)counted_write, METH_VARARGS, "A write wrapper's body with its counted writes in C (see the C source)."},
+    /* speedc21 */
+    {"storage_key_setup", (PyCFunction)(void (*)(void))storage_key_setup, METH_FASTCALL,
+     "Find where a tensor's StorageImpl address lies, from probe tensors (see the C source)."},
+    {"storage_key", (PyCFunction)storage_key, METH_O, "A tensor's storage key, read in place where found (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -2303,3 +2310,132 @@ counted_write(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 /* ---- end of speedw20's block ---- */
+
+/* ---- speedc21's block: a storage's key read in place ----
+ *
+ * NOTE [A storage key read in place] in tensorscope/instrument/speedups.py says why and what is relied on.
+ *
+ * storage_key_setup(fallback, types, probes) finds, from probe tensors, the two offsets the read needs: where
+ * a tensor's Python object holds its TensorImpl's address (the THPVariable's `cdata`: an owned at::Tensor on
+ * 2.3 and later, a MaybeOwned<at::Tensor> on 2.2, whose `isBorrowed_` flag then sits before it) and where a
+ * TensorImpl holds its StorageImpl's (`storage_`, a member of TensorImpl itself, so at the same offset in every
+ * subclass of it). `probes` is a list of (tensor, its `_cdata`, torch's storage key of it); each offset must be
+ * the one word that matches for every probe, or nothing is set up. Returns True where both were found.
+ *
+ * storage_key(t): for a tensor whose type is exactly one of `types` (torch.Tensor, nn.Parameter), the word at
+ * the TensorImpl's storage offset, as an int, where it is not null (no storage: a sparse, batched or opaque
+ * tensor, whose key torch refuses) and the object's flag word (2.2's `isBorrowed_`) is zero; every other
+ * tensor, and every tensor before a setup succeeded, goes to `fallback` (torch's `_storage_address` or
+ * `_storage_id`), with its result or its exception. */
+static PyObject *sk_fallback = NULL, *sk_types = NULL;
+static Py_ssize_t sk_obj_off = -1, sk_impl_off = -1, sk_flag_off = -1;
+
+static PyObject *
+storage_key(PyObject *module, PyObject *t)
+{
+    if (sk_impl_off >= 0) {
+        PyTypeObject *tp = Py_TYPE(t);
+        Py_ssize_t n = PyTuple_GET_SIZE(sk_types);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if ((PyObject *)tp == PyTuple_GET_ITEM(sk_types, i)) {
+                char *obj = (char *)t;
+                if (sk_flag_off >= 0 && *(void **)(obj + sk_flag_off) != NULL)
+                    break; /* 2.2's borrowed cdata: torch's own read */
+                char *impl = *(char **)(obj + sk_obj_off);
+                if (impl == NULL)
+                    break;
+                void *storage = *(void **)(impl + sk_impl_off);
+                if (storage == NULL)
+                    break; /* no storage: torch's read raises */
+                return PyLong_FromVoidPtr(storage);
+            }
+        }
+    }
+    if (sk_fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "storage_key: not set up");
+        return NULL;
+    }
+    return PyObject_CallOneArg(sk_fallback, t);
+}
+
+/* the one offset in [lo, hi) (a multiple of 8) at which every probe's object holds the probe's value, or -1 */
+static Py_ssize_t
+sk_find(PyObject *probes, Py_ssize_t lo, Py_ssize_t hi, int which)
+{
+    Py_ssize_t found = -1, n = PyList_GET_SIZE(probes);
+    for (Py_ssize_t off = lo; off < hi; off += (Py_ssize_t)sizeof(void *)) {
+        int all = 1;
+        for (Py_ssize_t i = 0; i < n && all; i++) {
+            PyObject *p = PyList_GET_ITEM(probes, i);
+            char *base = which == 0 ? (char *)PyTuple_GET_ITEM(p, 0) : (char *)PyLong_AsVoidPtr(PyTuple_GET_ITEM(p, 1));
+            void *want = PyLong_AsVoidPtr(PyTuple_GET_ITEM(p, which + 1));
+            if (PyErr_Occurred())
+                return -2;
+            if (base == NULL || *(void **)(base + off) != want)
+                all = 0;
+        }
+        if (all) {
+            if (found >= 0)
+                return -1; /* two offsets match: not unique, not used */
+            found = off;
+        }
+    }
+    return found;
+}
+
+static PyObject *
+storage_key_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyTuple_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "storage_key_setup(fallback, types, probes)");
+        return NULL;
+    }
+    PyObject *types = args[1], *probes = args[2];
+    Py_ssize_t n = PyList_GET_SIZE(probes);
+    sk_impl_off = -1; /* off while being set up, and for good where anything below fails */
+    Py_XSETREF(sk_fallback, Py_NewRef(args[0]));
+    Py_XSETREF(sk_types, Py_NewRef(types));
+    if (n < 2)
+        Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++)
+        if (!PyType_Check(PyTuple_GET_ITEM(types, i)))
+            Py_RETURN_FALSE;
+    Py_ssize_t head = (Py_ssize_t)sizeof(PyObject), min_basic = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(probes, i);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 3 || !PyLong_Check(PyTuple_GET_ITEM(p, 1))
+            || !PyLong_Check(PyTuple_GET_ITEM(p, 2)))
+            Py_RETURN_FALSE;
+        Py_ssize_t basic = Py_TYPE(PyTuple_GET_ITEM(p, 0))->tp_basicsize;
+        if (min_basic < 0 || basic < min_basic)
+            min_basic = basic;
+    }
+    /* the object's cdata: right after the object's head, or one word later behind 2.2's flag */
+    Py_ssize_t hi = head + 2 * (Py_ssize_t)sizeof(void *);
+    if (min_basic < hi)
+        Py_RETURN_FALSE;
+    Py_ssize_t obj_off = sk_find(probes, head, hi, 0);
+    if (obj_off == -2)
+        return NULL;
+    if (obj_off < 0)
+        Py_RETURN_FALSE;
+    Py_ssize_t flag_off = -1;
+    if (obj_off > head) { /* a word between: it must read zero on every probe (an owned cdata) */
+        flag_off = head;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (*(void **)((char *)PyTuple_GET_ITEM(PyList_GET_ITEM(probes, i), 0) + flag_off) != NULL)
+                Py_RETURN_FALSE;
+    }
+    /* the TensorImpl's storage_: its first member, past its vtable and refcounts, so within its first 16 words
+     * (a TensorImpl is larger than that on every release) */
+    Py_ssize_t impl_off = sk_find(probes, (Py_ssize_t)sizeof(void *), 16 * (Py_ssize_t)sizeof(void *), 1);
+    if (impl_off == -2)
+        return NULL;
+    if (impl_off < 0)
+        Py_RETURN_FALSE;
+    sk_obj_off = obj_off;
+    sk_flag_off = flag_off;
+    sk_impl_off = impl_off;
+    Py_RETURN_TRUE;
+}
+/* ---- end of speedc21's block ---- */
