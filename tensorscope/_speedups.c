@@ -163,6 +163,10 @@ version_of(PyObject *target)
     return PyObject_GetAttr(target, s_version);
 }
 
+/* speedc21: a write's version read in place where torch's layout was found (the block at the end of this file);
+ * `modes` NULL where the caller has just found no torch-function mode, else the modes' count, asked again */
+static PyObject *version_read(PyObject *target, PyObject *modes);
+
 /* Appends the write's tuple to step.writes, as the Python lane does inside its `try: ... except Exception: pass`
  * (a step closed meanwhile by another thread has index and writes None). Returns -1 only for an exception that is
  * not an Exception (left set). */
@@ -197,7 +201,7 @@ lw_record(LaneWrite *self, PyObject *step, PyObject *target, PyObject *v0)
     lib = step_get(step, SLOT_LIB, s_lib);
     if (lib == NULL)
         goto done;
-    v1 = version_of(target);
+    v1 = version_read(target, self->modes);
     if (v1 == NULL)
         goto done;
     tup = PyTuple_Pack(5, item, self->op, lib, v0, v1);
@@ -294,7 +298,7 @@ lw_lane(LaneWrite *self, PyObject *step, PyObject *args, PyObject *kwargs, int *
     }
     *taken = 1;
     self->hits++;
-    v0 = version_of(target);
+    v0 = version_read(target, NULL);
     if (v0 == NULL) {
         Py_DECREF(target);
         return NULL;
@@ -734,6 +738,8 @@ static PyObject *counted_write(PyObject *module, PyObject *args);
 /* speedc21: a storage's key read in place (the block at the end of this file) */
 static PyObject *storage_key_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 static PyObject *storage_key(PyObject *module, PyObject *t);
+static PyObject *version_setup(PyObject *module, PyObject *probes);
+static PyObject *version_in_place(PyObject *module, PyObject *t);
 
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
@@ -756,6 +762,9 @@ static PyMethodDef speedups_methods[] = {
     {"storage_key_setup", (PyCFunction)(void (*)(void))storage_key_setup, METH_FASTCALL,
      "Find where a tensor's StorageImpl address lies, from probe tensors (see the C source)."},
     {"storage_key", (PyCFunction)storage_key, METH_O, "A tensor's storage key, read in place where found (see the C source)."},
+    {"version_setup", (PyCFunction)version_setup, METH_O,
+     "Find where a tensor's version lies, from probe tensors (see the C source)."},
+    {"version_in_place", (PyCFunction)version_in_place, METH_O, "A tensor's version read in place, or None (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -1954,7 +1963,8 @@ cw_after(CountedWrite *self, PyObject *rec, PyObject *args, PyObject *target, Py
         rc = 0;
         goto done;
     }
-    if ((v1 = version_of(target)) == NULL || (ge = PyObject_CallNoArgs(self->grad_enabled)) == NULL)
+    if ((v1 = version_read(target, ((LaneWrite *)self)->modes)) == NULL
+        || (ge = PyObject_CallNoArgs(self->grad_enabled)) == NULL)
         goto done;
     entry = PyTuple_Pack(10, aseq, v0, v1, ((LaneWrite *)self)->op, ge, code, lasti, line, Py_None, Py_None);
     if (entry == NULL || cw_log(self, rec, key, entry) < 0)
@@ -2000,7 +2010,8 @@ cw_reads(CountedWrite *self, PyObject *rec, PyObject *target, PyObject *frame, C
 {
     PyObject *pending = NULL, *user = NULL, *verdicts = NULL, *v, *lkey = NULL, *per_site = NULL, *found;
     int rc = -1, ge;
-    if ((r->v0 = version_of(target)) == NULL || (r->key = PyObject_CallOneArg(self->storage_key, target)) == NULL)
+    if ((r->v0 = version_read(target, NULL)) == NULL
+        || (r->key = PyObject_CallOneArg(self->storage_key, target)) == NULL)
         goto done;
     if (r->key == Py_None) { /* write_call's `key is None`: the reference path */
         rc = 0;
@@ -2330,26 +2341,28 @@ counted_write(PyObject *module, PyObject *args)
 static PyObject *sk_fallback = NULL, *sk_types = NULL;
 static Py_ssize_t sk_obj_off = -1, sk_impl_off = -1, sk_flag_off = -1;
 
+/* whether `t`'s type is exactly one of `types` and its object owns its cdata (2.2's flag word zero) */
+static int
+sk_plain(PyObject *t)
+{
+    if (sk_impl_off < 0)
+        return 0;
+    PyObject *tp = (PyObject *)Py_TYPE(t);
+    Py_ssize_t n = PyTuple_GET_SIZE(sk_types);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (tp == PyTuple_GET_ITEM(sk_types, i))
+            return sk_flag_off < 0 || *(void **)((char *)t + sk_flag_off) == NULL;
+    return 0;
+}
+
 static PyObject *
 storage_key(PyObject *module, PyObject *t)
 {
-    if (sk_impl_off >= 0) {
-        PyTypeObject *tp = Py_TYPE(t);
-        Py_ssize_t n = PyTuple_GET_SIZE(sk_types);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if ((PyObject *)tp == PyTuple_GET_ITEM(sk_types, i)) {
-                char *obj = (char *)t;
-                if (sk_flag_off >= 0 && *(void **)(obj + sk_flag_off) != NULL)
-                    break; /* 2.2's borrowed cdata: torch's own read */
-                char *impl = *(char **)(obj + sk_obj_off);
-                if (impl == NULL)
-                    break;
-                void *storage = *(void **)(impl + sk_impl_off);
-                if (storage == NULL)
-                    break; /* no storage: torch's read raises */
-                return PyLong_FromVoidPtr(storage);
-            }
-        }
+    if (sk_plain(t)) { /* not 2.2's borrowed cdata (torch's own read then) */
+        char *impl = *(char **)((char *)t + sk_obj_off);
+        void *storage = impl == NULL ? NULL : *(void **)(impl + sk_impl_off);
+        if (storage != NULL) /* null: no storage, torch's read raises */
+            return PyLong_FromVoidPtr(storage);
     }
     if (sk_fallback == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "storage_key: not set up");
@@ -2437,5 +2450,108 @@ storage_key_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     sk_flag_off = flag_off;
     sk_impl_off = impl_off;
     Py_RETURN_TRUE;
+}
+
+/* version_setup(probes): `probes` a list of (tensor, its `_version`), after storage_key_setup succeeded. A
+ * TensorImpl's `version_counter_` (a VariableVersion: one intrusive_ptr<VersionCounter>, null for an inference
+ * tensor) is its third member after `storage_` on 2.2 to 2.15 (`storage_`, `autograd_meta_`, `extra_meta_`,
+ * `version_counter_`); the VersionCounter's `version_` (a std::atomic<uint32_t>) follows its vtable and refcounts,
+ * two words or three. Finds the one of the two offsets at which every probe's counter holds its version (the
+ * probes' versions differ from each other), else leaves the in-place read off. Returns True where found. */
+static Py_ssize_t vr_off = -1;
+
+static void *
+vr_counter(PyObject *t)
+{
+    char *impl = *(char **)((char *)t + sk_obj_off);
+    if (impl == NULL)
+        return NULL;
+    return *(void **)(impl + sk_impl_off + 3 * (Py_ssize_t)sizeof(void *));
+}
+
+static PyObject *
+version_setup(PyObject *module, PyObject *probes)
+{
+    vr_off = -1;
+    if (sk_impl_off < 0 || !PyList_Check(probes) || PyList_GET_SIZE(probes) < 3)
+        Py_RETURN_FALSE;
+    Py_ssize_t n = PyList_GET_SIZE(probes), found = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(probes, i);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2 || !PyLong_Check(PyTuple_GET_ITEM(p, 1)))
+            Py_RETURN_FALSE;
+        PyObject *t = PyTuple_GET_ITEM(p, 0);
+        if (!sk_plain(t) || vr_counter(t) == NULL)
+            Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t off = 2 * (Py_ssize_t)sizeof(void *); off <= 3 * (Py_ssize_t)sizeof(void *); off += sizeof(void *)) {
+        int all = 1;
+        for (Py_ssize_t i = 0; i < n && all; i++) {
+            PyObject *p = PyList_GET_ITEM(probes, i);
+            unsigned long want = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(p, 1));
+            if (want == (unsigned long)-1 && PyErr_Occurred())
+                return NULL;
+            if (*(uint32_t *)((char *)vr_counter(PyTuple_GET_ITEM(p, 0)) + off) != want)
+                all = 0;
+        }
+        if (all) {
+            if (found >= 0)
+                Py_RETURN_FALSE;
+            found = off;
+        }
+    }
+    if (found < 0)
+        Py_RETURN_FALSE;
+    vr_off = found;
+    Py_RETURN_TRUE;
+}
+
+/* the version of a plain tensor with a counter, read in place (a new int), or NULL with no exception set */
+static PyObject *
+vr_read(PyObject *t)
+{
+    if (vr_off < 0 || !sk_plain(t))
+        return NULL;
+    char *counter = vr_counter(t);
+    if (counter == NULL)
+        return NULL; /* an inference tensor: torch's getter raises */
+    return PyLong_FromUnsignedLong(__atomic_load_n((uint32_t *)(counter + vr_off), __ATOMIC_RELAXED));
+}
+
+static PyObject *
+version_in_place(PyObject *module, PyObject *t)
+{
+    PyObject *v = vr_read(t);
+    if (v == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return v;
+}
+
+/* The write's version: `target._version` as torch's getter reads it (version_of), or in place where that is the
+ * same value: a plain tensor (exactly torch.Tensor or nn.Parameter, whose getter runs no Python: it asks only
+ * whether a torch-function mode is on) with a counter, and no torch-function mode on (`modes` NULL where the
+ * caller has just asked, else asked here). */
+static PyObject *
+version_read(PyObject *target, PyObject *modes)
+{
+    if (vr_off >= 0 && sk_plain(target)) {
+        if (modes != NULL) {
+            PyObject *n = PyObject_CallNoArgs(modes);
+            if (n == NULL) {
+                PyErr_Clear();
+                return version_of(target);
+            }
+            int truth = PyObject_IsTrue(n);
+            Py_DECREF(n);
+            if (truth != 0) {
+                PyErr_Clear();
+                return version_of(target);
+            }
+        }
+        PyObject *v = vr_read(target);
+        if (v != NULL || PyErr_Occurred())
+            return v;
+    }
+    return version_of(target);
 }
 /* ---- end of speedc21's block ---- */

@@ -1,6 +1,6 @@
-"""The compiled storage key (NOTE [A storage key read in place] in tensorscope/instrument/speedups.py) against
-torch's own read, on every kind of tensor a program can hand a write or a step: the same key, or the same
-exception."""
+"""The compiled storage key and version (NOTE [A storage key read in place] in tensorscope/instrument/speedups.py)
+against torch's own reads, on every kind of tensor a program can hand a write or a step: the same key, or the same
+exception; the same version, or no in-place read (torch's getter then)."""
 import pytest
 import torch
 
@@ -8,6 +8,7 @@ from tensorscope import compat
 from tensorscope.instrument import recorder, speedups  # noqa: F401 (recorder sets the key up at import)
 
 fast = speedups.storage_key()
+_version_in_place = getattr(speedups._SPEEDUPS, "version_in_place", None)
 pytestmark = [pytest.mark.skipif(fast is None, reason="the accelerator is not built (or its key not found)"),
               pytest.mark.filterwarnings("ignore::UserWarning")]  # beta/prototype/deprecation notes of torch's
 
@@ -21,6 +22,12 @@ def _same(t):
         except Exception as e:  # torch's refusal must be the fast read's too
             outcomes.append(("raises", type(e)))
     assert outcomes[0] == outcomes[1], (t.__class__, outcomes)
+    try:
+        version = t._version
+    except Exception:
+        version = None  # an inference tensor: no counter, and no in-place read
+    read = _version_in_place(t)
+    assert read is None or read == version, (t.__class__, read, version)
     return outcomes[0]
 
 
@@ -49,11 +56,20 @@ def _kinds():
     s = torch.zeros(3)
     s.set_(torch.ones(4))
     out["set_"] = s
+    bumped = torch.zeros(4)
+    for _ in range(7):
+        bumped.mul_(2)
+    out["bumped"], out["bumped_view"] = bumped, bumped[2:]
+    with torch.inference_mode():
+        out["inference"] = torch.zeros(3)
     return out
 
 
 def test_storage_key_in_place_equals_torchs():
-    outcomes = {name: _same(t) for name, t in _kinds().items()}
+    kinds = _kinds()
+    outcomes = {name: _same(t) for name, t in kinds.items()}
+    # the in-place version read applies to plain tensors (and reads what torch's getter reads, checked in _same)
+    assert _version_in_place(kinds["bumped_view"]) == 7 and _version_in_place(kinds["inference"]) is None
     # the fast read was used where it applies (the keys torch gives) and torch's refusals stayed refusals
     assert outcomes["plain"] == outcomes["view"] == outcomes["transposed"]
     assert outcomes["parameter"] == outcomes["param_view"] == outcomes["detached"]

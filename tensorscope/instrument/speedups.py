@@ -219,8 +219,17 @@ def setup_storage_key(torch_key):
                                      [(t, t._cdata, torch_key(t)) for t in probes]):
             return
         key = mod.storage_key
-        if all(key(t) == torch_key(t) for t in probes):
-            _STORAGE_KEY = key
+        if not all(key(t) == torch_key(t) for t in probes):
+            return
+        _STORAGE_KEY = key
+        # the versions: probes whose versions differ (the counter a view shares with its base included)
+        with torch.no_grad():
+            for t, n in ((probes[1], 1), (probes[3], 5), (probes[5], 9), (probes[6], 2)):
+                for _ in range(n):
+                    t.add_(1)
+        if mod.version_setup([(t, t._version) for t in probes]):
+            if not all(mod.version_in_place(t) == t._version for t in probes):
+                mod.version_setup([])  # off again: a list too short
     except Exception:
         pass
 
