@@ -199,39 +199,51 @@ def counted_call(orig, fallback, record, failed, state, paused, modes, lines, op
 # flag word zero). tests/test_speedc21.py compares the two reads on plain, viewed, strided, zero-size, meta,
 # complex, conjugate, nested, sparse, mkldnn, quantized, numpy-shared tensors, tensors inside ``vmap``,
 # ``torch.func.grad`` and ``functionalize``, and after ``.data =`` and ``set_``: equal keys or the same exception
-# (run on torch 2.2.2, 2.13.0 and 2.15.0). The compiled write log (``OptimizerSteps.log``) and the compiled
-# counted write use it; the Python paths call torch's function as before.
+# (run on torch 2.2.2, 2.6.0, 2.9.1, 2.13.0 and 2.15.0). The compiled write log (``OptimizerSteps.log``) and the
+# compiled counted write use it; the Python paths call torch's function as before. The same probes find a write's
+# version: ``version_counter_`` is TensorImpl's third member after ``storage_`` on 2.2 to 2.15 (``autograd_meta_``
+# and ``extra_meta_`` between; null for an inference tensor, whose ``_version`` raises), its ``version_`` two or
+# three words into the counter (probed with probes of different versions). The compiled lane and counted write read
+# it in place for a plain tensor with a counter while no torch-function mode is on (torch's getter asks only that
+# for a plain tensor), asking the modes' count again for the read after torch's op; else torch's getter. The probes
+# run once at import, unseen by any torch-function mode of the program's.
 _STORAGE_KEY = None
 
 
 def setup_storage_key(torch_key):
     """Find where a tensor's storage key lies (see the NOTE) and keep the compiled read where it was found."""
-    global _STORAGE_KEY
     mod = _SPEEDUPS
     if mod is None or not hasattr(mod, "storage_key_setup"):
         return
     try:
         import torch
-        base = torch.zeros(4)
-        probes = [torch.zeros(3), base, base[1:], torch.zeros(()), torch.ones(2, dtype=torch.int64),
-                  torch.nn.Parameter(torch.zeros(2)), torch.zeros(2, requires_grad=True)]
-        if not mod.storage_key_setup(torch_key, (torch.Tensor, torch.nn.Parameter),
-                                     [(t, t._cdata, torch_key(t)) for t in probes]):
-            return
-        key = mod.storage_key
-        if not all(key(t) == torch_key(t) for t in probes):
-            return
-        _STORAGE_KEY = key
-        # the versions: probes whose versions differ (the counter a view shares with its base included)
-        with torch.no_grad():
-            for t, n in ((probes[1], 1), (probes[3], 5), (probes[5], 9), (probes[6], 2)):
-                for _ in range(n):
-                    t.add_(1)
-        if mod.version_setup([(t, t._version) for t in probes]):
-            if not all(mod.version_in_place(t) == t._version for t in probes):
-                mod.version_setup([])  # off again: a list too short
+        with torch._C.DisableTorchFunction():  # a program's torch-function mode (an in-process import) sees none of it
+            _probe(mod, torch, torch_key)
     except Exception:
         pass
+
+
+def _probe(mod, torch, torch_key):
+    """``setup_storage_key``'s probes: both offsets found and checked, or the compiled reads left off."""
+    global _STORAGE_KEY
+    base = torch.zeros(4)
+    probes = [torch.zeros(3), base, base[1:], torch.zeros(()), torch.ones(2, dtype=torch.int64),
+              torch.nn.Parameter(torch.zeros(2)), torch.zeros(2, requires_grad=True)]
+    if not mod.storage_key_setup(torch_key, (torch.Tensor, torch.nn.Parameter),
+                                 [(t, t._cdata, torch_key(t)) for t in probes]):
+        return
+    key = mod.storage_key
+    if not all(key(t) == torch_key(t) for t in probes):
+        return
+    _STORAGE_KEY = key
+    # the versions: probes whose versions differ (the counter a view shares with its base included)
+    with torch.no_grad():
+        for t, n in ((probes[1], 1), (probes[3], 5), (probes[5], 9), (probes[6], 2)):
+            for _ in range(n):
+                t.add_(1)
+    if mod.version_setup([(t, t._version) for t in probes]):
+        if not all(mod.version_in_place(t) == t._version for t in probes):
+            mod.version_setup([])  # off again: a list too short
 
 
 def storage_key():
