@@ -163,6 +163,10 @@ version_of(PyObject *target)
     return PyObject_GetAttr(target, s_version);
 }
 
+/* speedc21: a write's version read in place where torch's layout was found (the block at the end of this file);
+ * `modes` NULL where the caller has just found no torch-function mode, else the modes' count, asked again */
+static PyObject *version_read(PyObject *target, PyObject *modes);
+
 /* Appends the write's tuple to step.writes, as the Python lane does inside its `try: ... except Exception: pass`
  * (a step closed meanwhile by another thread has index and writes None). Returns -1 only for an exception that is
  * not an Exception (left set). */
@@ -197,7 +201,7 @@ lw_record(LaneWrite *self, PyObject *step, PyObject *target, PyObject *v0)
     lib = step_get(step, SLOT_LIB, s_lib);
     if (lib == NULL)
         goto done;
-    v1 = version_of(target);
+    v1 = version_read(target, self->modes);
     if (v1 == NULL)
         goto done;
     tup = PyTuple_Pack(5, item, self->op, lib, v0, v1);
@@ -294,7 +298,7 @@ lw_lane(LaneWrite *self, PyObject *step, PyObject *args, PyObject *kwargs, int *
     }
     *taken = 1;
     self->hits++;
-    v0 = version_of(target);
+    v0 = version_read(target, NULL);
     if (v0 == NULL) {
         Py_DECREF(target);
         return NULL;
@@ -731,6 +735,11 @@ static PyObject *kept_on_alias(PyObject *module, PyObject *const *args, Py_ssize
 static PyObject *finite_scalar(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* speedw20: a counted line's in-place writes in C (the block at the end of this file) */
 static PyObject *counted_write(PyObject *module, PyObject *args);
+/* speedc21: a storage's key read in place (the block at the end of this file) */
+static PyObject *storage_key_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *storage_key(PyObject *module, PyObject *t);
+static PyObject *version_setup(PyObject *module, PyObject *probes);
+static PyObject *version_in_place(PyObject *module, PyObject *t);
 
 static PyMethodDef speedups_methods[] = {
     {"slots_known", (PyCFunction)slots_known, METH_NOARGS, "(_Step, its slots' offsets) once found, else None."},
@@ -749,6 +758,13 @@ static PyMethodDef speedups_methods[] = {
      "Whether a loss needs no finite check, its value read in place (see the C source)."},
     /* speedw20 */
     {"counted_write", (PyCFunction)counted_write, METH_VARARGS, "A write wrapper's body with its counted writes in C (see the C source)."},
+    /* speedc21 */
+    {"storage_key_setup", (PyCFunction)(void (*)(void))storage_key_setup, METH_FASTCALL,
+     "Find where a tensor's StorageImpl address lies, from probe tensors (see the C source)."},
+    {"storage_key", (PyCFunction)storage_key, METH_O, "A tensor's storage key, read in place where found (see the C source)."},
+    {"version_setup", (PyCFunction)version_setup, METH_O,
+     "Find where a tensor's version lies, from probe tensors (see the C source)."},
+    {"version_in_place", (PyCFunction)version_in_place, METH_O, "A tensor's version read in place, or None (see the C source)."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -874,25 +890,44 @@ cc_dealloc(CountedCall *self)
 
 /* count(counts, keys) for a tuple of one key, as collections._count_elements does on an exact dict (it holds the
  * GIL throughout, so no other thread's count can come in between); any other mapping through `count` itself. */
+/* speedc21: one key's count in an exact dict, its hash computed once (the look-up and the store take it where
+ * the Python version has the known-hash calls in its C API, 3.10 to 3.12; 3.13 keeps the store internal) */
+static int
+cc_count_key(PyObject *counts, PyObject *key)
+{
+    PyObject *old, *new;
+    int rc;
+#if PY_VERSION_HEX < 0x030D0000
+    Py_hash_t hash = PyObject_Hash(key);
+    if (hash == -1)
+        return -1;
+    old = _PyDict_GetItem_KnownHash(counts, key, hash);
+#else
+    old = PyDict_GetItemWithError(counts, key);
+#endif
+    if (old == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        new = PyLong_FromLong(1);
+    } else {
+        new = PyNumber_Add(old, cc_one);
+    }
+    if (new == NULL)
+        return -1;
+#if PY_VERSION_HEX < 0x030D0000
+    rc = _PyDict_SetItem_KnownHash(counts, key, new, hash);
+#else
+    rc = PyDict_SetItem(counts, key, new);
+#endif
+    Py_DECREF(new);
+    return rc;
+}
+
 static int
 cc_count(CountedCall *self, PyObject *counts, PyObject *keys)
 {
-    if (PyDict_CheckExact(counts) && PyTuple_CheckExact(keys) && PyTuple_GET_SIZE(keys) == 1) {
-        PyObject *key = PyTuple_GET_ITEM(keys, 0), *old, *new;
-        old = PyDict_GetItemWithError(counts, key);
-        if (old == NULL) {
-            if (PyErr_Occurred())
-                return -1;
-            new = PyLong_FromLong(1);
-        } else {
-            new = PyNumber_Add(old, cc_one);
-        }
-        if (new == NULL)
-            return -1;
-        int rc = PyDict_SetItem(counts, key, new);
-        Py_DECREF(new);
-        return rc;
-    }
+    if (PyDict_CheckExact(counts) && PyTuple_CheckExact(keys) && PyTuple_GET_SIZE(keys) == 1)
+        return cc_count_key(counts, PyTuple_GET_ITEM(keys, 0));
     PyObject *r = PyObject_CallFunctionObjArgs(self->count, counts, keys, NULL);
     if (r == NULL)
         return -1;
@@ -907,8 +942,14 @@ cc_counted(CountedCall *self, PyObject *rec, PyObject *site, PyObject *src, PyOb
     PyObject *counts = NULL, *keys = NULL, *kept = NULL, *outs = NULL, *r = NULL;
     int rc = -1;
     counts = PyObject_GetAttr(rec, cc_s_site_counts);
-    if (counts == NULL || (keys = PyTuple_Pack(1, site)) == NULL || cc_count(self, counts, keys) < 0)
+    if (counts == NULL)
         goto done;
+    if (PyDict_CheckExact(counts)) { /* speedc21: no `(site,)` tuple made for an exact dict's count */
+        if (cc_count_key(counts, site) < 0)
+            goto done;
+    } else if ((keys = PyTuple_Pack(1, site)) == NULL || cc_count(self, counts, keys) < 0) {
+        goto done;
+    }
     Py_CLEAR(counts);
     counts = PyObject_GetAttr(rec, cc_s_aggregated);
     if (counts == NULL || cc_count(self, counts, self->aggregated) < 0)
@@ -1947,7 +1988,8 @@ cw_after(CountedWrite *self, PyObject *rec, PyObject *args, PyObject *target, Py
         rc = 0;
         goto done;
     }
-    if ((v1 = version_of(target)) == NULL || (ge = PyObject_CallNoArgs(self->grad_enabled)) == NULL)
+    if ((v1 = version_read(target, ((LaneWrite *)self)->modes)) == NULL
+        || (ge = PyObject_CallNoArgs(self->grad_enabled)) == NULL)
         goto done;
     entry = PyTuple_Pack(10, aseq, v0, v1, ((LaneWrite *)self)->op, ge, code, lasti, line, Py_None, Py_None);
     if (entry == NULL || cw_log(self, rec, key, entry) < 0)
@@ -1993,7 +2035,8 @@ cw_reads(CountedWrite *self, PyObject *rec, PyObject *target, PyObject *frame, C
 {
     PyObject *pending = NULL, *user = NULL, *verdicts = NULL, *v, *lkey = NULL, *per_site = NULL, *found;
     int rc = -1, ge;
-    if ((r->v0 = version_of(target)) == NULL || (r->key = PyObject_CallOneArg(self->storage_key, target)) == NULL)
+    if ((r->v0 = version_read(target, NULL)) == NULL
+        || (r->key = PyObject_CallOneArg(self->storage_key, target)) == NULL)
         goto done;
     if (r->key == Py_None) { /* write_call's `key is None`: the reference path */
         rc = 0;
@@ -2303,3 +2346,237 @@ counted_write(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 /* ---- end of speedw20's block ---- */
+
+/* ---- speedc21's block: a storage's key read in place ----
+ *
+ * NOTE [A storage key read in place] in tensorscope/instrument/speedups.py says why and what is relied on.
+ *
+ * storage_key_setup(fallback, types, probes) finds, from probe tensors, the two offsets the read needs: where
+ * a tensor's Python object holds its TensorImpl's address (the THPVariable's `cdata`: an owned at::Tensor on
+ * 2.3 and later, a MaybeOwned<at::Tensor> on 2.2, whose `isBorrowed_` flag then sits before it) and where a
+ * TensorImpl holds its StorageImpl's (`storage_`, a member of TensorImpl itself, so at the same offset in every
+ * subclass of it). `probes` is a list of (tensor, its `_cdata`, torch's storage key of it); each offset must be
+ * the one word that matches for every probe, or nothing is set up. Returns True where both were found.
+ *
+ * storage_key(t): for a tensor whose type is exactly one of `types` (torch.Tensor, nn.Parameter), the word at
+ * the TensorImpl's storage offset, as an int, where it is not null (no storage: a sparse, batched or opaque
+ * tensor, whose key torch refuses) and the object's flag word (2.2's `isBorrowed_`) is zero; every other
+ * tensor, and every tensor before a setup succeeded, goes to `fallback` (torch's `_storage_address` or
+ * `_storage_id`), with its result or its exception. */
+static PyObject *sk_fallback = NULL, *sk_types = NULL;
+static Py_ssize_t sk_obj_off = -1, sk_impl_off = -1, sk_flag_off = -1;
+
+/* whether `t`'s type is exactly one of `types` and its object owns its cdata (2.2's flag word zero) */
+static int
+sk_plain(PyObject *t)
+{
+    if (sk_impl_off < 0)
+        return 0;
+    PyObject *tp = (PyObject *)Py_TYPE(t);
+    Py_ssize_t n = PyTuple_GET_SIZE(sk_types);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (tp == PyTuple_GET_ITEM(sk_types, i))
+            return sk_flag_off < 0 || *(void **)((char *)t + sk_flag_off) == NULL;
+    return 0;
+}
+
+static PyObject *
+storage_key(PyObject *module, PyObject *t)
+{
+    if (sk_plain(t)) { /* not 2.2's borrowed cdata (torch's own read then) */
+        char *impl = *(char **)((char *)t + sk_obj_off);
+        void *storage = impl == NULL ? NULL : *(void **)(impl + sk_impl_off);
+        if (storage != NULL) /* null: no storage, torch's read raises */
+            return PyLong_FromVoidPtr(storage);
+    }
+    if (sk_fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "storage_key: not set up");
+        return NULL;
+    }
+    return PyObject_CallOneArg(sk_fallback, t);
+}
+
+/* the one offset in [lo, hi) (a multiple of 8) at which every probe's object holds the probe's value, or -1 */
+static Py_ssize_t
+sk_find(PyObject *probes, Py_ssize_t lo, Py_ssize_t hi, int which)
+{
+    Py_ssize_t found = -1, n = PyList_GET_SIZE(probes);
+    for (Py_ssize_t off = lo; off < hi; off += (Py_ssize_t)sizeof(void *)) {
+        int all = 1;
+        for (Py_ssize_t i = 0; i < n && all; i++) {
+            PyObject *p = PyList_GET_ITEM(probes, i);
+            char *base = which == 0 ? (char *)PyTuple_GET_ITEM(p, 0) : (char *)PyLong_AsVoidPtr(PyTuple_GET_ITEM(p, 1));
+            void *want = PyLong_AsVoidPtr(PyTuple_GET_ITEM(p, which + 1));
+            if (PyErr_Occurred())
+                return -2;
+            if (base == NULL || *(void **)(base + off) != want)
+                all = 0;
+        }
+        if (all) {
+            if (found >= 0)
+                return -1; /* two offsets match: not unique, not used */
+            found = off;
+        }
+    }
+    return found;
+}
+
+static PyObject *
+storage_key_setup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyTuple_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "storage_key_setup(fallback, types, probes)");
+        return NULL;
+    }
+    PyObject *types = args[1], *probes = args[2];
+    Py_ssize_t n = PyList_GET_SIZE(probes);
+    sk_impl_off = -1; /* off while being set up, and for good where anything below fails */
+    Py_XSETREF(sk_fallback, Py_NewRef(args[0]));
+    Py_XSETREF(sk_types, Py_NewRef(types));
+    if (n < 2)
+        Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++)
+        if (!PyType_Check(PyTuple_GET_ITEM(types, i)))
+            Py_RETURN_FALSE;
+    Py_ssize_t head = (Py_ssize_t)sizeof(PyObject), min_basic = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(probes, i);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 3 || !PyLong_Check(PyTuple_GET_ITEM(p, 1))
+            || !PyLong_Check(PyTuple_GET_ITEM(p, 2)))
+            Py_RETURN_FALSE;
+        Py_ssize_t basic = Py_TYPE(PyTuple_GET_ITEM(p, 0))->tp_basicsize;
+        if (min_basic < 0 || basic < min_basic)
+            min_basic = basic;
+    }
+    /* the object's cdata: right after the object's head, or one word later behind 2.2's flag */
+    Py_ssize_t hi = head + 2 * (Py_ssize_t)sizeof(void *);
+    if (min_basic < hi)
+        Py_RETURN_FALSE;
+    Py_ssize_t obj_off = sk_find(probes, head, hi, 0);
+    if (obj_off == -2)
+        return NULL;
+    if (obj_off < 0)
+        Py_RETURN_FALSE;
+    Py_ssize_t flag_off = -1;
+    if (obj_off > head) { /* a word between: it must read zero on every probe (an owned cdata) */
+        flag_off = head;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (*(void **)((char *)PyTuple_GET_ITEM(PyList_GET_ITEM(probes, i), 0) + flag_off) != NULL)
+                Py_RETURN_FALSE;
+    }
+    /* the TensorImpl's storage_: its first member, past its vtable and refcounts, so within its first 16 words
+     * (a TensorImpl is larger than that on every release) */
+    Py_ssize_t impl_off = sk_find(probes, (Py_ssize_t)sizeof(void *), 16 * (Py_ssize_t)sizeof(void *), 1);
+    if (impl_off == -2)
+        return NULL;
+    if (impl_off < 0)
+        Py_RETURN_FALSE;
+    sk_obj_off = obj_off;
+    sk_flag_off = flag_off;
+    sk_impl_off = impl_off;
+    Py_RETURN_TRUE;
+}
+
+/* version_setup(probes): `probes` a list of (tensor, its `_version`), after storage_key_setup succeeded. A
+ * TensorImpl's `version_counter_` (a VariableVersion: one intrusive_ptr<VersionCounter>, null for an inference
+ * tensor) is its third member after `storage_` on 2.2 to 2.15 (`storage_`, `autograd_meta_`, `extra_meta_`,
+ * `version_counter_`); the VersionCounter's `version_` (a std::atomic<uint32_t>) follows its vtable and refcounts,
+ * two words or three. Finds the one of the two offsets at which every probe's counter holds its version (the
+ * probes' versions differ from each other), else leaves the in-place read off. Returns True where found. */
+static Py_ssize_t vr_off = -1;
+
+static void *
+vr_counter(PyObject *t)
+{
+    char *impl = *(char **)((char *)t + sk_obj_off);
+    if (impl == NULL)
+        return NULL;
+    return *(void **)(impl + sk_impl_off + 3 * (Py_ssize_t)sizeof(void *));
+}
+
+static PyObject *
+version_setup(PyObject *module, PyObject *probes)
+{
+    vr_off = -1;
+    if (sk_impl_off < 0 || !PyList_Check(probes) || PyList_GET_SIZE(probes) < 3)
+        Py_RETURN_FALSE;
+    Py_ssize_t n = PyList_GET_SIZE(probes), found = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(probes, i);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2 || !PyLong_Check(PyTuple_GET_ITEM(p, 1)))
+            Py_RETURN_FALSE;
+        PyObject *t = PyTuple_GET_ITEM(p, 0);
+        if (!sk_plain(t) || vr_counter(t) == NULL)
+            Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t off = 2 * (Py_ssize_t)sizeof(void *); off <= 3 * (Py_ssize_t)sizeof(void *); off += sizeof(void *)) {
+        int all = 1;
+        for (Py_ssize_t i = 0; i < n && all; i++) {
+            PyObject *p = PyList_GET_ITEM(probes, i);
+            unsigned long want = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(p, 1));
+            if (want == (unsigned long)-1 && PyErr_Occurred())
+                return NULL;
+            if (*(uint32_t *)((char *)vr_counter(PyTuple_GET_ITEM(p, 0)) + off) != want)
+                all = 0;
+        }
+        if (all) {
+            if (found >= 0)
+                Py_RETURN_FALSE;
+            found = off;
+        }
+    }
+    if (found < 0)
+        Py_RETURN_FALSE;
+    vr_off = found;
+    Py_RETURN_TRUE;
+}
+
+/* the version of a plain tensor with a counter, read in place (a new int), or NULL with no exception set */
+static PyObject *
+vr_read(PyObject *t)
+{
+    if (vr_off < 0 || !sk_plain(t))
+        return NULL;
+    char *counter = vr_counter(t);
+    if (counter == NULL)
+        return NULL; /* an inference tensor: torch's getter raises */
+    return PyLong_FromUnsignedLong(__atomic_load_n((uint32_t *)(counter + vr_off), __ATOMIC_RELAXED));
+}
+
+static PyObject *
+version_in_place(PyObject *module, PyObject *t)
+{
+    PyObject *v = vr_read(t);
+    if (v == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return v;
+}
+
+/* The write's version: `target._version` as torch's getter reads it (version_of), or in place where that is the
+ * same value: a plain tensor (exactly torch.Tensor or nn.Parameter, whose getter runs no Python: it asks only
+ * whether a torch-function mode is on) with a counter, and no torch-function mode on (`modes` NULL where the
+ * caller has just asked, else asked here). */
+static PyObject *
+version_read(PyObject *target, PyObject *modes)
+{
+    if (vr_off >= 0 && sk_plain(target)) {
+        if (modes != NULL) {
+            PyObject *n = PyObject_CallNoArgs(modes);
+            if (n == NULL) {
+                PyErr_Clear();
+                return version_of(target);
+            }
+            int truth = PyObject_IsTrue(n);
+            Py_DECREF(n);
+            if (truth != 0) {
+                PyErr_Clear();
+                return version_of(target);
+            }
+        }
+        PyObject *v = vr_read(target);
+        if (v != NULL || PyErr_Occurred())
+            return v;
+    }
+    return version_of(target);
+}
+/* ---- end of speedc21's block ---- */

@@ -195,6 +195,8 @@ class OptimizerSteps:
         self._log_writes = _speedups.log_writes()
         self._step_index = _speedups.function("step_index")  # _index in C
         self._add_count = _speedups.function("add_count") or add_count
+        # the compiled log's keys read in place where found (NOTE [A storage key read in place] in speedups.py)
+        self._storage_key = _speedups.storage_key() or _storage_key
 
     # --- the hooks ------------------------------------------------------------------------------------
 
@@ -302,7 +304,7 @@ class OptimizerSteps:
         log = rec.write_log
         log_writes = self._log_writes
         if log_writes is not None:  # NOTE [The compiled lane] in speedups.py: _log_writes in C
-            log_writes(writes, log, _storage_key, _state_ids, step.opt, (aseq, grad_enabled, code, lasti, line),
+            log_writes(writes, log, self._storage_key, _state_ids, step.opt, (aseq, grad_enabled, code, lasti, line),
                        _MAX_LOGGED_STORAGES, _MAX_WRITES_PER_STORAGE)
         else:
             _log_writes(writes, log, step.opt, aseq, grad_enabled, code, lasti, line)

@@ -67,6 +67,7 @@ from tensorscope.instrument.quiet import function_modes as _function_modes, tf_o
 from tensorscope.instrument.quiet import unseen_by_modes as _unseen, _LOUD
 from tensorscope.instrument.recorder import _INSPECTABLE, inspectable
 from tensorscope.instrument.speedups import counted_write as _counted_write, lane_write as _lane_write
+from tensorscope.instrument.speedups import storage_key as _compiled_storage_key
 from tensorscope.instrument.recorder import _ONE_AGGREGATED
 from tensorscope.instrument.records import MAX_LOGGED_STORAGES as _MAX_LOGGED_STORAGES
 from tensorscope.instrument.records import MAX_WRITES_PER_STORAGE as _MAX_WRITES_PER_STORAGE
@@ -242,8 +243,10 @@ def make_write(op, orig):
     # NOTE [The compiled lane] in speedups.py: the lane above in C where the accelerator is built, and a counted
     # line's writes (NOTE [A counted write, compiled])
     body = _lane_write(op, orig, write, _LANES, _INSPECTABLE, _function_modes, _Step)
+    # (its storage key read in place where found: NOTE [A storage key read in place] in speedups.py)
     return named(_counted_write(body, state, _IN_STEP, _IN_WRITE, _PAUSED, _LINES, _get_sequence_nr,
-                                torch.is_grad_enabled, compat.storage_key, _write_failed, _ONE_AGGREGATED,
+                                torch.is_grad_enabled, _compiled_storage_key() or compat.storage_key,
+                                _write_failed, _ONE_AGGREGATED,
                                 _RUNNING_STATS_CODES, op in INDEX_WRITES, _MAX_LOGGED_STORAGES,
                                 _MAX_WRITES_PER_STORAGE), orig)
 

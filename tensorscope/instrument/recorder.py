@@ -30,6 +30,7 @@ except ImportError:  # another Python implementation: counted in Python (a threa
 
 import torch
 
+from tensorscope.instrument import speedups as _speedups
 from tensorscope import compat
 from tensorscope.instrument.frames import _LINES, UserCode, call_segment, signals_wait, library_name, line_of
 from tensorscope.instrument.lines import LineRecord
@@ -143,6 +144,7 @@ def count_aggregated(rec, n: int = 1) -> None:
 # storage sizes need the storage object, read once the program has ended (``describe(storage=True)``).
 # (torch 2.2 has no ``_storage_address``: see NOTE [Storage keys on releases without _storage_address])
 storage_key = compat.storage_key
+_speedups.setup_storage_key(storage_key)  # NOTE [A storage key read in place] in speedups.py
 
 _INSPECTABLE = {_Tensor: True, torch.nn.Parameter: True}
 _BASE_TF = _Tensor.__torch_function__.__func__

@@ -177,3 +177,77 @@ def counted_call(orig, fallback, record, failed, state, paused, modes, lines, op
         return make(orig, fallback, record, failed, state, paused, modes, lines, op, bool(alias), count, aggregated)
     except Exception:
         return None
+
+
+# NOTE [A storage key read in place]
+# (speedc21) A storage is keyed by its StorageImpl's address (NOTE [Storage keys without storage objects] in
+# recorder.py), read by ``torch._C._storage_address`` (``_storage_id`` on 2.2), a pybind function: ~775
+# instructions a call, 16 a small_mlp step in the optimizer step's write log (benchmarks/RESULTS.md, "speedv20").
+# ``_speedups.storage_key`` reads the same word in place: the tensor's Python object holds its TensorImpl (the
+# THPVariable's ``cdata``: an ``at::Tensor`` right after the object's head on 2.3 to 2.15, a
+# ``MaybeOwned<at::Tensor>`` on 2.2, whose ``isBorrowed_`` flag sits before it), and a TensorImpl holds its
+# StorageImpl in ``storage_``, a member of TensorImpl itself (after its vtable and refcounts: one combined count
+# on 2.13 and 2.15, two on 2.2), so at one offset in every kind of tensor. Neither offset is an API and both moved
+# between releases, so neither is written down: ``setup_storage_key`` finds both at import from probe tensors
+# (each offset the one word, among the few it can be, that holds ``_cdata`` and torch's key for every probe: a
+# tensor, a view of another, a zero-dimensional one, an int64 one, a Parameter, one that requires grad); where
+# either is not found, or a probe then reads differently from torch's key, the C read stays off and torch's
+# function is called. The read is used only for a tensor whose type is exactly ``torch.Tensor`` or
+# ``nn.Parameter`` (a subclass may be any kind of object torch makes), only where the TensorImpl's storage is not
+# null (a sparse, mkldnn, batched (vmap) or functorch grad-wrapped tensor has none, and torch's key raises for
+# it: the call goes to torch's function, which raises the same) and, on 2.2, only for an owned ``cdata`` (its
+# flag word zero). tests/test_speedc21.py compares the two reads on plain, viewed, strided, zero-size, meta,
+# complex, conjugate, nested, sparse, mkldnn, quantized, numpy-shared tensors, tensors inside ``vmap``,
+# ``torch.func.grad`` and ``functionalize``, and after ``.data =`` and ``set_``: equal keys or the same exception
+# (run on torch 2.2.2, 2.6.0, 2.9.1, 2.13.0 and 2.15.0). The compiled write log (``OptimizerSteps.log``) and the
+# compiled counted write use it; the Python paths call torch's function as before. The same probes find a write's
+# version: ``version_counter_`` is TensorImpl's third member after ``storage_`` on 2.2 to 2.15 (``autograd_meta_``
+# and ``extra_meta_`` between; null for an inference tensor, whose ``_version`` raises), its ``version_`` two or
+# three words into the counter (probed with probes of different versions). The compiled lane and counted write read
+# it in place for a plain tensor with a counter while no torch-function mode is on (torch's getter asks only that
+# for a plain tensor), asking the modes' count again for the read after torch's op; else torch's getter. The probes
+# run once at import, unseen by any torch-function mode of the program's.
+_STORAGE_KEY = None
+
+
+def setup_storage_key(torch_key):
+    """Find where a tensor's storage key lies (see the NOTE) and keep the compiled read where it was found."""
+    mod = _SPEEDUPS
+    if mod is None or not hasattr(mod, "storage_key_setup"):
+        return
+    try:
+        import torch
+        with torch._C.DisableTorchFunction():  # a program's torch-function mode (an in-process import) sees none of it
+            _probe(mod, torch, torch_key)
+    except Exception:
+        pass
+
+
+def _probe(mod, torch, torch_key):
+    """``setup_storage_key``'s probes: both offsets found and checked, or the compiled reads left off."""
+    global _STORAGE_KEY
+    base = torch.zeros(4)
+    probes = [torch.zeros(3), base, base[1:], torch.zeros(()), torch.ones(2, dtype=torch.int64),
+              torch.nn.Parameter(torch.zeros(2)), torch.zeros(2, requires_grad=True)]
+    if not mod.storage_key_setup(torch_key, (torch.Tensor, torch.nn.Parameter),
+                                 [(t, t._cdata, torch_key(t)) for t in probes]):
+        return
+    key = mod.storage_key
+    if not all(key(t) == torch_key(t) for t in probes):
+        return
+    _STORAGE_KEY = key
+    # the versions: probes whose versions differ (the counter a view shares with its base included)
+    with torch.no_grad():
+        for t, n in ((probes[1], 1), (probes[3], 5), (probes[5], 9), (probes[6], 2)):
+            for _ in range(n):
+                t.add_(1)
+    if mod.version_setup([(t, t._version) for t in probes]):
+        if not all(mod.version_in_place(t) == t._version for t in probes):
+            mod.version_setup([])  # off again: a list too short
+
+
+def storage_key():
+    """The compiled storage key (see the NOTE), or None: not built, not found, or ``TENSORSCOPE_PURE_PYTHON=1``."""
+    if _STORAGE_KEY is None or compiled() is None:
+        return None
+    return _STORAGE_KEY
