@@ -808,7 +808,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "VERSION", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "VERSION", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

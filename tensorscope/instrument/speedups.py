@@ -58,7 +58,7 @@ import sysconfig
 import weakref
 
 #: the C source's version this module speaks to (``_speedups.VERSION``)
-_VERSION = 4
+_VERSION = 5
 
 
 def _load():
