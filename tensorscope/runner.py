@@ -728,6 +728,7 @@ def _join_others(outcome: Outcome) -> None:
             except Exception:
                 pass
     shutdown = _shutdown_wait()
+    raised = None
     with outcome.held.interruptible() if outcome.held is not None else contextlib.nullcontext():
         for t in others or (None,):  # None: only the handlers of the signals noted since the program ended
             try:
@@ -739,9 +740,14 @@ def _join_others(outcome: Outcome) -> None:
                 outcome.signal, outcome.exit_status = e.signum, 128 + e.signum
                 return
             except BaseException as e:  # NOTE [An exception while the program's threads are joined]
-                _ignored_at_shutdown(e, shutdown)
-                threading._shutdown = _abandon  # the threads still running are not waited for at the exit
-                return
+                raised = e
+                break
+    if raised is not None:
+        # printed once the program's handlers are muted again: a signal that came while it printed ran the
+        # handler inside the print (the module's repr is Python code), and "<object repr() failed>" was printed
+        # where python prints "<module 'threading' ...>" (a signal storm on a loaded machine, measured once)
+        _ignored_at_shutdown(raised, shutdown)
+        threading._shutdown = _abandon  # the threads still running are not waited for at the exit
 
 
 def _abandon() -> None:

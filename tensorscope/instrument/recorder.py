@@ -31,6 +31,7 @@ except ImportError:  # another Python implementation: counted in Python (a threa
 import torch
 
 from tensorscope.instrument import speedups as _speedups
+from tensorscope.instrument import state
 from tensorscope import compat
 from tensorscope.instrument.frames import _LINES, UserCode, call_segment, signals_wait, library_name, line_of
 from tensorscope.instrument.lines import LineRecord
@@ -180,8 +181,6 @@ _SEEDED = frozenset(_INSPECTABLE)
 
 
 def _not_inspected(kind, module: str) -> None:
-    from tensorscope.instrument import state
-
     rec = state.recorder
     if rec is not None:
         name = getattr(kind, "__qualname__", None) or kind.__name__
