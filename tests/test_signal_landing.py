@@ -25,6 +25,16 @@ def _run(cmd, cwd, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
+def _three_ways(prog: str, cwd, report):
+    """``prog`` under python, under ``run -o report`` (the accelerator) and under ``explain`` (the pure-Python
+    path), at once: each one's (exit status, stdout, stderr)."""
+    with ThreadPoolExecutor(3) as pool:
+        py = pool.submit(_run, [PY, prog], cwd)
+        run = pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", str(report), prog], cwd)
+        explain = pool.submit(_run, [PY, "-m", "tensorscope", "explain", prog], cwd, {"TENSORSCOPE_PURE_PYTHON": "1"})
+        return py.result(), run.result(), explain.result()
+
+
 def test_a_handler_landing_in_a_wrapper_runs_in_the_programs_code(tmp_path):
     """On main the handler ran in tensorscope's write wrapper (``tracker.write_call``), and the in-place
     ``detach_`` it interrupted was left out of the report's events (half recorded). Now it runs in the program's
@@ -32,12 +42,7 @@ def test_a_handler_landing_in_a_wrapper_runs_in_the_programs_code(tmp_path):
     calls included, and the event is whole."""
     prog = str(FAULTS / "handler_in_a_wrapper.py")
     report = tmp_path / "r.json"
-    with ThreadPoolExecutor(3) as pool:
-        py = pool.submit(_run, [PY, prog], tmp_path)
-        run = pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", str(report), prog], tmp_path)
-        explain = pool.submit(_run, [PY, "-m", "tensorscope", "explain", prog], tmp_path,
-                              {"TENSORSCOPE_PURE_PYTHON": "1"})
-        py, run, explain = py.result(), run.result(), explain.result()
+    py, run, explain = _three_ways(prog, tmp_path, report)
     assert py[0] == 0 and py[2] == b"", py
     lines = py[1].decode().splitlines()
     assert lines == [
@@ -81,12 +86,7 @@ def test_a_handler_landing_in_the_programs_code_that_tensorscope_calls_waits_for
     write wrapper calling the original, which calls ``__torch_function__``) runs the handler at once, as python."""
     prog = str(FAULTS / "handler_in_torch_function.py")
     report = tmp_path / "r.json"
-    with ThreadPoolExecutor(3) as pool:
-        py = pool.submit(_run, [PY, prog], tmp_path)
-        run = pool.submit(_run, [PY, "-m", "tensorscope", "run", "-o", str(report), prog], tmp_path)
-        explain = pool.submit(_run, [PY, "-m", "tensorscope", "explain", prog], tmp_path,
-                              {"TENSORSCOPE_PURE_PYTHON": "1"})
-        py, run, explain = py.result(), run.result(), explain.result()
+    py, run, explain = _three_ways(prog, tmp_path, report)
     mul_ = b"mul_ stopped ['<module>', '__torch_function__', 'handler'] unchanged True\n"  # the program's own call: at once
     assert py == (0, b"set\n" + mul_ + b"end [3.0, 3.0, 3.0]\n", b"stops [] handler given [] data Tensor\n"), py
     caught = b"stops [['<module>', 'handler']] handler given ['<module>'] data Tensor\n"
